@@ -1,0 +1,94 @@
+/**
+ * The engine contract shared by every backend and by the HTTP layer.
+ *
+ * A generation is a `ReadableStream<EngineChunk>`: zero or more `step` chunks (each one engine step for this
+ * sequence, which may carry several tokens when speculation accepts drafts) and exactly one final `finish` chunk.
+ * Consumers must never assume one token per chunk.
+ */
+import type { Tokenizer } from "./tokenizer.ts";
+
+export type FinishReason =
+  /** A stop token or stop string ended the sequence (also: EOS). */
+  | "stop"
+  /** `max_output_tokens` or the model's context length was reached. */
+  | "length"
+  /** The request was cancelled or its client went away. */
+  | "abort"
+  /** The backend failed for this sequence. */
+  | "error";
+
+/** Log-probability of one sampled token, plus the most likely alternatives when asked for. */
+export interface TokenLogprob {
+  readonly logprob: number;
+  /** Sorted by descending logprob; empty unless `topLogprobs > 0` was requested. */
+  readonly top: readonly { readonly id: number; readonly logprob: number }[];
+}
+
+export type EngineChunk =
+  | {
+    readonly type: "step";
+    /** Tokens produced for this sequence in one engine step, in order (1..K+1 with speculation). */
+    readonly tokens: readonly number[];
+    /** Present iff logprobs were requested; same length as `tokens`. */
+    readonly logprobs?: readonly TokenLogprob[];
+  }
+  | {
+    readonly type: "finish";
+    readonly reason: FinishReason;
+    readonly promptTokens: number;
+    readonly outputTokens: number;
+    /** Prompt tokens served from a prefix cache, if the backend has one. */
+    readonly cachedTokens?: number;
+    /** Human-readable cause when `reason` is "error". */
+    readonly message?: string;
+  };
+
+export interface SamplingParams {
+  /** 0 means greedy. */
+  readonly temperature: number;
+  readonly topP: number;
+  /** 0 means disabled. */
+  readonly topK: number;
+  readonly seed?: number;
+  readonly maxTokens: number;
+  /** Token ids that end the sequence; the stop token itself is reported in the step that produced it. */
+  readonly stopTokens: readonly number[];
+  /** Strings that end the sequence (checked on decoded text). */
+  readonly stopStrings: readonly string[];
+  /** Number of alternatives per token; -1 means no logprobs at all, 0 means sampled-token logprob only. */
+  readonly logprobs: number;
+}
+
+export interface GenerateRequest {
+  readonly id: string;
+  readonly promptTokens: readonly number[];
+  readonly sampling: SamplingParams;
+  /** Aborting ends the generation at the next step with a `finish` of reason "abort" and frees its cache. */
+  readonly signal?: AbortSignal;
+}
+
+export interface EngineStats {
+  readonly running: number;
+  readonly waiting: number;
+  /** Fraction 0..1 of the KV cache budget in use. */
+  readonly kvCacheUsage: number;
+}
+
+export interface Engine {
+  readonly modelId: string;
+  readonly tokenizer: Tokenizer;
+  /** Longest prompt + output the model accepts. */
+  readonly maxModelLen: number;
+  /**
+   * Starts a generation. Throws `QueueFullError` synchronously when the waiting queue is full, so the HTTP layer
+   * can answer 429 before any byte is sent.
+   */
+  generate(request: GenerateRequest): ReadableStream<EngineChunk>;
+  stats(): EngineStats;
+  /** Stops accepting work, lets running sequences finish, then releases backend resources. */
+  close(): Promise<void>;
+}
+
+export class QueueFullError extends Error {
+  override readonly name = "QueueFullError";
+}
