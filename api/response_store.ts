@@ -1,0 +1,207 @@
+/**
+ * Durable storage for stored responses: the latest response snapshot, its input items, the conversation needed to
+ * continue it (`previous_response_id`), and the append-only event log that `GET ?stream=true` replays.
+ *
+ * Invariants:
+ * - The event log is append-only and keyed by (response id, sequence_number), so a replay returns byte-identical
+ *   payloads with the original numbering.
+ * - Every write is committed before the call returns (WAL, synchronous=NORMAL survives a killed process), so a
+ *   terminal event that reached a client is also on disk.
+ * - Listeners are in-memory only: they tell tailing readers that new events exist; the data comes from SQLite.
+ */
+import { DatabaseSync, type StatementSync } from "node:sqlite";
+
+export interface StoredEvent {
+  readonly sequence_number: number;
+  readonly type: string;
+}
+
+export interface InputItemsPage {
+  readonly data: Record<string, unknown>[];
+  readonly first_id: string | null;
+  readonly last_id: string | null;
+  readonly has_more: boolean;
+}
+
+const TERMINAL_TYPES = new Set(["response.completed", "response.incomplete", "response.failed"]);
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS responses (
+  id TEXT PRIMARY KEY,
+  response TEXT NOT NULL,
+  conversation TEXT NOT NULL,
+  terminal INTEGER NOT NULL DEFAULT 0,
+  created_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS input_items (
+  response_id TEXT NOT NULL,
+  position INTEGER NOT NULL,
+  item_id TEXT NOT NULL,
+  item TEXT NOT NULL,
+  PRIMARY KEY (response_id, position)
+);
+CREATE TABLE IF NOT EXISTS events (
+  response_id TEXT NOT NULL,
+  seq INTEGER NOT NULL,
+  event TEXT NOT NULL,
+  PRIMARY KEY (response_id, seq)
+);
+`;
+
+export class ResponseStore {
+  readonly #db: DatabaseSync;
+  readonly #listeners = new Map<string, Set<() => void>>();
+  readonly #insertResponse: StatementSync;
+  readonly #insertItem: StatementSync;
+  readonly #insertEvent: StatementSync;
+  readonly #updateResponse: StatementSync;
+  readonly #markTerminal: StatementSync;
+  readonly #selectResponse: StatementSync;
+  readonly #selectEventsAfter: StatementSync;
+  readonly #selectItems: StatementSync;
+
+  private constructor(db: DatabaseSync) {
+    this.#db = db;
+    db.exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000;");
+    db.exec(SCHEMA);
+    this.#insertResponse = db.prepare(
+      "INSERT INTO responses (id, response, conversation, terminal, created_at) VALUES (?, ?, ?, 0, ?)",
+    );
+    this.#insertItem = db.prepare("INSERT INTO input_items (response_id, position, item_id, item) VALUES (?, ?, ?, ?)");
+    this.#insertEvent = db.prepare("INSERT INTO events (response_id, seq, event) VALUES (?, ?, ?)");
+    this.#updateResponse = db.prepare("UPDATE responses SET response = ? WHERE id = ?");
+    this.#markTerminal = db.prepare("UPDATE responses SET terminal = 1 WHERE id = ?");
+    this.#selectResponse = db.prepare("SELECT response, conversation, terminal FROM responses WHERE id = ?");
+    this.#selectEventsAfter = db.prepare("SELECT event FROM events WHERE response_id = ? AND seq > ? ORDER BY seq");
+    this.#selectItems = db.prepare("SELECT item_id, item FROM input_items WHERE response_id = ? ORDER BY position");
+  }
+
+  /** Opens (creating if needed) a store at a file path, or an in-memory one for ":memory:". */
+  static open(path: string): ResponseStore {
+    return new ResponseStore(new DatabaseSync(path));
+  }
+
+  close(): void {
+    this.#listeners.clear();
+    this.#db.close();
+  }
+
+  create(
+    response: Record<string, unknown>,
+    inputItems: readonly Record<string, unknown>[],
+    conversation: unknown,
+  ): void {
+    const id = responseId(response);
+    this.#transaction(() => {
+      this.#insertResponse.run(id, JSON.stringify(response), JSON.stringify(conversation ?? null), Date.now());
+      inputItems.forEach((item, position) => {
+        const itemId = typeof item.id === "string" && item.id !== "" ? item.id : `${id}_item_${position}`;
+        this.#insertItem.run(id, position, itemId, JSON.stringify(item));
+      });
+    });
+  }
+
+  /** Appends events in order; a terminal event marks the response terminal in the same transaction. */
+  appendEvents(id: string, events: readonly StoredEvent[]): void {
+    if (events.length === 0) return;
+    let terminal = false;
+    this.#transaction(() => {
+      for (const event of events) {
+        this.#insertEvent.run(id, event.sequence_number, JSON.stringify(event));
+        if (TERMINAL_TYPES.has(event.type)) terminal = true;
+      }
+      if (terminal) this.#markTerminal.run(id);
+    });
+    this.#notify(id);
+  }
+
+  update(id: string, response: Record<string, unknown>): void {
+    this.#updateResponse.run(JSON.stringify(response), id);
+    this.#notify(id);
+  }
+
+  get(id: string): { response: Record<string, unknown>; conversation: unknown } | undefined {
+    const row = this.#selectResponse.get(id) as { response: string; conversation: string } | undefined;
+    if (!row) return undefined;
+    return { response: JSON.parse(row.response), conversation: JSON.parse(row.conversation) };
+  }
+
+  isTerminal(id: string): boolean {
+    const row = this.#selectResponse.get(id) as { terminal: number } | undefined;
+    return row?.terminal === 1;
+  }
+
+  delete(id: string): boolean {
+    let deleted = false;
+    this.#transaction(() => {
+      const result = this.#db.prepare("DELETE FROM responses WHERE id = ?").run(id);
+      deleted = Number(result.changes) > 0;
+      this.#db.prepare("DELETE FROM input_items WHERE response_id = ?").run(id);
+      this.#db.prepare("DELETE FROM events WHERE response_id = ?").run(id);
+    });
+    if (deleted) this.#notify(id);
+    return deleted;
+  }
+
+  /** Cursor pagination over a response's input items; `after` is an item id. Undefined for an unknown response. */
+  listInputItems(
+    id: string,
+    query: { readonly limit: number; readonly order: "asc" | "desc"; readonly after?: string },
+  ): InputItemsPage | undefined {
+    if (!this.#selectResponse.get(id)) return undefined;
+    const rows = this.#selectItems.all(id) as { item_id: string; item: string }[];
+    if (query.order === "desc") rows.reverse();
+    let start = 0;
+    if (query.after !== undefined) {
+      const at = rows.findIndex((row) => row.item_id === query.after);
+      start = at < 0 ? rows.length : at + 1;
+    }
+    const page = rows.slice(start, start + query.limit);
+    const data = page.map((row) => ({ id: row.item_id, ...JSON.parse(row.item) }));
+    return {
+      data,
+      first_id: page[0]?.item_id ?? null,
+      last_id: page.at(-1)?.item_id ?? null,
+      has_more: start + page.length < rows.length,
+    };
+  }
+
+  eventsAfter(id: string, startingAfter: number): StoredEvent[] {
+    const rows = this.#selectEventsAfter.all(id, startingAfter) as { event: string }[];
+    return rows.map((row) => JSON.parse(row.event));
+  }
+
+  subscribe(id: string, listener: () => void): () => void {
+    let set = this.#listeners.get(id);
+    if (!set) this.#listeners.set(id, set = new Set());
+    set.add(listener);
+    return () => {
+      set.delete(listener);
+      if (set.size === 0 && this.#listeners.get(id) === set) this.#listeners.delete(id);
+    };
+  }
+
+  #notify(id: string): void {
+    const set = this.#listeners.get(id);
+    if (!set) return;
+    // Copy: a listener may unsubscribe itself while being called.
+    for (const listener of [...set]) listener();
+  }
+
+  #transaction(body: () => void): void {
+    this.#db.exec("BEGIN IMMEDIATE");
+    try {
+      body();
+      this.#db.exec("COMMIT");
+    } catch (error) {
+      this.#db.exec("ROLLBACK");
+      throw error;
+    }
+  }
+}
+
+function responseId(response: Record<string, unknown>): string {
+  const id = response.id;
+  if (typeof id !== "string" || id === "") throw new TypeError("stored response needs a non-empty string id");
+  return id;
+}
