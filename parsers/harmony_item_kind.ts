@@ -1,0 +1,43 @@
+/**
+ * Which Responses output item a parsed harmony header becomes (harmony.md §3.1, newest vLLM policy, with the fixes of
+ * §6): calls are recognised on any channel; `functions.X` and bare names of the request's function tools are function
+ * calls (name = recipient without the `functions.` prefix, never split on dots); `browser.*` is web search; `python`
+ * is the code interpreter; any other recipient is an MCP call. Without a recipient the channel decides, and an
+ * unknown or missing channel degrades to a plain visible message rather than being dropped.
+ */
+import type { ItemKind } from "./segment.ts";
+import type { HarmonyHeader } from "./harmony_header.ts";
+
+const FUNCTIONS_PREFIX = "functions.";
+
+export function harmonyItemKind(header: HarmonyHeader, toolNames: ReadonlySet<string>): ItemKind {
+  const recipient = header.recipient;
+  // `to=assistant` addresses the assistant itself (a tool-result header); `all` is harmony's broadcast recipient.
+  if (recipient === undefined || recipient === "" || recipient === "assistant" || recipient === "all") {
+    switch (header.channel) {
+      case "analysis":
+        return { type: "reasoning" };
+      case "commentary":
+        return { type: "message", phase: "commentary" };
+      case "final":
+        return { type: "message", phase: "final_answer" };
+      default:
+        return { type: "message" };
+    }
+  }
+  if (recipient.startsWith(FUNCTIONS_PREFIX) && recipient.length > FUNCTIONS_PREFIX.length) {
+    return { type: "function_call", name: recipient.slice(FUNCTIONS_PREFIX.length) };
+  }
+  if (toolNames.has(recipient)) return { type: "function_call", name: recipient };
+  if (recipient === "browser" || recipient.startsWith("browser.")) {
+    return { type: "web_search_call", action: recipient.slice("browser.".length) || "search" };
+  }
+  if (recipient === "python" || recipient.startsWith("python.")) return { type: "code_interpreter_call" };
+  const dot = recipient.indexOf(".");
+  if (dot <= 0) return { type: "mcp_call", serverLabel: recipient, name: recipient };
+  return {
+    type: "mcp_call",
+    serverLabel: recipient.slice(0, dot),
+    name: recipient.slice(dot + 1) || recipient.slice(0, dot),
+  };
+}

@@ -1,0 +1,237 @@
+/**
+ * Token-level harmony (gpt-oss) output parser: one token per `push`, segments out (harmony.md §2, lenient design of
+ * §2.8). Special tokens are looked up by text in the tokenizer, never by hard-coded id.
+ *
+ * States: `header` (collecting the tokens before `<|message|>`), `content` (an item is open and receives text),
+ * `idle` (after a terminator, expecting `<|start|>`). Generation starts in `header` because the prompt ends with
+ * `<|start|>assistant`. Leniency, so that no exception escapes and no model text is silently dropped:
+ *  - idle: extra terminators and `<|endoftext|>` are no-ops; any other token opens an implicit header (so
+ *    `<|end|>assistant<|channel|>…` and `<|end|><|channel|>…` work without `<|start|>`);
+ *  - header: a header that ends without `<|message|>` (terminator, `<|start|>`, EOS) is recovered: its unrecognised
+ *    words become the body of the item the rest of the header describes; `<|start|>` in a header restarts it, which
+ *    drops a model-repeated `<|start|>assistant`;
+ *  - content: `<|start|>` or `<|endoftext|>` closes the item implicitly; other specials are control tokens, never
+ *    text, and are stripped (the UTF-8 decoder is flushed there so bytes cannot join across them).
+ */
+import type { Tokenizer } from "../engine/tokenizer.ts";
+import type { CloseReason, ItemKind, OutputParser, Segment, SegmentLogprob } from "./segment.ts";
+import { type HarmonyHeader, HarmonyHeaderBuilder } from "./harmony_header.ts";
+import { harmonyItemKind } from "./harmony_item_kind.ts";
+import { HarmonyUtf8Decoder } from "./harmony_utf8.ts";
+
+export interface HarmonyParserOptions {
+  /** Function tools of the request: a bare recipient with one of these names is a function call. */
+  readonly toolNames: readonly string[];
+}
+
+/** The control tokens the parser reacts to, resolved once per tokenizer; -1 when the vocabulary lacks one. */
+interface HarmonyIds {
+  readonly start: number;
+  readonly end: number;
+  readonly message: number;
+  readonly channel: number;
+  readonly constrain: number;
+  readonly ret: number;
+  readonly call: number;
+  readonly endOfText: number;
+}
+
+const idCache = new WeakMap<Tokenizer, HarmonyIds>();
+
+function harmonyIds(tokenizer: Tokenizer): HarmonyIds {
+  let ids = idCache.get(tokenizer);
+  if (ids === undefined) {
+    const id = (text: string): number => tokenizer.specialId(text) ?? -1;
+    ids = {
+      start: id("<|start|>"),
+      end: id("<|end|>"),
+      message: id("<|message|>"),
+      channel: id("<|channel|>"),
+      constrain: id("<|constrain|>"),
+      ret: id("<|return|>"),
+      call: id("<|call|>"),
+      endOfText: id("<|endoftext|>"),
+    };
+    idCache.set(tokenizer, ids);
+  }
+  return ids;
+}
+
+/** Bytes substituted for a token id the tokenizer cannot map (decodes to U+FFFD, never throws). */
+const REPLACEMENT_BYTES = new Uint8Array([0xef, 0xbf, 0xbd]);
+
+type State = "header" | "content" | "idle";
+
+export class HarmonyParser implements OutputParser {
+  readonly #tokenizer: Tokenizer;
+  readonly #ids: HarmonyIds;
+  /** Recipients a bare header word may name: the request's function tools. */
+  readonly #toolNames: ReadonlySet<string>;
+
+  #state: State = "header";
+  #header = new HarmonyHeaderBuilder();
+  /** Header text bytes since the last marker; decoded as a unit so characters split across header tokens survive. */
+  #headerBytes = new HarmonyUtf8Decoder();
+  #decoder = new HarmonyUtf8Decoder();
+  #item: ItemKind | undefined;
+  /** Logprobs of content tokens that completed no text yet (partial UTF-8); they ride on the next delta. */
+  #pendingLogprobs: SegmentLogprob[] = [];
+
+  constructor(tokenizer: Tokenizer, options: HarmonyParserOptions) {
+    this.#tokenizer = tokenizer;
+    this.#ids = harmonyIds(tokenizer);
+    this.#toolNames = new Set(options.toolNames);
+  }
+
+  get inReasoning(): boolean {
+    return this.#state === "content" && this.#item?.type === "reasoning";
+  }
+
+  push(token: number, logprob?: SegmentLogprob): Segment[] {
+    const out: Segment[] = [];
+    switch (this.#state) {
+      case "content":
+        this.#pushContent(token, logprob, out);
+        break;
+      case "header":
+        this.#pushHeader(token, out);
+        break;
+      case "idle":
+        this.#pushIdle(token, out);
+        break;
+      default: {
+        const never: never = this.#state;
+        throw new Error(`Unreachable harmony parser state: ${String(never)}`);
+      }
+    }
+    return out;
+  }
+
+  flush(): Segment[] {
+    const out: Segment[] = [];
+    if (this.#state === "content") this.#close("implicit", out);
+    else if (this.#state === "header") this.#recoverHeader("implicit", out);
+    this.#state = "header";
+    this.#resetHeader();
+    return out;
+  }
+
+  #isTerminator(token: number): CloseReason | undefined {
+    const ids = this.#ids;
+    if (token === ids.end) return "end";
+    if (token === ids.call) return "call";
+    if (token === ids.ret) return "return";
+    if (token === ids.endOfText) return "implicit";
+    return undefined;
+  }
+
+  #pushIdle(token: number, out: Segment[]): void {
+    if (this.#isTerminator(token) !== undefined) return; // a stray stop token after a message (harmony.md V14)
+    this.#state = "header";
+    this.#resetHeader();
+    if (token !== this.#ids.start) this.#pushHeader(token, out);
+  }
+
+  #pushHeader(token: number, out: Segment[]): void {
+    const ids = this.#ids;
+    if (token === ids.message) {
+      this.#open(harmonyItemKind(this.#parseHeader(), this.#toolNames), out);
+      return;
+    }
+    const reason = this.#isTerminator(token);
+    if (reason !== undefined) {
+      this.#recoverHeader(reason, out);
+      this.#state = "idle";
+      return;
+    }
+    if (token === ids.start) {
+      this.#recoverHeader("implicit", out);
+      this.#state = "header";
+      this.#resetHeader();
+      return;
+    }
+    if (token === ids.channel) this.#headerMarker("channel");
+    else if (token === ids.constrain) this.#headerMarker("constrain");
+    else if (this.#tokenizer.isSpecial(token)) this.#headerMarker("other");
+    else this.#header.appendText(this.#headerBytes.push(this.#bytes(token)));
+  }
+
+  #pushContent(token: number, logprob: SegmentLogprob | undefined, out: Segment[]): void {
+    const reason = this.#isTerminator(token);
+    if (reason !== undefined) {
+      this.#close(reason, out);
+      this.#state = "idle";
+      return;
+    }
+    if (token === this.#ids.start) {
+      this.#close("implicit", out);
+      this.#state = "header";
+      this.#resetHeader();
+      return;
+    }
+    if (this.#tokenizer.isSpecial(token)) {
+      this.#delta(this.#decoder.finish(), out);
+      return;
+    }
+    if (logprob !== undefined) this.#pendingLogprobs.push(logprob);
+    this.#delta(this.#decoder.push(this.#bytes(token)), out);
+  }
+
+  #bytes(token: number): Uint8Array {
+    try {
+      return this.#tokenizer.tokenBytes(token);
+    } catch {
+      return REPLACEMENT_BYTES;
+    }
+  }
+
+  #headerMarker(marker: "channel" | "constrain" | "other"): void {
+    this.#header.appendText(this.#headerBytes.finish());
+    this.#header.appendMarker(marker);
+  }
+
+  #parseHeader(): HarmonyHeader {
+    this.#header.appendText(this.#headerBytes.finish());
+    return this.#header.parse(this.#toolNames);
+  }
+
+  #resetHeader(): void {
+    this.#header = new HarmonyHeaderBuilder();
+    this.#headerBytes = new HarmonyUtf8Decoder();
+  }
+
+  /** A header that never reached `<|message|>`: its unrecognised words are the body (harmony.md V16, §2.8). */
+  #recoverHeader(reason: CloseReason, out: Segment[]): void {
+    const header = this.#parseHeader();
+    if (header.leftover.length === 0) return;
+    this.#open(harmonyItemKind(header, this.#toolNames), out);
+    this.#delta(header.leftover, out);
+    this.#close(reason, out);
+  }
+
+  #open(item: ItemKind, out: Segment[]): void {
+    this.#item = item;
+    this.#decoder = new HarmonyUtf8Decoder();
+    this.#pendingLogprobs = [];
+    this.#state = "content";
+    out.push({ kind: "open", item });
+  }
+
+  #delta(text: string, out: Segment[]): void {
+    if (text.length === 0) return;
+    if (this.#pendingLogprobs.length === 0) {
+      out.push({ kind: "delta", text });
+    } else {
+      out.push({ kind: "delta", text, logprobs: this.#pendingLogprobs });
+      this.#pendingLogprobs = [];
+    }
+  }
+
+  #close(reason: CloseReason, out: Segment[]): void {
+    this.#delta(this.#decoder.finish(), out);
+    this.#pendingLogprobs = [];
+    this.#item = undefined;
+    this.#state = "idle";
+    out.push({ kind: "close", reason });
+  }
+}
