@@ -1,0 +1,130 @@
+import assert from "node:assert/strict";
+import fc from "fast-check";
+import { ChatmlParser } from "../../parsers/chatml_parser.ts";
+import { collectItems, runParser, summary } from "./collect_items.ts";
+import { ScriptTokenizer, type SpecialSpec } from "./script_tokenizer.ts";
+
+const MARKERS = ["<think>", "</think>", "<tool_call>", "</tool_call>"];
+const utf8 = new TextEncoder();
+
+function tokenizer(markersAreControl: boolean): ScriptTokenizer {
+  const specials: SpecialSpec[] = [
+    { text: "<|im_start|>", control: true },
+    { text: "<|im_end|>", control: true },
+    { text: "<|endoftext|>", control: true },
+    ...MARKERS.map((text) => ({ text, control: markersAreControl })),
+  ];
+  return new ScriptTokenizer(specials);
+}
+
+const callBody = fc.oneof(
+  fc.record({ name: fc.constantFrom("f", "get_weather", "unknown"), args: fc.jsonValue({ maxDepth: 2 }) }).map((
+    { name, args },
+  ) => `\n${JSON.stringify({ name, arguments: args })}\n`),
+  fc.record({ name: fc.constantFrom("f", "g"), args: fc.object({ maxDepth: 1 }) }).map(({ name, args }) =>
+    JSON.stringify({ name, arguments: JSON.stringify(args) })
+  ),
+  fc.constantFrom(
+    '{"name": "f", "arguments": {"a": "😀 }"}',
+    '{"name" "f"}',
+    "oops",
+    '{"arguments": [1,2], "name": "g"}',
+  ),
+);
+
+const part = fc.oneof(
+  { arbitrary: fc.string({ unit: "grapheme", maxLength: 12 }), weight: 4 },
+  { arbitrary: fc.constantFrom(...MARKERS, "\n", "\n\n", " ", "<", "</", "<thi", "</tool", "你好", "🚀"), weight: 4 },
+  { arbitrary: callBody.map((b) => `<tool_call>${b}</tool_call>`), weight: 2 },
+  { arbitrary: callBody, weight: 1 },
+);
+
+/** Tokens for `text` with markers as special tokens and the rest cut at pseudo-random byte offsets. */
+function encodeWithSpecials(tok: ScriptTokenizer, text: string, seed: number): number[] {
+  const ids: number[] = [];
+  const pattern = new RegExp(MARKERS.map((m) => m.replace(/[/]/g, "\\/")).join("|"), "g");
+  let last = 0;
+  let s = seed;
+  const plain = (t: string) => {
+    const n = utf8.encode(t).length;
+    const cuts: number[] = [];
+    for (let c = 0; c < n;) {
+      s = (s * 1103515245 + 12345) >>> 0;
+      c += 1 + (s % 5);
+      if (c < n) cuts.push(c);
+    }
+    ids.push(...tok.split(t, cuts));
+  };
+  for (const m of text.matchAll(pattern)) {
+    plain(text.slice(last, m.index));
+    ids.push(tok.specialId(m[0])!);
+    last = m.index + m[0].length;
+  }
+  plain(text.slice(last));
+  return ids;
+}
+
+function items(tok: ScriptTokenizer, ids: number[], tools: readonly string[], startInReasoning: boolean) {
+  return collectItems(runParser(new ChatmlParser(tok, { toolNames: tools, startInReasoning }), ids));
+}
+
+Deno.test("property: items are identical however text is split into tokens (and markers as specials or text)", () => {
+  fc.assert(
+    fc.property(
+      fc.array(part, { maxLength: 14 }),
+      fc.array(fc.nat(), { maxLength: 30 }),
+      fc.nat(),
+      fc.boolean(),
+      fc.boolean(),
+      fc.constantFrom<string[]>([], ["f"], ["f", "g", "get_weather"]),
+      fc.constantFrom("", "<|im_end|>"),
+      (parts, rawCuts, seed, control, startInReasoning, tools, stop) => {
+        const text = parts.join("");
+        const tok = tokenizer(control);
+        const bytes = utf8.encode(text);
+        const cuts = [...new Set(rawCuts.map((c) => (bytes.length ? c % bytes.length : 0)))].sort((a, b) => a - b);
+        const stopIds = stop ? [tok.specialId(stop)!] : [];
+        const plain = items(tok, [...tok.split(text, cuts), ...stopIds], tools, startInReasoning);
+        const bytewise = items(tok, [...bytes, ...stopIds], tools, startInReasoning);
+        const special = items(tok, [...encodeWithSpecials(tok, text, seed), ...stopIds], tools, startInReasoning);
+        assert.deepEqual(summary(plain), summary(bytewise));
+        assert.deepEqual(summary(plain), summary(special));
+        for (const it of plain) {
+          assert.ok(!it.text.includes("\uFFFD"), `U+FFFD in ${JSON.stringify(it.text)}`);
+          if (it.item.type === "function_call") assert.ok(tools.includes(it.item.name));
+        }
+      },
+    ),
+    { numRuns: 400 },
+  );
+});
+
+Deno.test("property: well-formed calls and plain text never leak markup and lose no text", () => {
+  const plainText = fc.string({ unit: "grapheme", maxLength: 10 }).filter((s) => !s.includes("<") && s.trim() === s);
+  const call = fc.record({ name: fc.constantFrom("f", "g"), args: fc.object({ maxDepth: 2 }) });
+  fc.assert(
+    fc.property(
+      fc.option(plainText, { nil: undefined }),
+      fc.array(fc.oneof(plainText.filter((s) => s.length > 0).map((t) => ({ t })), call), { maxLength: 6 }),
+      (thought, seq) => {
+        const tok = tokenizer(false);
+        let text = thought !== undefined ? `<think>\n${thought}\n</think>\n\n` : "";
+        const expected: [string, string][] = thought !== undefined ? [["reasoning", thought]] : [];
+        for (const p of seq) {
+          if ("t" in p) {
+            text += p.t;
+            const last = expected.at(-1);
+            if (last?.[0] === "message") last[1] += p.t;
+            else expected.push(["message", p.t]);
+          } else {
+            const args = JSON.stringify(p.args);
+            text += `\n<tool_call>\n{"name": "${p.name}", "arguments": ${args}}\n</tool_call>\n`;
+            expected.push([`function_call:${p.name}`, args]);
+          }
+        }
+        assert.deepEqual(summary(items(tok, tok.encodeOrdinary(text), ["f", "g"], false)), expected);
+      },
+    ),
+    { numRuns: 300 },
+  );
+});
