@@ -8,6 +8,7 @@ import type { Tokenizer } from "../engine/tokenizer.ts";
 import type { OutputParser } from "../parsers/segment.ts";
 import { CounterIds } from "../events/ids.ts";
 import { responseEventStream, type ResponseTemplate, sseEncoder } from "../events/pipeline.ts";
+import { HarmonyParser } from "../parsers/harmony_parser.ts";
 import { PlainTextParser } from "../tests/events/plain_text_parser.ts";
 import { ToyTokenizer } from "../tests/support/toy_tokenizer.ts";
 
@@ -64,7 +65,7 @@ function cases(): Case[] {
         ...script(toy, "<|channel|>analysis<|message|>", prose, "<|end|>", TOKENS / 2),
         ...script(toy, "<|start|>assistant<|channel|>final<|message|>", prose, "<|return|>", TOKENS / 2),
       ],
-      parser: () => new PlainTextParser(toy),
+      parser: () => new HarmonyParser(toy, { toolNames: [] }),
     },
     {
       name: "simple",
