@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { HarmonyParser } from "../../parsers/harmony_parser.ts";
 import type { CloseReason, ItemKind, Segment, SegmentLogprob } from "../../parsers/segment.ts";
 import { o200kTokenizer } from "../support/o200k_tokenizer.ts";
+import { ToyTokenizer } from "../support/toy_tokenizer.ts";
 
 const tok = o200kTokenizer();
 
@@ -864,4 +865,16 @@ Deno.test("HarmonyParser: special tokens are looked up by text, not by id", () =
   for (const t of [1, 17196, 2, 12194, 3]) out.push(...parser.push(t));
   out.push(...parser.flush());
   assert.deepEqual(items(out), [final("Hi")]);
+});
+
+Deno.test("HarmonyParser works over the byte-level toy tokenizer (no o200k assumptions)", () => {
+  const toy = new ToyTokenizer();
+  const parser = new HarmonyParser(toy, { toolNames: ["get_weather"] });
+  const script = toy.encode(
+    '<|channel|>analysis<|message|>Think é€😀<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"Paris"}<|call|>',
+  );
+  const out: Segment[] = [];
+  for (const t of script) out.push(...parser.push(t));
+  out.push(...parser.flush());
+  assert.deepEqual(items(out), [reasoning("Think é€😀"), call("get_weather", '{"city":"Paris"}')]);
 });
