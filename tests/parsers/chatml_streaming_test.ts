@@ -1,0 +1,117 @@
+import assert from "node:assert/strict";
+import { ChatmlParser } from "../../parsers/chatml_parser.ts";
+import type { Segment, SegmentLogprob } from "../../parsers/segment.ts";
+import { collectItems, runParser, summary } from "./collect_items.ts";
+import { ScriptTokenizer } from "./script_tokenizer.ts";
+
+function tok(): ScriptTokenizer {
+  return new ScriptTokenizer([
+    { text: "<|im_end|>", control: true },
+    { text: "<think>", control: false },
+    { text: "</think>", control: false },
+    { text: "<tool_call>", control: false },
+    { text: "</tool_call>", control: false },
+  ]);
+}
+
+function lp(token: string): SegmentLogprob {
+  return { token, bytes: [...new TextEncoder().encode(token)], logprob: -0.5, top: [] };
+}
+
+Deno.test("emoji and CJK split across tokens never produce U+FFFD and arrive whole", () => {
+  const t = tok();
+  const text = "你好😀!";
+  const p = new ChatmlParser(t, { toolNames: [] });
+  const perToken = [...new TextEncoder().encode(text)].map((b) => p.push(b));
+  perToken.push(p.flush());
+  const deltas = perToken.flat().filter((s) => s.kind === "delta").map((s) => (s.kind === "delta" ? s.text : ""));
+  assert.deepEqual(deltas, ["你", "好", "😀", "!"]);
+});
+
+Deno.test("arguments stream as they arrive, before the call closes", () => {
+  const t = tok();
+  const p = new ChatmlParser(t, { toolNames: ["get_weather"] });
+  const pieces = [
+    "<tool_call>",
+    '\n{"name": "get_',
+    'weather", "argu',
+    'ments": {"ci',
+    'ty": "Pa',
+    'ris"}}\n',
+    "</tool_call>",
+  ];
+  const steps = pieces.map((s) => p.push(s === "<tool_call>" || s === "</tool_call>" ? t.specialId(s)! : t.piece(s)));
+  steps.push(p.flush());
+  assert.deepEqual(steps, [
+    [],
+    [],
+    [{ kind: "open", item: { type: "function_call", name: "get_weather" } }],
+    [{ kind: "delta", text: '{"ci' }],
+    [{ kind: "delta", text: 'ty": "Pa' }],
+    [{ kind: "delta", text: 'ris"}' }],
+    [{ kind: "close", reason: "end" }],
+    [],
+  ]);
+});
+
+Deno.test("a partial marker is held back minimally, then released as text when it does not complete", () => {
+  const t = tok();
+  const p = new ChatmlParser(t, { toolNames: ["f"] });
+  assert.deepEqual(p.push(t.piece("Hi <")), [{ kind: "open", item: { type: "message" } }, {
+    kind: "delta",
+    text: "Hi",
+  }]);
+  assert.deepEqual(p.push(t.piece("tool")), []);
+  assert.deepEqual(p.push(t.piece("box>")), [{ kind: "delta", text: " <toolbox>" }]);
+});
+
+Deno.test("logprobs ride with the delta that carries the token's text; markup tokens carry none", () => {
+  const t = tok();
+  const p = new ChatmlParser(t, { toolNames: [] });
+  const pieces = ["<think>", "\nhm", "</thi", "nk>\n\nA", "</", "b", "\n", "<|im_end|>"];
+  const segs: Segment[] = [];
+  for (const s of pieces) {
+    const id = s === "<think>" || s === "<|im_end|>" ? t.specialId(s)! : t.piece(s);
+    segs.push(...p.push(id, lp(s)));
+  }
+  segs.push(...p.flush());
+  const items = collectItems(segs);
+  assert.deepEqual(summary(items), [["reasoning", "hm"], ["message", "A</b\n"]]);
+  assert.deepEqual(items[0]?.logprobs.map((l) => l.token), ["\nhm"]);
+  // "</thi" was markup only; "nk>\n\nA" ends the marker and carries "A"; "</" was held then released with "b".
+  assert.deepEqual(items[1]?.logprobs.map((l) => l.token), ["nk>\n\nA", "</", "b", "\n"]);
+});
+
+Deno.test("logprob of a token that only starts a character goes with the character", () => {
+  const t = tok();
+  const p = new ChatmlParser(t, { toolNames: [] });
+  const bytes = [...new TextEncoder().encode("é")];
+  const segs = runParser(p, bytes, bytes.map((b) => lp(String(b))));
+  const items = collectItems(segs);
+  assert.deepEqual(items[0]?.logprobs.map((l) => l.token), bytes.map(String));
+});
+
+Deno.test("malformed JSON after the call opened: the call keeps what streamed, the rest is text", () => {
+  const t = tok();
+  const p = new ChatmlParser(t, { toolNames: ["f"] });
+  const items = collectItems(
+    runParser(p, t.encodeOrdinary('<tool_call>{"name": "f", "arguments": {"a": 1]} x</tool_call> ok')),
+  );
+  assert.deepEqual(summary(items), [["function_call:f", '{"a": 1'], ["message", "]} x</tool_call> ok"]]);
+});
+
+Deno.test("junk after a complete call object becomes text; the closing marker stays hidden", () => {
+  const t = tok();
+  const p = new ChatmlParser(t, { toolNames: ["f"] });
+  const items = collectItems(
+    runParser(p, t.encodeOrdinary('<tool_call>{"name": "f", "arguments": {}} and more</tool_call>')),
+  );
+  assert.deepEqual(summary(items), [["function_call:f", "{}"], ["message", "and more"]]);
+});
+
+Deno.test("text before a degraded call keeps its whitespace", () => {
+  const t = tok();
+  const p = new ChatmlParser(t, { toolNames: ["f"] });
+  const items = collectItems(runParser(p, t.encodeOrdinary("Hi\n\n<tool_call>nope")));
+  assert.deepEqual(summary(items), [["message", "Hi\n\n<tool_call>nope"]]);
+});
