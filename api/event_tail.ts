@@ -1,0 +1,67 @@
+/**
+ * `GET /v1/responses/{id}?stream=true&starting_after=N`: replays a stored response's event log after N and, while
+ * the response is still running, tails it live. The stream always ends: after the terminal event, or when the
+ * response was cancelled (there is no cancellation event in the spec), deleted, or left unfinished by a previous
+ * server process (status still running but nobody generating it).
+ */
+import type { ResponseStore } from "./response_store.ts";
+import { SseEncoder } from "../events/sse.ts";
+import type { ResponseStreamEvent } from "../events/types.ts";
+
+/** Whether anyone in this process may still append to the log (a live generation). */
+export type IsLive = (id: string) => boolean;
+
+function finished(store: ResponseStore, id: string, isLive: IsLive): boolean {
+  if (store.isTerminal(id)) return true;
+  const stored = store.get(id);
+  if (stored === undefined) return true;
+  const status = stored.response.status;
+  if (status !== "queued" && status !== "in_progress") return true;
+  return !isLive(id);
+}
+
+export function tailEvents(
+  store: ResponseStore,
+  id: string,
+  startingAfter: number,
+  isLive: IsLive,
+): ReadableStream<Uint8Array> {
+  const encoder = new SseEncoder();
+  let cursor = startingAfter;
+  let version = 0;
+  let wake: (() => void) | null = null;
+  let unsubscribe: (() => void) | null = store.subscribe(id, () => {
+    version++;
+    wake?.();
+  });
+  const stop = () => {
+    unsubscribe?.();
+    unsubscribe = null;
+    wake?.();
+  };
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      for (;;) {
+        const seen = version;
+        const events = store.eventsAfter(id, cursor);
+        if (events.length > 0) {
+          cursor = events[events.length - 1]!.sequence_number;
+          // Stored events are the exact objects that were streamed; only the type brand is missing.
+          controller.enqueue(encoder.encode(events as unknown as ResponseStreamEvent[]));
+          return;
+        }
+        if (unsubscribe === null || finished(store, id, isLive)) {
+          stop();
+          controller.close();
+          return;
+        }
+        // Wait for the next append/update unless one already happened since `seen` was read.
+        if (version === seen) await new Promise<void>((resolve) => wake = resolve);
+        wake = null;
+      }
+    },
+    cancel() {
+      stop();
+    },
+  }, { highWaterMark: 0 });
+}

@@ -1,0 +1,93 @@
+/**
+ * One engine generation as the HTTP layer sees it: the engine's chunk stream wrapped so that
+ * - cancelling the stream (a client that went away) also aborts the request's signal, so the engine stops at its
+ *   next step and frees the sequence's KV memory even if it does not watch stream cancellation;
+ * - timing and token counts reach the metrics exactly once, however the generation ends.
+ *
+ * `engine.generate` is called synchronously by `startGeneration`, so a full queue throws `QueueFullError` before
+ * any response byte exists (→ 429).
+ */
+import type { Engine, EngineChunk, SamplingParams } from "../engine/engine.ts";
+import type { Metrics } from "./metrics.ts";
+
+export interface Generation {
+  readonly chunks: ReadableStream<EngineChunk>;
+  readonly abort: AbortController;
+  /** Resolves when the finish chunk passed or the stream was cancelled. */
+  readonly done: Promise<void>;
+}
+
+export interface GenerationOptions {
+  readonly id: string;
+  readonly promptTokens: readonly number[];
+  readonly sampling: SamplingParams;
+  readonly metrics: Metrics;
+  /** performance.now() when the request arrived (TTFT includes queueing and prefill). */
+  readonly startedAt: number;
+  /** Called once if the consumer cancels the stream before the finish. */
+  readonly onCancel?: () => void;
+}
+
+export function startGeneration(engine: Engine, options: GenerationOptions): Generation {
+  const abort = new AbortController();
+  const source = engine.generate({
+    id: options.id,
+    promptTokens: options.promptTokens,
+    sampling: options.sampling,
+    signal: abort.signal,
+  });
+  const reader = source.getReader();
+  let firstTokenAt: number | null = null;
+  let lastTokenAt: number | null = null;
+  let outputTokens = 0;
+  let settled = false;
+  let resolveDone!: () => void;
+  const done = new Promise<void>((resolve) => resolveDone = resolve);
+  const settle = (promptTokens: number, aborted: boolean) => {
+    if (settled) return;
+    settled = true;
+    options.metrics.observeGeneration({
+      promptTokens,
+      outputTokens,
+      ttft: firstTokenAt === null ? null : (firstTokenAt - options.startedAt) / 1000,
+      decodeSeconds: firstTokenAt === null || lastTokenAt === null ? null : (lastTokenAt - firstTokenAt) / 1000,
+      aborted,
+    });
+    resolveDone();
+  };
+  const chunks = new ReadableStream<EngineChunk>({
+    async pull(controller) {
+      let result: ReadableStreamReadResult<EngineChunk>;
+      try {
+        result = await reader.read();
+      } catch (error) {
+        settle(options.promptTokens.length, false);
+        throw error;
+      }
+      if (result.done) {
+        settle(options.promptTokens.length, false);
+        controller.close();
+        return;
+      }
+      const chunk = result.value;
+      if (chunk.type === "step") {
+        const now = performance.now();
+        firstTokenAt ??= now;
+        lastTokenAt = now;
+        outputTokens += chunk.tokens.length;
+      } else {
+        outputTokens = chunk.outputTokens;
+        settle(chunk.promptTokens, chunk.reason === "abort");
+      }
+      controller.enqueue(chunk);
+    },
+    async cancel(reason) {
+      const wasSettled = settled;
+      abort.abort();
+      settle(options.promptTokens.length, true);
+      if (!wasSettled) options.onCancel?.();
+      await reader.cancel(reason).catch(() => {});
+    },
+  }, { highWaterMark: 0 });
+  return { chunks, abort, done };
+}

@@ -1,0 +1,70 @@
+/**
+ * Follows one response's events as they are produced: keeps the latest Response snapshot and the finished output
+ * items, and (when `store` is on) persists the event log and snapshot **before** the events are sent, so a client
+ * that saw the terminal event can always retrieve it, even after the server is killed.
+ */
+import type { OutputItem, Response, ResponseStreamEvent } from "../events/types.ts";
+import type { ResponseStore } from "./response_store.ts";
+
+const TERMINAL = new Set(["response.completed", "response.incomplete", "response.failed"]);
+
+export class ResponseRecorder {
+  readonly #store: ResponseStore | null;
+  readonly #id: string;
+  #snapshot: Response;
+  readonly #output: OutputItem[] = [];
+  #ended = false;
+
+  constructor(initial: Response, store: ResponseStore | null) {
+    this.#snapshot = initial;
+    this.#store = store;
+    this.#id = initial.id;
+  }
+
+  get snapshot(): Response {
+    return this.#snapshot;
+  }
+
+  /** True after a terminal event or a cancellation was recorded. */
+  get ended(): boolean {
+    return this.#ended;
+  }
+
+  record(events: readonly ResponseStreamEvent[]): void {
+    let changed = false;
+    for (const event of events) {
+      switch (event.type) {
+        case "response.output_item.done":
+          this.#output[event.output_index] = event.item;
+          break;
+        case "response.created":
+        case "response.queued":
+        case "response.in_progress":
+        case "response.completed":
+        case "response.incomplete":
+        case "response.failed":
+          this.#snapshot = event.response;
+          changed = true;
+          if (TERMINAL.has(event.type)) this.#ended = true;
+          break;
+        default:
+          break;
+      }
+    }
+    if (this.#store === null) return;
+    this.#store.appendEvents(this.#id, events);
+    if (changed) this.#store.update(this.#id, this.#snapshot as unknown as Record<string, unknown>);
+  }
+
+  /**
+   * The generation stopped without a terminal event (client gone, cancel, shutdown): the response is "cancelled",
+   * with the items that were finished. No-op once ended, so a late cancel never overwrites a completed response.
+   */
+  cancel(final?: Response): Response {
+    if (this.#ended) return this.#snapshot;
+    this.#ended = true;
+    this.#snapshot = final ?? { ...this.#snapshot, status: "cancelled", output: this.#output.filter(Boolean) };
+    this.#store?.update(this.#id, this.#snapshot as unknown as Record<string, unknown>);
+    return this.#snapshot;
+  }
+}

@@ -1,0 +1,384 @@
+/**
+ * A validated `POST /v1/responses` body → everything one generation needs: the conversation (PromptInput), its
+ * prompt tokens, SamplingParams, the ResponseTemplate the Response object echoes, and what the store keeps.
+ *
+ * What "honour" means per field (anything else of the spec is a 400 naming the param):
+ * - `tools`: function tools are offered to the model. Hosted/non-function tool types (`web_search`, `custom`,
+ *   `local_shell`, `namespace`, …) are accepted and echoed but never offered: rill runs no hosted tools.
+ * - `tool_choice`: none/auto/required/{type:function,name} go to the chat format; `allowed_tools` restricts the offered
+ *   function tools and uses its `mode`. Hosted-tool choices are rejected.
+ * - `reasoning.effort`: none/minimal → low, xhigh/max → high (the nearest level a harmony model has).
+ *   `reasoning.summary` is accepted: rill streams the raw reasoning as `reasoning_text` and writes no summaries.
+ * - `include`: `message.output_text.logprobs` turns logprobs on (with `top_logprobs` alternatives);
+ *   `reasoning.encrypted_content` is accepted: rill encrypts nothing, reasoning travels in clear in `content`,
+ *   which clients replay. Other include values are rejected.
+ * - `text.verbosity`, `prompt_cache_key`, `prompt_cache_retention: in_memory`, `safety_identifier`, `user`,
+ *   `client_metadata`, `max_tool_calls` (rill runs no built-in tools), `parallel_tool_calls` are hints or limits
+ *   that hold trivially; they are accepted (and echoed where the Response has the field).
+ * - `truncation: "auto"` drops the oldest conversation messages until the prompt fits; `disabled` (default) answers
+ *   400 `context_length_exceeded` when the prompt leaves no room to generate.
+ */
+import type { ConversationMessage, FunctionTool, PromptInput, ToolChoice } from "../engine/conversation.ts";
+import type { ChatFormat } from "../engine/chat_format.ts";
+import type { SamplingParams } from "../engine/engine.ts";
+import type { ResponseTemplate } from "../events/pipeline.ts";
+import { ApiError, invalidRequest, notFound, unsupportedParameter } from "./errors.ts";
+import { itemsToMessages } from "./conversation_items.ts";
+import {
+  type CreateResponseBody,
+  type FunctionToolInput,
+  type InputItem,
+  type InputTokensBody,
+  parseInputItem,
+  parseTool,
+} from "./responses_schema.ts";
+
+/** What the store keeps to continue a conversation: every item before this response's output, in order. */
+export interface StoredConversation {
+  readonly version: 1;
+  readonly items: readonly Record<string, unknown>[];
+}
+
+/** Looks up a stored response for `previous_response_id`. */
+export type PreviousLookup = (id: string) => { response: Record<string, unknown>; conversation: unknown } | undefined;
+
+/** Sampling defaults of the served model (its generation_config.json). */
+export interface SamplingDefaults {
+  readonly temperature: number;
+  readonly topP: number;
+  readonly topK: number;
+}
+
+export interface RequestContext {
+  readonly format: ChatFormat;
+  readonly modelId: string;
+  readonly maxModelLen: number;
+  readonly defaults: SamplingDefaults;
+  readonly previous: PreviousLookup;
+  readonly newId: (prefix: "resp" | "msg" | "fco" | "fc" | "rs") => string;
+  readonly now: () => number;
+}
+
+export interface PreparedPrompt {
+  readonly prompt: PromptInput;
+  readonly promptTokens: number[];
+  readonly toolNames: readonly string[];
+  /** This request's own input items, normalised to wire form with ids (for `input_items`). */
+  readonly inputItems: Record<string, unknown>[];
+  readonly conversation: StoredConversation;
+}
+
+export interface PreparedResponse extends PreparedPrompt {
+  readonly sampling: SamplingParams;
+  readonly template: ResponseTemplate;
+  readonly includeLogprobs: boolean;
+  readonly stream: boolean;
+  readonly background: boolean;
+  readonly store: boolean;
+}
+
+const EFFORT: Record<string, "low" | "medium" | "high"> = {
+  none: "low",
+  minimal: "low",
+  low: "low",
+  medium: "medium",
+  high: "high",
+  xhigh: "high",
+  max: "high",
+};
+
+function checkUnsupported(body: CreateResponseBody | InputTokensBody): void {
+  if (body.conversation != null) {
+    if (body.previous_response_id != null) {
+      throw invalidRequest("'previous_response_id' cannot be used together with 'conversation'", "conversation");
+    }
+    throw unsupportedParameter("conversation", "The Conversations API is not supported; use previous_response_id");
+  }
+  const format = body.text?.format?.type;
+  if (format !== undefined && format !== "text") {
+    throw unsupportedParameter("text.format", `Structured output ('${format}') is not supported by rill yet`);
+  }
+  if (body.reasoning?.mode != null) throw unsupportedParameter("reasoning.mode", "'reasoning.mode' is not supported");
+}
+
+function checkUnsupportedCreate(body: CreateResponseBody): void {
+  checkUnsupported(body);
+  for (const key of ["prompt", "context_management", "moderation", "prompt_cache_options"] as const) {
+    if (body[key] != null) throw unsupportedParameter(key, `'${key}' is not supported by rill`);
+  }
+  if (body.service_tier != null && body.service_tier !== "auto" && body.service_tier !== "default") {
+    throw unsupportedParameter(
+      "service_tier",
+      `Service tier '${body.service_tier}' is not available; use auto or default`,
+    );
+  }
+  if (body.prompt_cache_retention === "24h") {
+    throw unsupportedParameter("prompt_cache_retention", "rill keeps its prefix cache in memory only");
+  }
+  body.include?.forEach((value, i) => {
+    if (value !== "message.output_text.logprobs" && value !== "reasoning.encrypted_content") {
+      throw unsupportedParameter(`include[${i}]`, `include value '${value}' is not supported by rill`);
+    }
+  });
+  if (body.stream_options != null && body.stream !== true) {
+    throw invalidRequest("'stream_options' is only allowed when 'stream' is true", "stream_options");
+  }
+  if (body.background === true && body.store === false) {
+    throw invalidRequest(
+      "Background responses must be stored: 'background: true' requires 'store' to be true",
+      "background",
+    );
+  }
+}
+
+interface ToolSetup {
+  readonly offered: FunctionTool[];
+  readonly choice: ToolChoice;
+  readonly wireTools: Record<string, unknown>[];
+}
+
+function toFunctionTool(tool: FunctionToolInput): FunctionTool {
+  return {
+    name: tool.name,
+    ...(tool.description == null ? {} : { description: tool.description }),
+    ...(tool.parameters == null ? {} : { parameters: tool.parameters }),
+    ...(tool.strict == null ? {} : { strict: tool.strict }),
+  };
+}
+
+function setupTools(body: CreateResponseBody | InputTokensBody): ToolSetup {
+  const functions: FunctionTool[] = [];
+  const wireTools: Record<string, unknown>[] = [];
+  const seen = new Set<string>();
+  (body.tools ?? []).forEach((raw, i) => {
+    const tool = parseTool(raw, ["tools", i]);
+    wireTools.push(tool.wire);
+    if (tool.kind !== "function") return;
+    if (seen.has(tool.tool.name)) {
+      throw invalidRequest(`Duplicate function tool name '${tool.tool.name}'`, `tools[${i}].name`, "invalid_value");
+    }
+    seen.add(tool.tool.name);
+    functions.push(toFunctionTool(tool.tool));
+  });
+  const raw = body.tool_choice ?? "auto";
+  if (typeof raw === "string") {
+    if (raw === "required" && functions.length === 0) {
+      throw invalidRequest("tool_choice 'required' needs at least one function tool in 'tools'", "tool_choice");
+    }
+    return { offered: functions, choice: raw, wireTools };
+  }
+  switch (raw.type) {
+    case "function": {
+      const name = (raw as { name?: unknown }).name;
+      if (typeof name !== "string" || !seen.has(name)) {
+        throw invalidRequest(
+          `Tool choice function ${JSON.stringify(name)} is not among the function tools`,
+          "tool_choice.name",
+        );
+      }
+      return { offered: functions, choice: { type: "function", name }, wireTools };
+    }
+    case "allowed_tools": {
+      const mode = (raw as { mode?: unknown }).mode;
+      const allowed = (raw as { tools?: unknown }).tools;
+      if (mode !== "auto" && mode !== "required") {
+        throw invalidRequest("allowed_tools.mode must be 'auto' or 'required'", "tool_choice.mode", "invalid_value");
+      }
+      if (!Array.isArray(allowed)) throw invalidRequest("allowed_tools.tools must be an array", "tool_choice.tools");
+      const names = new Set<string>();
+      allowed.forEach((entry, i) => {
+        const t = entry as { type?: unknown; name?: unknown } | null;
+        if (t?.type === "function") {
+          if (typeof t.name !== "string" || !seen.has(t.name)) {
+            throw invalidRequest(
+              `Allowed tool ${JSON.stringify(t.name)} is not among the function tools`,
+              `tool_choice.tools[${i}].name`,
+            );
+          }
+          names.add(t.name);
+        } else if (typeof t?.type !== "string") {
+          throw invalidRequest("Each allowed tool needs a 'type'", `tool_choice.tools[${i}].type`);
+        }
+      });
+      const offered = functions.filter((f) => names.has(f.name));
+      if (mode === "required" && offered.length === 0) {
+        throw invalidRequest(
+          "allowed_tools with mode 'required' needs at least one function tool",
+          "tool_choice.tools",
+        );
+      }
+      return { offered, choice: mode, wireTools };
+    }
+    default:
+      throw unsupportedParameter(
+        "tool_choice",
+        `tool_choice of type '${raw.type}' is not supported: rill runs no hosted tools`,
+      );
+  }
+}
+
+/** Wire form with an id, as `input_items` returns it. */
+function withId(item: InputItem, ctx: RequestContext): Record<string, unknown> {
+  switch (item.type) {
+    case "message":
+      return {
+        id: item.id ?? ctx.newId("msg"),
+        type: "message",
+        role: item.role,
+        content: item.content,
+        status: "completed",
+        ...(item.phase === undefined ? {} : { phase: item.phase }),
+      };
+    case "function_call":
+      return { ...item, id: item.id ?? ctx.newId("fc"), status: item.status ?? "completed" };
+    case "function_call_output":
+      return { ...item, id: item.id ?? ctx.newId("fco"), status: "completed" };
+    case "reasoning":
+      return { ...item, id: item.id ?? ctx.newId("rs") };
+    default: {
+      const never: never = item;
+      throw new TypeError(`Unhandled input item ${JSON.stringify(never)}`);
+    }
+  }
+}
+
+/** Output items of a stored response that can be replayed as conversation (hosted-tool calls have no results). */
+const REPLAYABLE = new Set(["message", "reasoning", "function_call", "function_call_output"]);
+
+function previousItems(body: { previous_response_id?: string | null | undefined }, ctx: RequestContext): {
+  items: Record<string, unknown>[];
+} {
+  const id = body.previous_response_id;
+  if (id == null) return { items: [] };
+  const stored = ctx.previous(id);
+  if (stored === undefined) throw notFound(`Previous response with id '${id}' not found.`, "previous_response_id");
+  const status = stored.response.status;
+  if (status === "queued" || status === "in_progress") {
+    throw invalidRequest(`Previous response '${id}' is still ${status}`, "previous_response_id");
+  }
+  const conversation = stored.conversation as StoredConversation | null;
+  const before = conversation?.version === 1 ? conversation.items : [];
+  const output = Array.isArray(stored.response.output) ? stored.response.output as Record<string, unknown>[] : [];
+  return { items: [...before, ...output.filter((item) => REPLAYABLE.has(String(item.type)))] };
+}
+
+/** Renders, dropping the oldest messages while the prompt leaves no room to generate (truncation "auto"). */
+function renderFitting(
+  input: PromptInput,
+  ctx: RequestContext,
+  truncation: "auto" | "disabled",
+): { prompt: PromptInput; tokens: number[] } {
+  let prompt = input;
+  for (;;) {
+    const tokens = ctx.format.render(prompt);
+    if (tokens.length < ctx.maxModelLen) return { prompt, tokens };
+    const dropAt = prompt.messages.findIndex((m) => m.role !== "system" && m.role !== "developer");
+    if (truncation === "disabled" || dropAt < 0 || prompt.messages.length <= 1) {
+      throw new ApiError({
+        status: 400,
+        type: "invalid_request_error",
+        message: `The prompt is ${tokens.length} tokens; this model's context is ${ctx.maxModelLen} tokens`,
+        param: "input",
+        code: "context_length_exceeded",
+      });
+    }
+    const messages: ConversationMessage[] = [...prompt.messages];
+    messages.splice(dropAt, 1);
+    // A tool result whose call was dropped would be orphaned: drop it too.
+    while (messages[dropAt]?.role === "tool") messages.splice(dropAt, 1);
+    prompt = { ...prompt, messages };
+  }
+}
+
+/** Shared by create and input_tokens: conversation, prompt tokens, stored forms. */
+export function preparePrompt(body: CreateResponseBody | InputTokensBody, ctx: RequestContext): PreparedPrompt {
+  checkUnsupported(body);
+  const tools = setupTools(body);
+  if (body.input === undefined && body.previous_response_id == null) {
+    throw invalidRequest("Missing required parameter: 'input'", "input", "missing_required_parameter");
+  }
+  const own: InputItem[] = typeof body.input === "string"
+    ? [{ type: "message", role: "user", content: [{ type: "input_text", text: body.input }] }]
+    : (body.input ?? []).map((raw, i) => parseInputItem(raw, ["input", i]));
+  const inputItems = own.map((item) => withId(item, ctx));
+  const before = previousItems(body, ctx).items;
+  // Stored items were validated when they were stored; parsing again gives the typed form.
+  const history = before.map((raw, i) => parseInputItem(raw, ["previous_response_id", i]));
+  const messages = itemsToMessages([...history, ...own]);
+  const effort = body.reasoning?.effort;
+  const input: PromptInput = {
+    ...(body.instructions == null ? {} : { instructions: body.instructions }),
+    messages,
+    tools: tools.offered,
+    toolChoice: tools.offered.length === 0 && typeof tools.choice === "string" ? "none" : tools.choice,
+    ...(effort == null ? {} : { reasoningEffort: EFFORT[effort] ?? "medium" }),
+  };
+  const { prompt, tokens } = renderFitting(input, ctx, body.truncation ?? "disabled");
+  return {
+    prompt,
+    promptTokens: tokens,
+    toolNames: tools.offered.map((t) => t.name),
+    inputItems,
+    conversation: { version: 1, items: [...before, ...inputItems] },
+  };
+}
+
+export function prepareResponse(body: CreateResponseBody, ctx: RequestContext): PreparedResponse {
+  checkUnsupportedCreate(body);
+  if (body.model !== ctx.modelId) {
+    throw new ApiError({
+      status: 404,
+      type: "invalid_request_error",
+      message: `The model '${body.model}' does not exist; this server serves '${ctx.modelId}'`,
+      param: "model",
+      code: "model_not_found",
+    });
+  }
+  const prepared = preparePrompt(body, ctx);
+  const includeLogprobs = body.include?.includes("message.output_text.logprobs") ?? false;
+  const room = ctx.maxModelLen - prepared.promptTokens.length;
+  const temperature = body.temperature ?? ctx.defaults.temperature;
+  const topP = body.top_p ?? ctx.defaults.topP;
+  const sampling: SamplingParams = {
+    temperature,
+    topP,
+    topK: ctx.defaults.topK,
+    maxTokens: Math.min(body.max_output_tokens ?? room, room),
+    stopTokens: ctx.format.stopTokens,
+    stopStrings: [],
+    logprobs: includeLogprobs ? (body.top_logprobs ?? 0) : -1,
+  };
+  const store = body.store ?? true;
+  const background = body.background ?? false;
+  const template: ResponseTemplate = {
+    id: ctx.newId("resp"),
+    createdAt: ctx.now(),
+    model: ctx.modelId,
+    instructions: body.instructions ?? null,
+    tools: body.tools ?? [],
+    toolChoice: body.tool_choice ?? "auto",
+    parallelToolCalls: body.parallel_tool_calls ?? true,
+    temperature,
+    topP,
+    maxOutputTokens: body.max_output_tokens ?? null,
+    metadata: body.metadata ?? {},
+    previousResponseId: body.previous_response_id ?? null,
+    store,
+    background,
+    text: { format: body.text?.format ?? { type: "text" }, verbosity: body.text?.verbosity ?? "medium" },
+    reasoning: { effort: body.reasoning?.effort ?? null, summary: body.reasoning?.summary ?? null },
+    truncation: body.truncation ?? "disabled",
+    user: body.user ?? null,
+    topLogprobs: body.top_logprobs ?? null,
+    serviceTier: "default",
+  };
+  return {
+    ...prepared,
+    sampling,
+    template,
+    includeLogprobs,
+    stream: body.stream ?? false,
+    background,
+    store,
+  };
+}

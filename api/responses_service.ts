@@ -1,0 +1,232 @@
+/**
+ * The Responses endpoints: create (streamed, non-streamed, background), retrieve (JSON or replay/tail), delete,
+ * cancel, input_items and input_tokens.
+ *
+ * Lifetimes:
+ * - Foreground: the generation belongs to the HTTP request; a client that disconnects aborts it and a stored
+ *   response is then marked "cancelled".
+ * - Background: the generation runs detached (its events go to the store only); clients poll, tail the log
+ *   (`GET ?stream=true`, also what `background + stream` returns) or cancel it. Background implies `store`.
+ */
+import type { ChatFormat } from "../engine/chat_format.ts";
+import type { Engine } from "../engine/engine.ts";
+import { collectResponse, type PipelineOptions, responseEventStream, responseSseStream } from "../events/pipeline.ts";
+import { buildResponse } from "../events/response_template.ts";
+import type { IdSource } from "../events/ids.ts";
+import { ApiError, invalidRequest, notFound } from "./errors.ts";
+import { startGeneration } from "./generation.ts";
+import type { Metrics } from "./metrics.ts";
+import { ResponseRecorder } from "./response_recorder.ts";
+import type { ResponseStore } from "./response_store.ts";
+import { tailEvents } from "./event_tail.ts";
+import { CreateResponseSchema, InputTokensSchema } from "./responses_schema.ts";
+import { preparePrompt, prepareResponse, type RequestContext, type SamplingDefaults } from "./responses_request.ts";
+import { parseOrThrow } from "./validation.ts";
+import { jsonResponse, sseResponse } from "./http_response.ts";
+
+export interface ResponsesServiceOptions {
+  readonly engine: Engine;
+  readonly format: ChatFormat;
+  readonly modelId: string;
+  readonly store: ResponseStore;
+  readonly metrics: Metrics;
+  readonly defaults: SamplingDefaults;
+  /** Item ids of generated output (tests: deterministic). */
+  readonly ids?: IdSource;
+}
+
+interface BackgroundRun {
+  readonly abort: AbortController;
+  readonly finished: Promise<void>;
+}
+
+export function newId(prefix: string): string {
+  return `${prefix}_${crypto.randomUUID().replaceAll("-", "")}`;
+}
+
+function nowSeconds(): number {
+  return Math.floor(Date.now() / 1000);
+}
+
+export class ResponsesService {
+  readonly #o: ResponsesServiceOptions;
+  readonly #ctx: RequestContext;
+  readonly #runs = new Map<string, BackgroundRun>();
+  /** Foreground generations, so shutdown can abort them after its grace period. */
+  readonly #foreground = new Set<AbortController>();
+
+  constructor(options: ResponsesServiceOptions) {
+    this.#o = options;
+    this.#ctx = {
+      format: options.format,
+      modelId: options.modelId,
+      maxModelLen: options.engine.maxModelLen,
+      defaults: options.defaults,
+      previous: (id) => options.store.get(id),
+      newId,
+      now: nowSeconds,
+    };
+  }
+
+  /** Generations in flight (foreground and background). */
+  get active(): number {
+    return this.#runs.size + this.#foreground.size;
+  }
+
+  /** Aborts every generation in flight (end of the shutdown grace period). */
+  abortAll(): void {
+    for (const run of this.#runs.values()) run.abort.abort();
+    for (const abort of this.#foreground) abort.abort();
+  }
+
+  /** Resolves when no background run is left. */
+  async drainBackground(): Promise<void> {
+    while (this.#runs.size > 0) await Promise.all([...this.#runs.values()].map((r) => r.finished));
+  }
+
+  async create(body: Record<string, unknown>, request: Request, startedAt: number): Promise<Response> {
+    const parsed = parseOrThrow(CreateResponseSchema, body);
+    const prep = prepareResponse(parsed, this.#ctx);
+    const { engine, format, store } = this.#o;
+    const initial = buildResponse(prep.template, {
+      status: prep.background ? "queued" : "in_progress",
+      output: [],
+      usage: null,
+    });
+    const recorder = new ResponseRecorder(initial, prep.store ? store : null);
+    const generation = startGeneration(engine, {
+      id: prep.template.id,
+      promptTokens: prep.promptTokens,
+      sampling: prep.sampling,
+      metrics: this.#o.metrics,
+      startedAt,
+      onCancel: () => recorder.cancel(),
+    });
+    if (prep.store) {
+      store.create(
+        initial as unknown as Record<string, unknown>,
+        prep.inputItems,
+        prep.conversation,
+      );
+    }
+    const pipeline: PipelineOptions = {
+      template: prep.template,
+      tokenizer: engine.tokenizer,
+      parser: format.createParser({ toolNames: prep.toolNames }),
+      includeLogprobs: prep.includeLogprobs,
+      ...(this.#o.ids === undefined ? {} : { ids: this.#o.ids }),
+    };
+
+    if (prep.background) {
+      const events = responseEventStream(generation.chunks, pipeline);
+      const finished = (async () => {
+        try {
+          for await (const batch of events) recorder.record(batch);
+        } finally {
+          recorder.cancel();
+          this.#runs.delete(prep.template.id);
+        }
+      })();
+      this.#runs.set(prep.template.id, { abort: generation.abort, finished });
+      if (prep.stream) return sseResponse(tailEvents(store, prep.template.id, -1, (id) => this.#runs.has(id)));
+      return jsonResponse(initial);
+    }
+
+    this.#foreground.add(generation.abort);
+    generation.done.then(() => this.#foreground.delete(generation.abort));
+    if (prep.stream) {
+      const body = responseSseStream(generation.chunks, pipeline, (events) => recorder.record(events));
+      return sseResponse(body);
+    }
+    const onDisconnect = () => generation.abort.abort();
+    request.signal.addEventListener("abort", onDisconnect, { once: true });
+    try {
+      const { response, events } = await collectResponse(generation.chunks, pipeline);
+      recorder.record(events);
+      if (!recorder.ended) recorder.cancel(response);
+      return jsonResponse(response);
+    } finally {
+      request.signal.removeEventListener("abort", onDisconnect);
+    }
+  }
+
+  retrieve(id: string, url: URL): Response {
+    const stored = this.#o.store.get(id);
+    if (stored === undefined) throw notFound(`Response with id '${id}' not found.`);
+    const stream = url.searchParams.get("stream");
+    if (stream !== null && stream !== "true" && stream !== "false") {
+      throw invalidRequest("'stream' must be true or false", "stream", "invalid_value");
+    }
+    const after = url.searchParams.get("starting_after");
+    let startingAfter = -1;
+    if (after !== null) {
+      if (!/^-?\d+$/.test(after) || Number(after) < -1 || !Number.isSafeInteger(Number(after))) {
+        throw invalidRequest("'starting_after' must be an integer ≥ -1", "starting_after", "invalid_value");
+      }
+      startingAfter = Number(after);
+    }
+    if (stream !== "true") {
+      if (after !== null) throw invalidRequest("'starting_after' needs 'stream=true'", "starting_after");
+      return jsonResponse(stored.response);
+    }
+    return sseResponse(tailEvents(this.#o.store, id, startingAfter, (rid) => this.#runs.has(rid)));
+  }
+
+  delete(id: string): Response {
+    this.#runs.get(id)?.abort.abort();
+    if (!this.#o.store.delete(id)) throw notFound(`Response with id '${id}' not found.`);
+    return jsonResponse({ id, object: "response", deleted: true });
+  }
+
+  async cancel(id: string): Promise<Response> {
+    const { store } = this.#o;
+    const stored = store.get(id);
+    if (stored === undefined) throw notFound(`Response with id '${id}' not found.`);
+    if (stored.response.background !== true) {
+      throw invalidRequest("Only responses created with 'background: true' can be cancelled", null);
+    }
+    const run = this.#runs.get(id);
+    if (run !== undefined) {
+      run.abort.abort();
+      await run.finished;
+    } else if (stored.response.status === "queued" || stored.response.status === "in_progress") {
+      // Left running by an earlier server process: nobody will finish it.
+      store.update(id, { ...stored.response, status: "cancelled" });
+    }
+    const after = store.get(id);
+    if (after === undefined) throw notFound(`Response with id '${id}' not found.`);
+    return jsonResponse(after.response);
+  }
+
+  inputItems(id: string, url: URL): Response {
+    const q = url.searchParams;
+    const limitText = q.get("limit") ?? "20";
+    const limit = Number(limitText);
+    if (!/^\d+$/.test(limitText) || limit < 1 || limit > 100) {
+      throw invalidRequest("'limit' must be an integer between 1 and 100", "limit", "invalid_value");
+    }
+    const order = q.get("order") ?? "desc";
+    if (order !== "asc" && order !== "desc") {
+      throw invalidRequest("'order' must be 'asc' or 'desc'", "order", "invalid_value");
+    }
+    const after = q.get("after");
+    const page = this.#o.store.listInputItems(id, { limit, order, ...(after === null ? {} : { after }) });
+    if (page === undefined) throw notFound(`Response with id '${id}' not found.`);
+    return jsonResponse({ object: "list", ...page });
+  }
+
+  inputTokens(body: Record<string, unknown>): Response {
+    const parsed = parseOrThrow(InputTokensSchema, body);
+    if (parsed.model !== undefined && parsed.model !== this.#o.modelId) {
+      throw new ApiError({
+        status: 404,
+        type: "invalid_request_error",
+        message: `The model '${parsed.model}' does not exist; this server serves '${this.#o.modelId}'`,
+        param: "model",
+        code: "model_not_found",
+      });
+    }
+    const prepared = preparePrompt(parsed, this.#ctx);
+    return jsonResponse({ object: "response.input_tokens", input_tokens: prepared.promptTokens.length });
+  }
+}

@@ -1,0 +1,63 @@
+/**
+ * The route table. A path that exists with another method is a 405 (with `Allow`), an unknown path a 404. Routes
+ * are reported by pattern (`/v1/responses/{id}`) so metrics labels never carry ids.
+ */
+
+export type RouteMatch =
+  | { readonly route: "/health" }
+  | { readonly route: "/metrics" }
+  | { readonly route: "/v1/models" }
+  | { readonly route: "/v1/models/{id}"; readonly id: string }
+  | { readonly route: "/v1/responses" }
+  | { readonly route: "/v1/responses/input_tokens" }
+  | { readonly route: "/v1/responses/{id}"; readonly id: string }
+  | { readonly route: "/v1/responses/{id}/input_items"; readonly id: string }
+  | { readonly route: "/v1/responses/{id}/cancel"; readonly id: string }
+  | { readonly route: "/v1/chat/completions" };
+
+export type RouteLookup =
+  | { readonly kind: "match"; readonly match: RouteMatch }
+  | { readonly kind: "method"; readonly route: string; readonly allow: readonly string[] }
+  | { readonly kind: "none" };
+
+interface Entry {
+  readonly pattern: RegExp;
+  readonly route: RouteMatch["route"];
+  readonly methods: readonly string[];
+}
+
+const ID = "([A-Za-z0-9_.:-]{1,200})";
+
+/** Order matters: literal segments before `{id}`. */
+const TABLE: readonly Entry[] = [
+  { pattern: /^\/health$/, route: "/health", methods: ["GET"] },
+  { pattern: /^\/metrics$/, route: "/metrics", methods: ["GET"] },
+  { pattern: /^\/v1\/models$/, route: "/v1/models", methods: ["GET"] },
+  { pattern: new RegExp(`^/v1/models/${ID}$`), route: "/v1/models/{id}", methods: ["GET"] },
+  { pattern: /^\/v1\/responses$/, route: "/v1/responses", methods: ["POST"] },
+  { pattern: /^\/v1\/responses\/input_tokens$/, route: "/v1/responses/input_tokens", methods: ["POST"] },
+  { pattern: new RegExp(`^/v1/responses/${ID}$`), route: "/v1/responses/{id}", methods: ["GET", "DELETE"] },
+  {
+    pattern: new RegExp(`^/v1/responses/${ID}/input_items$`),
+    route: "/v1/responses/{id}/input_items",
+    methods: ["GET"],
+  },
+  { pattern: new RegExp(`^/v1/responses/${ID}/cancel$`), route: "/v1/responses/{id}/cancel", methods: ["POST"] },
+  { pattern: /^\/v1\/chat\/completions$/, route: "/v1/chat/completions", methods: ["POST"] },
+];
+
+export function matchRoute(method: string, pathname: string): RouteLookup {
+  // A trailing slash names the same resource (some clients build `${baseURL}/models/` style paths).
+  const path = pathname.length > 1 && pathname.endsWith("/") ? pathname.slice(0, -1) : pathname;
+  for (const entry of TABLE) {
+    const m = entry.pattern.exec(path);
+    if (m === null) continue;
+    if (!entry.methods.includes(method)) return { kind: "method", route: entry.route, allow: entry.methods };
+    const id = m[1] === undefined ? undefined : decodeURIComponent(m[1]);
+    return {
+      kind: "match",
+      match: (id === undefined ? { route: entry.route } : { route: entry.route, id }) as RouteMatch,
+    };
+  }
+  return { kind: "none" };
+}
