@@ -16,10 +16,7 @@ export class MarkerScanner {
     this.#maxLength = this.markers.reduce((n, m) => Math.max(n, m.length), 0);
   }
 
-  /**
-   * Index of the earliest complete marker in `text` at or after `from`, or -1. At equal positions the longer marker
-   * wins (so `\n</think>` beats `</think>` never arises at the same index, but a marker that extends another does).
-   */
+  /** Index of the earliest complete marker in `text` at or after `from`, or -1. At equal positions the longer wins. */
   find(text: string, from: number): number {
     let best = -1;
     let bestLength = 0;

@@ -33,7 +33,7 @@ const callBody = fc.oneof(
 );
 
 const part = fc.oneof(
-  { arbitrary: fc.string({ unit: "grapheme", maxLength: 12 }), weight: 4 },
+  { arbitrary: fc.string({ unit: "grapheme", maxLength: 12 }).map((s) => s.replaceAll("\uFFFD", "")), weight: 4 },
   { arbitrary: fc.constantFrom(...MARKERS, "\n", "\n\n", " ", "<", "</", "<thi", "</tool", "你好", "🚀"), weight: 4 },
   { arbitrary: callBody.map((b) => `<tool_call>${b}</tool_call>`), weight: 2 },
   { arbitrary: callBody, weight: 1 },
@@ -123,6 +123,29 @@ Deno.test("property: well-formed calls and plain text never leak markup and lose
           }
         }
         assert.deepEqual(summary(items(tok, tok.encodeOrdinary(text), ["f", "g"], false)), expected);
+      },
+    ),
+    { numRuns: 300 },
+  );
+});
+
+Deno.test("property: each token's logprob is attached at most once, in order", () => {
+  fc.assert(
+    fc.property(
+      fc.array(part, { maxLength: 10 }),
+      fc.array(fc.nat(), { maxLength: 20 }),
+      fc.boolean(),
+      (parts, rawCuts, startInReasoning) => {
+        const text = parts.join("");
+        const tok = tokenizer(false);
+        const bytes = utf8.encode(text);
+        const cuts = [...new Set(rawCuts.map((c) => (bytes.length ? c % bytes.length : 0)))].sort((a, b) => a - b);
+        const ids = tok.split(text, cuts);
+        const lps = ids.map((_, i) => ({ token: String(i), bytes: [], logprob: -1, top: [] }));
+        const parser = new ChatmlParser(tok, { toolNames: ["f"], startInReasoning });
+        const seen = collectItems(runParser(parser, ids, lps)).flatMap((it) => it.logprobs.map((l) => Number(l.token)));
+        for (let i = 1; i < seen.length; i++) assert.ok(seen[i]! > seen[i - 1]!, `order ${seen.join(",")}`);
+        if (!/[<\s]/.test(text) && text.length > 0 && !startInReasoning) assert.equal(seen.length, ids.length);
       },
     ),
     { numRuns: 300 },
