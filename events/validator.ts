@@ -45,6 +45,11 @@ export interface ValidateOptions {
   logprobs?: boolean;
   /** Skip invariant 58 (model markup in visible text), for models without the corresponding parsers. */
   allowMarkup?: boolean;
+  /**
+   * The response was cancelled (§5 105): the spec has no cancel event, so the stream may stop after the last event
+   * already emitted, without a terminal event and with its last item open. A terminal event, if sent, is judged.
+   */
+  cancelled?: boolean;
 }
 
 /** Checks every single-stream invariant of §5 on a list of parsed events; returns all violations found. */
@@ -84,10 +89,13 @@ export function validateStream(events: readonly unknown[], options: ValidateOpti
     checkRequiredFields(log, index, type, event);
     dispatch(index, type, event, lifecycle, items);
   }
-  lifecycle.finish();
   const terminal = lifecycle.terminal;
-  const terminalOutput = terminal?.response["output"];
-  items.finish(terminal?.type, Array.isArray(terminalOutput) ? terminalOutput.length : 0);
+  const cancelledEarly = terminal === undefined && options.cancelled === true;
+  if (!cancelledEarly) {
+    lifecycle.finish();
+    const terminalOutput = terminal?.response["output"];
+    items.finish(terminal?.type, Array.isArray(terminalOutput) ? terminalOutput.length : 0);
+  }
   if (terminal !== undefined) checkTerminal(log, terminal, items);
   return log.violations;
 }

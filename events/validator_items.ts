@@ -362,7 +362,8 @@ export class ItemTracker {
     }
     const itemId = event["item_id"];
     if (itemId === "") log.add(42, index, `${type} has an empty item_id`);
-    else if (typeof itemId === "string" && itemId !== record.id) {
+    // An item without a string id was already reported (32); every reference to it would repeat that.
+    else if (typeof itemId === "string" && typeof record.id === "string" && itemId !== record.id) {
       log.add(40, index, `${type}.item_id ${show(itemId)} != output[${outputIndex}].id ${show(record.id)}`);
     }
     if (!record.open) {

@@ -14,7 +14,9 @@ import type { ViolationLog } from "./validator_report.ts";
 export function parseSSEFrames(body: string, log: ViolationLog): unknown[] {
   const events: unknown[] = [];
   const lines = body.split(/\r\n|\r|\n/);
-  // A well-terminated body ends in "\n\n", so the split leaves two empty strings at the end.
+  // The element after the last line break is either "" (body ends with a newline) or an unterminated line.
+  const tail = lines.pop() ?? "";
+  if (tail !== "") lines.push(tail);
   let message: string[] = [];
   for (let i = 0; i < lines.length; i++) {
     const line = lines[i]!;
@@ -38,8 +40,10 @@ function readMessage(lines: string[], events: unknown[], log: ViolationLog): voi
   const index = events.length;
   const names: string[] = [];
   const data: string[] = [];
+  // A message of comments only (keep-alive) carries no event.
+  if (lines.every((line) => line.startsWith(":"))) return;
   for (const line of lines) {
-    if (line.startsWith(":")) continue; // SSE comment (keep-alive)
+    if (line.startsWith(":")) continue;
     const colon = line.indexOf(":");
     const field = colon < 0 ? line : line.slice(0, colon);
     let value = colon < 0 ? "" : line.slice(colon + 1);
@@ -58,17 +62,17 @@ function readMessage(lines: string[], events: unknown[], log: ViolationLog): voi
         log.add(2, index, `unexpected SSE field ${JSON.stringify(field)}`);
     }
   }
+  const text = data.join("\n");
+  if (text === "[DONE]") {
+    log.add(5, index, "data: [DONE] must not be sent");
+    return;
+  }
   if (names.length !== 1) log.add(2, index, `SSE message has ${names.length} event: lines, expected 1`);
   if (data.length === 0) {
     log.add(2, index, "SSE message has no data: line");
     return;
   }
   if (data.length > 1) log.add(3, index, `SSE message has ${data.length} data: lines; data must be one JSON line`);
-  const text = data.join("\n");
-  if (text === "[DONE]") {
-    log.add(5, index, "data: [DONE] must not be sent");
-    return;
-  }
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
