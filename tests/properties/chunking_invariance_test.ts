@@ -8,14 +8,14 @@ import fc from "fast-check";
 import type { FinishReason } from "../../engine/engine.ts";
 import { CounterIds } from "../../events/ids.ts";
 import { collectResponse } from "../../events/pipeline.ts";
-import type { Response, ResponseStreamEvent } from "../../events/types.ts";
+import type { Response } from "../../events/types.ts";
 import { ChatmlParser } from "../../parsers/chatml_parser.ts";
 import { HarmonyParser } from "../../parsers/harmony_parser.ts";
 import type { OutputParser } from "../../parsers/segment.ts";
 import { type Chunking, replayTokens } from "../support/scripted_engine.ts";
 import { ToyTokenizer } from "../support/toy_tokenizer.ts";
 import { clock, template } from "../events/fixtures.ts";
-import { structuralProblems } from "./stream_checks.ts";
+import { modDeltaBoundaries, structuralProblems } from "./stream_checks.ts";
 
 const tok = new ToyTokenizer();
 const RUNS = 100;
@@ -82,22 +82,6 @@ function malformed(base: fc.Arbitrary<number[]>): fc.Arbitrary<number[]> {
       return cut === null ? out : out.slice(0, cut % (out.length + 1));
     },
   );
-}
-
-/** Events with delta runs of one item merged and sequence numbers dropped: equal iff streams differ only in delta boundaries. */
-function modDeltaBoundaries(events: readonly ResponseStreamEvent[]): unknown[] {
-  const out: Record<string, unknown>[] = [];
-  for (const e of events) {
-    const { sequence_number: _, ...rest } = e;
-    const prev = out.at(-1);
-    if ("delta" in rest && prev !== undefined && prev.type === rest.type && prev.item_id === rest.item_id) {
-      prev.delta = String(prev.delta) + rest.delta;
-      if ("logprobs" in rest) prev.logprobs = [...(prev.logprobs as unknown[]), ...rest.logprobs];
-      continue;
-    }
-    out.push({ ...rest });
-  }
-  return out;
 }
 
 async function runAll(

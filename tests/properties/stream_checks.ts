@@ -81,3 +81,19 @@ export function structuralProblems(events: readonly ResponseStreamEvent[]): stri
   if (events.some((e) => JSON.stringify(e).includes('"sequence_number":-1'))) fail(-1, "sequence_number -1 somewhere");
   return problems;
 }
+
+/** Events with delta runs of one item merged and sequence numbers dropped: equal iff streams differ only in delta boundaries. */
+export function modDeltaBoundaries(events: readonly ResponseStreamEvent[]): unknown[] {
+  const out: Record<string, unknown>[] = [];
+  for (const e of events) {
+    const { sequence_number: _, ...rest } = e;
+    const prev = out.at(-1);
+    if ("delta" in rest && prev !== undefined && prev.type === rest.type && prev.item_id === rest.item_id) {
+      prev.delta = String(prev.delta) + rest.delta;
+      if ("logprobs" in rest) prev.logprobs = [...(prev.logprobs as unknown[]), ...rest.logprobs];
+      continue;
+    }
+    out.push({ ...rest });
+  }
+  return out;
+}
