@@ -245,9 +245,17 @@ export class LlmEngine implements Engine {
   }
 
   #kick(): void {
-    if (this.#loop === undefined) {
-      this.#loop = this.#run().finally(() => this.#loop = undefined);
-    }
+    // Started in a microtask so requests submitted in the same tick share the first step. `#loop` is cleared in
+    // the same synchronous stretch as the final idle check, so a request enqueued later always starts a new loop.
+    if (this.#loop !== undefined) return;
+    this.#loop = (async () => {
+      await Promise.resolve();
+      try {
+        await this.#run();
+      } finally {
+        this.#loop = undefined;
+      }
+    })();
   }
 
   async #run(): Promise<void> {
@@ -258,7 +266,13 @@ export class LlmEngine implements Engine {
       const admitted = new Set(this.#scheduler.admit());
       const running = this.#scheduler.running;
       if (running.length === 0) break; // only reachable when nothing waits either (admission always takes one)
-      await this.#step(running, admitted);
+      try {
+        await this.#step(running, admitted);
+      } catch (e) {
+        // A bug in sampling or bookkeeping must not strand streams: fail this batch and keep serving.
+        const message = e instanceof Error ? e.message : String(e);
+        for (const seq of [...running]) this.#finish(seq, "error", message);
+      }
     }
   }
 
