@@ -347,6 +347,10 @@ export class ItemTracker {
       if (!record.open) continue;
       if (terminalType === "response.failed" && record.outputIndex >= failedOutputLength) continue;
       this.#log.add(28, record.addedAt, `item ${record.outputIndex} (${record.type}) never got output_item.done`);
+      const part = record.parts.at(-1);
+      if (part !== undefined && part.open) {
+        this.#log.add(44, record.addedAt, `content part ${part.index} of item ${record.outputIndex} never closed`);
+      }
     }
   }
 
