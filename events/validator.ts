@@ -46,6 +46,11 @@ export interface ValidateOptions {
   /** Skip invariant 58 (model markup in visible text), for models without the corresponding parsers. */
   allowMarkup?: boolean;
   /**
+   * The model output itself may hold invalid UTF-8 (random token scripts), so U+FFFD in text is legitimate and only
+   * the surrogate-splitting half of invariant 53 is checked.
+   */
+  allowReplacementChar?: boolean;
+  /**
    * The response was cancelled (§5 105): the spec has no cancel event, so the stream may stop after the last event
    * already emitted, without a terminal event and with its last item open. A terminal event, if sent, is judged.
    */
@@ -56,7 +61,11 @@ export interface ValidateOptions {
 export function validateStream(events: readonly unknown[], options: ValidateOptions = {}): Violation[] {
   const log = new ViolationLog();
   const lifecycle = new LifecycleTracker(log, options.background);
-  const items = new ItemTracker(log, { logprobs: options.logprobs, allowMarkup: options.allowMarkup ?? false });
+  const items = new ItemTracker(log, {
+    logprobs: options.logprobs,
+    allowMarkup: options.allowMarkup ?? false,
+    allowReplacementChar: options.allowReplacementChar ?? false,
+  });
   if (events.length === 0) log.add(15, -1, "stream has no events");
   let previousSequence: number | undefined;
   for (let index = 0; index < events.length; index++) {

@@ -51,6 +51,7 @@ export function chainInvariant(kind: PartKind): number {
 export interface PartOptions {
   readonly logprobs: boolean | undefined;
   readonly allowMarkup: boolean;
+  readonly allowReplacementChar: boolean;
 }
 
 // Harmony / ChatML special tokens and reasoning / tool-call tags never belong in visible text (invariant 58).
@@ -152,7 +153,9 @@ export function applyTextDone(
   if (text !== part.text) {
     log.add(invariant, index, `${part.kind} done text ${show(text)} != concatenated deltas ${show(part.text)}`);
   }
-  if (text.includes("\uFFFD")) log.add(53, index, `${part.kind} text contains U+FFFD (a split UTF-8 sequence)`);
+  if (!options.allowReplacementChar && text.includes("\uFFFD")) {
+    log.add(53, index, `${part.kind} text contains U+FFFD (a split UTF-8 sequence)`);
+  }
   if (part.kind === "output_text") {
     if (!options.allowMarkup) {
       const markup = MARKUP.exec(text);

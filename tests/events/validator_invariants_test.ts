@@ -1130,3 +1130,12 @@ Deno.test("validateStream lets a cancelled stream end without a terminal event, 
   assert.deepEqual(validateStream(cut, { cancelled: true }), []);
   assert.deepEqual(validateStream(cut).map((v) => v.invariant).sort(), [19, 28, 44]);
 });
+
+Deno.test("validateStream options relax exactly the checks they name", () => {
+  const replacement = envelope([message(0, "msg_1", [["caf", "\uFFFD"]])]);
+  assert.deepEqual(validateStream(replacement, { allowReplacementChar: true }), []);
+  const split = envelope([message(0, "msg_1", [["smile \uD83D", "\uDE00"]])]);
+  assert.deepEqual(validateStream(split, { allowReplacementChar: true }).map((v) => v.invariant), [53, 53]);
+  const markup = envelope([message(0, "msg_1", [["<think>", "x"]])]);
+  assert.deepEqual(validateStream(markup, { allowMarkup: true }), []);
+});
