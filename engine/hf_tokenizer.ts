@@ -331,10 +331,13 @@ export class HfTokenizer implements Tokenizer {
 
   readonly #vocab: Map<string, number>;
   readonly #idToToken: (string | undefined)[];
-  /** Keyed by leftId * vocabSize + rightId: the merge rank (lower merges first) and the merged token id. */
-  readonly #mergeRank = new Map<number, number>();
-  readonly #mergeId = new Map<number, number>();
-  readonly #pairBase: number;
+  /**
+   * Merges by left id, then right id → merge rank (lower merges first); `#mergeId[rank]` is the merged token. Small
+   * integer keys keep Map lookups on V8's fast path (a packed left*V+right key would be a heap number).
+   */
+  readonly #mergeByLeft: (Map<number, number> | undefined)[];
+  readonly #mergeId: Int32Array;
+  readonly #mergeCount: number;
   readonly #added: AddedToken[];
   readonly #addedByText = new Map<string, AddedToken>();
   readonly #addedById = new Map<number, AddedToken>();
@@ -404,10 +407,13 @@ export class HfTokenizer implements Tokenizer {
       this.#addedRegex = new RegExp(alternatives.join("|"), "gu");
     }
 
-    this.#pairBase = this.vocabSize;
     const merges = model.merges ?? [];
     if (!Array.isArray(merges)) throw new HfTokenizerError(`"model.merges" must be an array`);
-    merges.forEach((m, rank) => {
+    const vocab = this.#vocab;
+    const byLeft: (Map<number, number> | undefined)[] = new Array(this.vocabSize);
+    const mergeId = new Int32Array(merges.length);
+    for (let rank = 0; rank < merges.length; rank++) {
+      const m: unknown = merges[rank];
       let a: unknown, b: unknown;
       if (typeof m === "string") {
         const sp = m.indexOf(" ", 1);
@@ -420,19 +426,21 @@ export class HfTokenizer implements Tokenizer {
       if (typeof a !== "string" || typeof b !== "string") {
         throw new HfTokenizerError(`"model.merges[${rank}]" must be "a b" or ["a", "b"]`);
       }
-      const ia = this.#vocab.get(a), ib = this.#vocab.get(b), ic = this.#vocab.get(a + b);
+      const ia = vocab.get(a), ib = vocab.get(b), ic = vocab.get(a + b);
       if (ia === undefined || ib === undefined || ic === undefined) {
         throw new HfTokenizerError(
           `"model.merges[${rank}]" ${JSON.stringify(`${a} ${b}`)} uses a token missing from "model.vocab"`,
         );
       }
-      const key = ia * this.#pairBase + ib;
+      mergeId[rank] = ic;
+      let right = byLeft[ia];
+      if (right === undefined) byLeft[ia] = right = new Map();
       // A duplicated merge keeps its first (best) rank, as HF does.
-      if (!this.#mergeRank.has(key)) {
-        this.#mergeRank.set(key, rank);
-        this.#mergeId.set(key, ic);
-      }
-    });
+      if (!right.has(ib)) right.set(ib, rank);
+    }
+    this.#mergeByLeft = byLeft;
+    this.#mergeId = mergeId;
+    this.#mergeCount = merges.length;
 
     this.#ignoreMerges = model.ignore_merges === true;
     this.#byteFallback = model.byte_fallback === true;
@@ -609,7 +617,7 @@ export class HfTokenizer implements Tokenizer {
       lastWasUnk = this.#unkId !== undefined;
     }
     const n = ids.length;
-    if (n < 2 || this.#mergeRank.size === 0) return ids;
+    if (n < 2 || this.#mergeCount === 0) return ids;
     if (n >= POS_SPACE) throw new HfTokenizerError(`pre-token of ${n} symbols is too long`);
 
     const next = new Int32Array(n);
@@ -619,10 +627,10 @@ export class HfTokenizer implements Tokenizer {
       prev[i] = i - 1;
     }
     const heap = new NumberHeap();
-    const base = this.#pairBase;
-    const ranks = this.#mergeRank;
+    const byLeft = this.#mergeByLeft;
+    const rankOf = (left: number, right: number) => byLeft[left]?.get(right);
     for (let i = 0; i + 1 < n; i++) {
-      const r = ranks.get(ids[i]! * base + ids[i + 1]!);
+      const r = rankOf(ids[i]!, ids[i + 1]!);
       if (r !== undefined) heap.push(r * POS_SPACE + i);
     }
     // A heap entry is stale when its pair changed since it was pushed; ranks are unique per pair, so comparing the
@@ -634,20 +642,19 @@ export class HfTokenizer implements Tokenizer {
       const left = ids[pos]!;
       const j = next[pos]!;
       if (left < 0 || j < 0) continue;
-      const key = left * base + ids[j]!;
-      if (ranks.get(key) !== rank) continue;
-      ids[pos] = this.#mergeId.get(key)!;
+      if (rankOf(left, ids[j]!) !== rank) continue;
+      ids[pos] = this.#mergeId[rank]!;
       ids[j] = -1;
       const after = next[j]!;
       next[pos] = after;
       if (after >= 0) prev[after] = pos;
       const before = prev[pos]!;
       if (before >= 0) {
-        const r = ranks.get(ids[before]! * base + ids[pos]!);
+        const r = rankOf(ids[before]!, ids[pos]!);
         if (r !== undefined) heap.push(r * POS_SPACE + before);
       }
       if (after >= 0) {
-        const r = ranks.get(ids[pos]! * base + ids[after]!);
+        const r = rankOf(ids[pos]!, ids[after]!);
         if (r !== undefined) heap.push(r * POS_SPACE + pos);
       }
     }
