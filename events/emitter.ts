@@ -11,8 +11,8 @@
  * - Consecutive deltas of one item within one engine step are merged into one delta event: a chunk carries a whole
  *   step, and fewer events change nothing a client can observe except delta boundaries.
  *
- * Finish reasons map to: stop → `response.completed`; length → the cut item `incomplete` and `response.incomplete`
- * (reason max_output_tokens); error → an `error` event then `response.failed` (an item open at that moment gets no
+ * Finish reasons map to: stop → `response.completed`; length → the cut item `incomplete` (a web_search_call,
+ * whose status has no such value, closes completed) and `response.incomplete` (reason max_output_tokens); error → an `error` event then `response.failed` (an item open at that moment gets no
  * done event and is left out of `output`); abort → the open item is closed `incomplete`, no terminal event is sent
  * (the spec has none for cancellation) and `response` reports status "cancelled".
  */
@@ -257,8 +257,9 @@ export class ResponseEmitter {
         out.push(b.functionCallArgumentsDone(ref, text, open.kind.name));
         break;
       case "web_search_call":
-        out.push(b.webSearchCallSearching(ref));
-        if (status === "completed") out.push(b.webSearchCallCompleted(ref));
+        // web_search_call has no "incomplete" status (SDK enum, validator 36) and its grammar must run to
+        // completed unless the item is incomplete (78), so a cut call still closes completed with what it has.
+        out.push(b.webSearchCallSearching(ref), b.webSearchCallCompleted(ref));
         break;
       case "code_interpreter_call":
         out.push(b.codeInterpreterCallCodeDone(ref, text));
@@ -368,7 +369,7 @@ function itemOf(open: OpenItem, text: string, status: ItemStatus, logprobs: read
       return {
         id,
         type: "web_search_call",
-        status: status === "completed" ? "completed" : status === "in_progress" ? "in_progress" : "failed",
+        status: status === "in_progress" ? "in_progress" : "completed",
         action: webSearchAction(kind.action, status === "in_progress" ? "" : text),
       };
     case "code_interpreter_call":

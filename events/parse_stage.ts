@@ -18,6 +18,10 @@ export class ParseCore {
   /** Token text and bytes by id, filled lazily (logprobs only). */
   readonly #tokenInfo = new Map<number, { token: string; bytes: readonly number[] }>();
   #reasoningTokens = 0;
+  /** Tokens that produced no segment yet and were read outside reasoning; the next segments settle them. */
+  #unsettled = 0;
+  /** Whether the item the parser last opened (per its segments) is a reasoning item. */
+  #itemIsReasoning = false;
   #finished = false;
 
   constructor(tokenizer: Tokenizer, parser: OutputParser, includeLogprobs = false) {
@@ -40,8 +44,7 @@ export class ParseCore {
       const before = parser.inReasoning;
       const lp = logprobs?.[i];
       const produced = lp === undefined ? parser.push(token) : parser.push(token, this.#segmentLogprob(token, lp));
-      // A token counts as reasoning if it was read inside reasoning or opened it (e.g. `<think>`).
-      if (before || parser.inReasoning) this.#reasoningTokens++;
+      this.#count(before || parser.inReasoning, produced, true);
       for (let j = 0; j < produced.length; j++) segments.push(produced[j]!);
     }
     return [{ type: "segments", segments }];
@@ -63,6 +66,7 @@ export class ParseCore {
     this.#finished = true;
     const out: ParsedChunk[] = [];
     const tail = this.#parser.flush();
+    this.#count(false, tail, false);
     if (tail.length > 0) out.push({ type: "segments", segments: tail });
     const usage: Usage = {
       input_tokens: promptTokens,
@@ -73,6 +77,29 @@ export class ParseCore {
     };
     out.push(message === undefined ? { type: "finish", reason, usage } : { type: "finish", reason, usage, message });
     return out;
+  }
+
+  /**
+   * Reasoning-token accounting. A token counts if it was read inside reasoning or opened it (e.g. `<think>`), or if
+   * the segments it released carry reasoning (a parser may hold tokens back and release them later, e.g. a harmony
+   * header recovered as reasoning text); held-back tokens are settled with the segments that release them.
+   * `isToken` is false for the flush, which releases held tokens without reading one.
+   */
+  #count(inside: boolean, produced: readonly Segment[], isToken: boolean): void {
+    let reasoning = false;
+    for (let j = 0; j < produced.length; j++) {
+      const seg = produced[j]!;
+      if (seg.kind === "open") this.#itemIsReasoning = seg.item.type === "reasoning";
+      if (this.#itemIsReasoning && seg.kind !== "close") reasoning = true;
+    }
+    if (produced.length === 0) {
+      if (inside) this.#reasoningTokens++;
+      else if (isToken) this.#unsettled++;
+      return;
+    }
+    if (reasoning) this.#reasoningTokens += this.#unsettled;
+    this.#unsettled = 0;
+    if (isToken && (inside || reasoning)) this.#reasoningTokens++;
   }
 
   #segmentLogprob(token: number, lp: TokenLogprob): SegmentLogprob {

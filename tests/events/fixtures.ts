@@ -44,3 +44,15 @@ export const finish = (reason: "stop" | "length" | "error" | "abort", message?: 
   message === undefined
     ? { type: "finish", reason, usage: usage(3, 7) }
     : { type: "finish", reason, usage: usage(3, 7), message };
+
+/** The tools a request would send for the test parsers' tool names (function get_weather) and hosted tools. */
+export const toolTemplate: ResponseTemplate = {
+  ...template,
+  tools: [
+    { type: "function", name: "get_weather", parameters: { type: "object" }, strict: false },
+    { type: "function", name: "lookup_weather", parameters: { type: "object" }, strict: false },
+    { type: "web_search_preview" },
+    { type: "code_interpreter", container: { type: "auto" } },
+    { type: "mcp", server_label: "repo", server_url: "http://mcp.test" },
+  ],
+};

@@ -14,8 +14,9 @@ import { HarmonyParser } from "../../parsers/harmony_parser.ts";
 import type { OutputParser } from "../../parsers/segment.ts";
 import { type Chunking, replayTokens } from "../support/scripted_engine.ts";
 import { ToyTokenizer } from "../support/toy_tokenizer.ts";
-import { clock, template } from "../events/fixtures.ts";
+import { clock, toolTemplate as template } from "../events/fixtures.ts";
 import { modDeltaBoundaries, structuralProblems } from "./stream_checks.ts";
+import { validateStream } from "../../events/validator.ts";
 
 const tok = new ToyTokenizer();
 const RUNS = 100;
@@ -52,25 +53,41 @@ const harmonyMessage = fc.tuple(
 const harmonyTokens = fc.array(harmonyMessage, { minLength: 1, maxLength: 5 })
   .map((msgs) => tok.encode(msgs.join("<|start|>assistant")));
 
-const chatmlPiece = fc.tuple(fc.constantFrom("think", "text", "call", "badcall"), body).map(([kind, text]) => {
-  switch (kind) {
-    case "think":
-      return `<think>\n${text}\n</think>\n\n`;
-    case "text":
-      return text;
-    case "call":
-      return `<tool_call>\n{"name": "get_weather", "arguments": {"city": "${text}"}}\n</tool_call>`;
-    default:
-      return `<tool_call>\n{"name": "get_weather", "arguments": {"city": ${text}\n</tool_call>`;
+const chatmlPiece = (kinds: string[]) =>
+  fc.tuple(fc.constantFrom(...kinds), body).map(([kind, text]) => {
+    switch (kind) {
+      case "think":
+        return `<think>\n${text}\n</think>\n\n`;
+      case "text":
+        return text;
+      case "call":
+        return `<tool_call>\n{"name": "get_weather", "arguments": {"city": "${text}"}}\n</tool_call>`;
+      default:
+        return `<tool_call>\n{"name": "get_weather", "arguments": {"city": ${text}\n</tool_call>`;
+    }
+  });
+
+/** ChatML outputs; `badcall` (a call whose JSON breaks) makes its raw markup legitimately visible as text. */
+const chatmlTokens = (kinds: string[]) =>
+  fc.tuple(fc.array(chatmlPiece(kinds), { minLength: 1, maxLength: 5 }), fc.boolean())
+    .map(([pieces, end]) => tok.encode(pieces.join("") + (end ? "<|im_end|>" : "")));
+
+/**
+ * Tokens that are whole UTF-8 on their own (specials included): inserting one never makes the byte stream invalid,
+ * so any U+FFFD in the output would be rill's fault, not the model's.
+ */
+const insertable = [...Array(tok.vocabSize).keys()].filter((id) => {
+  try {
+    new TextDecoder("utf-8", { fatal: true }).decode(tok.tokenBytes(id));
+    return true;
+  } catch {
+    return false;
   }
 });
 
-const chatmlTokens = fc.tuple(fc.array(chatmlPiece, { minLength: 1, maxLength: 5 }), fc.boolean())
-  .map(([pieces, end]) => tok.encode(pieces.join("") + (end ? "<|im_end|>" : "")));
-
 /** Inserts arbitrary tokens (specials included), deletes some, and may truncate: malformed model output. */
 function malformed(base: fc.Arbitrary<number[]>): fc.Arbitrary<number[]> {
-  const op = fc.tuple(fc.constantFrom("insert", "delete"), fc.nat(), fc.integer({ min: 0, max: tok.vocabSize - 1 }));
+  const op = fc.tuple(fc.constantFrom("insert", "delete"), fc.nat(), fc.constantFrom(...insertable));
   return fc.tuple(base, fc.array(op, { minLength: 1, maxLength: 6 }), fc.option(fc.nat())).map(
     ([tokens, ops, cut]) => {
       const out = [...tokens];
@@ -89,6 +106,7 @@ async function runAll(
   parser: () => OutputParser,
   finish: FinishReason,
   seed: number,
+  allowMarkup = false,
 ): Promise<void> {
   const chunkings: Chunking[] = ["one", { seed, max: 8 }, "all"];
   let first: { response: Response; events: unknown[] } | undefined;
@@ -100,7 +118,10 @@ async function runAll(
       ids: new CounterIds(),
       clock,
     });
-    assert.deepEqual(structuralProblems(events), [], `${JSON.stringify(chunking)} ${tok.decode(tokens)}`);
+    const where = `${JSON.stringify(chunking)} ${finish} ${JSON.stringify(tok.decode(tokens))}`;
+    assert.deepEqual(structuralProblems(events), [], where);
+    const wire: unknown[] = JSON.parse(JSON.stringify(events));
+    assert.deepEqual(validateStream(wire, { cancelled: finish === "abort", allowMarkup }), [], where);
     const normalized = modDeltaBoundaries(events);
     if (first === undefined) first = { response, events: normalized };
     else {
@@ -132,7 +153,13 @@ const chatml = (startInReasoning: boolean) => () =>
 
 Deno.test("property: ChatML well-formed output is chunking-invariant and well-formed", async () => {
   await fc.assert(
-    fc.asyncProperty(chatmlTokens, fc.boolean(), finishes, fc.nat(), (t, r, f, s) => runAll(t, chatml(r), f, s)),
+    fc.asyncProperty(
+      chatmlTokens(["think", "text", "call"]),
+      fc.boolean(),
+      finishes,
+      fc.nat(),
+      (t, r, f, s) => runAll(t, chatml(r), f, s),
+    ),
     { numRuns: RUNS },
   );
 });
@@ -140,11 +167,11 @@ Deno.test("property: ChatML well-formed output is chunking-invariant and well-fo
 Deno.test("property: ChatML malformed output is chunking-invariant and well-formed", async () => {
   await fc.assert(
     fc.asyncProperty(
-      malformed(chatmlTokens),
+      malformed(chatmlTokens(["think", "text", "call", "badcall"])),
       fc.boolean(),
       finishes,
       fc.nat(),
-      (t, r, f, s) => runAll(t, chatml(r), f, s),
+      (t, r, f, s) => runAll(t, chatml(r), f, s, true),
     ),
     { numRuns: RUNS },
   );
