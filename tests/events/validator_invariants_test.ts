@@ -1139,3 +1139,55 @@ Deno.test("validateStream options relax exactly the checks they name", () => {
   const markup = envelope([message(0, "msg_1", [["<think>", "x"]])]);
   assert.deepEqual(validateStream(markup, { allowMarkup: true }), []);
 });
+
+Deno.test("the unmutated base streams of the cases above are valid", () => {
+  assert.deepEqual(validateStream(summarised()), []);
+  assert.deepEqual(validateStream(customTool()), []);
+  assert.deepEqual(validateStream(withLogprobs(), { logprobs: true }), []);
+  assert.deepEqual(validateStream(twoCalls()), []);
+  assert.deepEqual(validateStream(envelope([message(0, "msg_1", [["a"], ["b"]])])), []);
+  assert.deepEqual(
+    validateStream(envelope([mcpCall(0, "mcp_1", ["{}"], true)], { over: { tools: [{ type: "mcp" }] } })),
+    [],
+  );
+});
+
+Deno.test("validateStream accepts refusal parts and annotations carried into the final part", () => {
+  const annotation = { type: "url_citation", url: "https://x", title: "x", start_index: 0, end_index: 1 };
+  const events = envelope([message(0, "msg_1", [["See", " x"]])]);
+  events.splice(indexOf(events, "response.output_text.done"), 0, {
+    type: "response.output_text.annotation.added",
+    item_id: "msg_1",
+    output_index: 0,
+    content_index: 0,
+    annotation_index: 0,
+    annotation,
+  });
+  (find(events, "response.content_part.done")["part"] as Json)["annotations"] = [clone(annotation)];
+  ((doneItem(events)["content"] as Json[])[0]!)["annotations"] = [clone(annotation)];
+  (((final(events)["output"] as Json[])[0]!["content"]) as Json[])[0]!["annotations"] = [clone(annotation)];
+  assert.deepEqual(validateStream(sequence(events)), []);
+
+  const ref = { item_id: "msg_r", output_index: 0, content_index: 0 };
+  const refusal = { type: "refusal", refusal: "No." };
+  const item = { id: "msg_r", type: "message", role: "assistant", status: "completed", content: [refusal] };
+  const refused = envelope([{
+    item,
+    events: [
+      {
+        type: "response.output_item.added",
+        output_index: 0,
+        item: { ...item, status: "in_progress", content: [] },
+      },
+      { type: "response.content_part.added", ...ref, part: { type: "refusal", refusal: "" } },
+      { type: "response.refusal.delta", ...ref, delta: "No" },
+      { type: "response.refusal.delta", ...ref, delta: "." },
+      { type: "response.refusal.done", ...ref, refusal: "No." },
+      { type: "response.content_part.done", ...ref, part: clone(refusal) },
+      { type: "response.output_item.done", output_index: 0, item: clone(item) },
+    ],
+  }]);
+  assert.deepEqual(validateStream(refused), []);
+  const broken = edit(refused, (e) => find(e, "response.refusal.done")["refusal"] = "No!");
+  assert.ok(validateStream(broken).some((v) => v.invariant === 50));
+});
