@@ -11,7 +11,8 @@ import { HarmonyParser } from "../../parsers/harmony_parser.ts";
 import type { OutputParser } from "../../parsers/segment.ts";
 import { type Chunking, type ReplayOptions, replayTokens } from "../support/scripted_engine.ts";
 import { ToyTokenizer } from "../support/toy_tokenizer.ts";
-import { clock, template } from "./fixtures.ts";
+import { clock, toolTemplate as template } from "./fixtures.ts";
+import { validateSSE } from "../../events/validator.ts";
 import { PlainTextParser } from "./plain_text_parser.ts";
 
 const tok = new ToyTokenizer();
@@ -79,9 +80,11 @@ for (const c of cases) {
     const tokens = tok.encode(c.text);
     const { response } = await collectResponse(replayTokens(tokens, "one", c.replay), options(c.parser()));
     for (const chunking of chunkings) {
-      const body = responseEventStream(replayTokens(tokens, chunking, c.replay), options(c.parser()))
-        .pipeThrough(sseEncoder());
-      const stream = sdkFor(body).responses.stream({ model: "rill-test", input: "hi" });
+      const body = await new Response(
+        responseEventStream(replayTokens(tokens, chunking, c.replay), options(c.parser())).pipeThrough(sseEncoder()),
+      ).text();
+      assert.deepEqual(validateSSE(body).violations, [], JSON.stringify(chunking));
+      const stream = sdkFor(new Response(body).body!).responses.stream({ model: "rill-test", input: "hi" });
       const seen: string[] = [];
       for await (const event of stream) seen.push(event.type);
       const final = await stream.finalResponse();

@@ -11,6 +11,7 @@ import {
   sseEncoder,
 } from "../../events/pipeline.ts";
 import { Sequencer } from "../../events/sequencer.ts";
+import { HarmonyParser } from "../../parsers/harmony_parser.ts";
 import { SseEncoder } from "../../events/sse.ts";
 import type { ResponseStreamEvent } from "../../events/types.ts";
 import type { OutputParser, Segment, SegmentLogprob } from "../../parsers/segment.ts";
@@ -225,4 +226,16 @@ Deno.test("responseSseStream: same bytes as responseEventStream piped through ss
   const bText = await new Response(bStream).text();
   assert.equal(bText, a);
   assert.equal(new SseEncoder().text(logged), a);
+});
+
+Deno.test("reasoning tokens: text a parser releases late (a header recovered at EOS) still counts", async () => {
+  const tokens = tok.encode("<|channel|>analysis Hello world");
+  const { response } = await collectResponse(
+    replayTokens(tokens, "one"),
+    options({ parser: new HarmonyParser(tok, { toolNames: [] }) }),
+  );
+  const item = response.output[0];
+  assert.ok(item?.type === "reasoning" && item.content[0]!.text.length > 0, JSON.stringify(response.output));
+  assert.ok(response.usage!.output_tokens_details.reasoning_tokens > 0);
+  assert.ok(response.usage!.output_tokens_details.reasoning_tokens <= tokens.length);
 });
