@@ -110,7 +110,7 @@ export class ToolCallScanner {
       switch (this.#state) {
         case State.BeforeObject:
           if (isWs(c)) break;
-          if (c !== 0x7b) return this.#fail(i);
+          if (c !== 0x7b) return this.#failIn(text, i, run, strRun);
           this.#state = State.KeyOrEnd;
           break;
         case State.KeyOrEnd:
@@ -120,7 +120,7 @@ export class ToolCallScanner {
             this.#state = State.Done;
             break;
           }
-          if (c !== 0x22) return this.#fail(i);
+          if (c !== 0x22) return this.#failIn(text, i, run, strRun);
           this.#state = State.InKey;
           this.#raw = "";
           this.#escape = false;
@@ -131,7 +131,7 @@ export class ToolCallScanner {
           else if (c === 0x5c) this.#escape = true;
           else if (c === 0x22) {
             const value = this.#decodeRaw();
-            if (value === undefined) return this.#fail(i);
+            if (value === undefined) return this.#failIn(text, i, run, strRun);
             if (this.#state === State.InKey) {
               this.#role = value === "name"
                 ? Role.Name
@@ -153,13 +153,13 @@ export class ToolCallScanner {
         }
         case State.Colon:
           if (isWs(c)) break;
-          if (c !== 0x3a) return this.#fail(i);
+          if (c !== 0x3a) return this.#failIn(text, i, run, strRun);
           this.#state = State.Value;
           break;
         case State.Value:
           if (isWs(c)) break;
           if (this.#role === Role.Name) {
-            if (c !== 0x22) return this.#fail(i);
+            if (c !== 0x22) return this.#failIn(text, i, run, strRun);
             this.#state = State.InName;
             this.#raw = "";
             this.#escape = false;
@@ -174,14 +174,14 @@ export class ToolCallScanner {
             }
             run = i;
           }
-          if (!this.#startValue(c)) return this.#fail(i);
-          if (this.#primitive && !this.#isPrimitiveChar(c)) return this.#fail(i);
+          if (!this.#startValue(c)) return this.#failIn(text, i, run, strRun);
+          if (this.#primitive && !this.#isPrimitiveChar(c)) return this.#failIn(text, i, run, strRun);
           this.#state = State.InValue;
           // A container or string may close on its first character only for strings handled below.
           break;
         case State.InArgsString: {
           const stop = this.#argsStringChar(text, i, strRun);
-          if (stop === -2) return this.#fail(i);
+          if (stop === -2) return this.#failIn(text, i, run, strRun);
           if (stop === -1) {
             // String closed: flush the run up to the quote.
             strRun = -1;
@@ -194,7 +194,7 @@ export class ToolCallScanner {
         }
         case State.InValue: {
           const ended = this.#valueChar(c);
-          if (ended === -2) return this.#fail(i);
+          if (ended === -2) return this.#failIn(text, i, run, strRun);
           if (ended === 0) break;
           // ended === 1: the value ended on this character; ended === -1: a primitive ended before it.
           if (this.#role === Role.Args) {
@@ -210,7 +210,7 @@ export class ToolCallScanner {
           if (isWs(c)) break;
           if (c === 0x2c) this.#state = State.Key;
           else if (c === 0x7d) this.#state = State.Done;
-          else return this.#fail(i);
+          else return this.#failIn(text, i, run, strRun);
           break;
         case State.Done:
           if (isWs(c)) break;
@@ -232,6 +232,22 @@ export class ToolCallScanner {
   #fail(i: number): number {
     this.#state = State.Failed;
     return i;
+  }
+
+  /**
+   * Fails at `i`, first moving every arguments character before `i` into the output, so that what was streamed
+   * plus the text from `i` on is the whole input whatever the chunking.
+   */
+  #failIn(text: string, i: number, run: number, strRun: number): number {
+    if (this.#state === State.InValue && this.#role === Role.Args && run >= 0) this.#args += text.slice(run, i);
+    if (this.#state === State.InArgsString) {
+      if (strRun >= 0 && strRun < i && this.#pendingEscape.length === 0) this.#args += text.slice(strRun, i);
+      // A broken escape: its consumed characters (all but the offending one) are kept raw.
+      this.#args += this.#pendingHigh + this.#pendingEscape.slice(0, -1);
+      this.#pendingHigh = "";
+      this.#pendingEscape = "";
+    }
+    return this.#fail(i);
   }
 
   #decodeRaw(): string | undefined {

@@ -24,6 +24,9 @@ const callBody = fc.oneof(
   fc.record({ name: fc.constantFrom("f", "g"), args: fc.object({ maxDepth: 1 }) }).map(({ name, args }) =>
     JSON.stringify({ name, arguments: JSON.stringify(args) })
   ),
+  // Broken arguments after a well-formed name: the call opens, then fails somewhere in the JSON.
+  fc.string({ unit: fc.constantFrom("{", "}", "[", "]", '"', ":", ",", "\\", "u", "1", " ", "é"), maxLength: 16 })
+    .map((junk) => `{"name": "f", "arguments": ${junk}`),
   fc.constantFrom(
     '{"name": "f", "arguments": {"a": "😀 }"}',
     '{"name" "f"}',
