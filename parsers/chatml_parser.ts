@@ -25,8 +25,10 @@
  * held-back token's logprob travels with the delta that finally carries its text. Tokens that decode entirely to
  * markup, dropped whitespace or tool-call JSON carry no logprob in any delta.
  *
- * Malformed output never throws: after a call has opened, a JSON error closes the call (with the arguments streamed
- * so far) and the rest of the raw block, closing marker included, becomes message text.
+ * Malformed output never throws: after a call has opened, a JSON error closes the call (with every arguments
+ * character before the error) and the raw text from the offending character on, closing marker included, becomes
+ * message text. Known limit: JSON structure consumed between the arguments and the error (e.g. `, "x" ` in
+ * `{"name": "f", "arguments": {}, "x" "y"}`) is not repeated in the message.
  */
 import type { Tokenizer } from "../engine/tokenizer.ts";
 import { IncrementalDetokenizer } from "./detokenizer.ts";
