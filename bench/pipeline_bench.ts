@@ -1,5 +1,5 @@
 /**
- * Token ids → SSE bytes through the streaming core on one core, for a harmony and a simple (plain text) output, at
+ * Token ids → SSE bytes through the streaming core on one core, for a harmony and a simple (ChatML) output, at
  * 1, 4 and 8 tokens per engine step. The engine is replaced by pre-built chunks so only the pipeline is measured.
  * Prints `pipeline <harmony|simple> <K> tokens/step: <N> tokens/s`.
  */
@@ -7,9 +7,9 @@ import type { EngineChunk } from "../engine/engine.ts";
 import type { Tokenizer } from "../engine/tokenizer.ts";
 import type { OutputParser } from "../parsers/segment.ts";
 import { CounterIds } from "../events/ids.ts";
-import { responseEventStream, type ResponseTemplate, sseEncoder } from "../events/pipeline.ts";
+import { responseSseStream, type ResponseTemplate } from "../events/pipeline.ts";
+import { ChatmlParser } from "../parsers/chatml_parser.ts";
 import { HarmonyParser } from "../parsers/harmony_parser.ts";
-import { PlainTextParser } from "../tests/events/plain_text_parser.ts";
 import { ToyTokenizer } from "../tests/support/toy_tokenizer.ts";
 
 const TOKENS = 200_000;
@@ -70,8 +70,9 @@ function cases(): Case[] {
     {
       name: "simple",
       tokenizer: toy,
-      tokens: script(toy, "", prose, "", TOKENS),
-      parser: () => new PlainTextParser(toy),
+      // A ChatML answer after a short <think> block, as Qwen3-style models write them.
+      tokens: script(toy, "<think>\nShort plan.\n</think>\n\n", prose, "<|im_end|>", TOKENS),
+      parser: () => new ChatmlParser(toy, { toolNames: [] }),
     },
   ];
 }
@@ -97,12 +98,13 @@ function source(chunks: readonly EngineChunk[]): ReadableStream<EngineChunk> {
 /** Seconds to push the chunks through the pipeline, draining the SSE bytes. */
 async function once(c: Case, chunks: readonly EngineChunk[]): Promise<number> {
   const t0 = performance.now();
-  const sse = responseEventStream(source(chunks), {
+  // The fused stream the HTTP layer serves (same cores as responseEventStream piped through sseEncoder).
+  const sse = responseSseStream(source(chunks), {
     template,
     tokenizer: c.tokenizer,
     parser: c.parser(),
     ids: new CounterIds(),
-  }).pipeThrough(sseEncoder());
+  });
   let bytes = 0;
   for await (const b of sse) bytes += b.length;
   if (bytes === 0) throw new Error("pipeline produced no bytes");

@@ -239,3 +239,25 @@ Deno.test("reasoning tokens: text a parser releases late (a header recovered at 
   assert.ok(response.usage!.output_tokens_details.reasoning_tokens > 0);
   assert.ok(response.usage!.output_tokens_details.reasoning_tokens <= tokens.length);
 });
+
+Deno.test("SSE encoder: pre-rendered delta frames equal JSON.stringify, logprobs and every delta family included", async () => {
+  const tokens = tok.encode("Hello world caf\u00e9");
+  const lps = fakeLogprobs(tokens, 1, tok.vocabSize);
+  const { events } = await collectResponse(
+    replayTokens(tokens, "one", { logprobs: lps }),
+    options({ includeLogprobs: true }),
+  );
+  const seq = new Sequencer();
+  const ref = { itemId: 'fc_"q"', outputIndex: 3, contentIndex: 0 };
+  const others = seq.stamp([
+    b.reasoningTextDelta(ref, "r\u2028"),
+    b.functionCallArgumentsDelta(ref, '{"a":1}'),
+    b.mcpCallArgumentsDelta(ref, "{}"),
+    b.codeInterpreterCallCodeDelta(ref, "print()"),
+    b.functionCallArgumentsDelta(ref, "x"),
+  ]);
+  for (const list of [events, others]) {
+    const plain = list.map((e) => `event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`).join("");
+    assert.equal(new SseEncoder().text(list), plain);
+  }
+});

@@ -17,6 +17,7 @@ import { ToyTokenizer } from "../support/toy_tokenizer.ts";
 import { clock, toolTemplate as template } from "../events/fixtures.ts";
 import { modDeltaBoundaries, structuralProblems } from "./stream_checks.ts";
 import { validateStream } from "../../events/validator.ts";
+import { SseEncoder } from "../../events/sse.ts";
 
 const tok = new ToyTokenizer();
 const RUNS = 100;
@@ -122,6 +123,8 @@ async function runAll(
     assert.deepEqual(structuralProblems(events), [], where);
     const wire: unknown[] = JSON.parse(JSON.stringify(events));
     assert.deepEqual(validateStream(wire, { cancelled: finish === "abort", allowMarkup }), [], where);
+    const plain = events.map((e) => `event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`).join("");
+    assert.equal(new SseEncoder().text(events), plain, "pre-rendered SSE frames must equal JSON.stringify");
     const normalized = modDeltaBoundaries(events);
     if (first === undefined) first = { response, events: normalized };
     else {
