@@ -1,0 +1,196 @@
+/**
+ * `rill serve` options: each flag has an `RILL_*` environment variable; the command line wins over the environment,
+ * the environment over the default. Errors are one line (CliError), printed without a stack trace.
+ */
+
+export class CliError extends Error {
+  override readonly name = "CliError";
+}
+
+export type LogFormat = "text" | "json";
+
+export interface ServeConfig {
+  readonly modelDir: string;
+  readonly host: string;
+  readonly port: number;
+  readonly backend: "onnx";
+  readonly servedModelName: string | undefined;
+  readonly apiKey: string | undefined;
+  /** Where stored responses live (`responses.sqlite`); ":memory:" keeps them in memory only. */
+  readonly dataDir: string;
+  readonly maxNumSeqs: number;
+  readonly maxQueue: number;
+  readonly maxModelLen: number | undefined;
+  /** Seconds running requests get to finish after SIGTERM/SIGINT. */
+  readonly shutdownTimeout: number;
+  readonly logFormat: LogFormat;
+  readonly speculative: "ngram" | "none";
+  readonly numSpeculativeTokens: number;
+}
+
+export const DEFAULT_MODEL_DIR = "models/rill-tiny-harmony";
+
+interface OptionSpec {
+  readonly flag: string;
+  readonly env: string;
+  readonly value: string;
+  readonly help: string;
+  readonly fallback: string | undefined;
+}
+
+const SPECS: readonly OptionSpec[] = [
+  { flag: "host", env: "RILL_HOST", value: "HOST", help: "Address to listen on.", fallback: "127.0.0.1" },
+  { flag: "port", env: "RILL_PORT", value: "PORT", help: "Port to listen on (0 = any free port).", fallback: "8000" },
+  { flag: "backend", env: "RILL_BACKEND", value: "onnx", help: "Inference backend.", fallback: "onnx" },
+  {
+    flag: "served-model-name",
+    env: "RILL_SERVED_MODEL_NAME",
+    value: "NAME",
+    help: "Model name clients send in `model` (default: the model directory's name).",
+    fallback: undefined,
+  },
+  {
+    flag: "api-key",
+    env: "RILL_API_KEY",
+    value: "KEY",
+    help: "Require `Authorization: Bearer KEY` on every route except /health.",
+    fallback: undefined,
+  },
+  {
+    flag: "data-dir",
+    env: "RILL_DATA_DIR",
+    value: "DIR",
+    help: "Directory of the stored-responses database (responses.sqlite); ':memory:' for none on disk.",
+    fallback: ".data",
+  },
+  {
+    flag: "max-num-seqs",
+    env: "RILL_MAX_NUM_SEQS",
+    value: "N",
+    help: "Most sequences per engine step.",
+    fallback: "32",
+  },
+  {
+    flag: "max-queue",
+    env: "RILL_MAX_QUEUE",
+    value: "N",
+    help: "Most requests waiting for a batch slot; more are answered 429.",
+    fallback: "256",
+  },
+  {
+    flag: "max-model-len",
+    env: "RILL_MAX_MODEL_LEN",
+    value: "N",
+    help: "Context length (prompt + output); default: the model's.",
+    fallback: undefined,
+  },
+  {
+    flag: "shutdown-timeout",
+    env: "RILL_SHUTDOWN_TIMEOUT",
+    value: "SECONDS",
+    help: "On SIGTERM/SIGINT, how long running requests may finish before they are aborted.",
+    fallback: "30",
+  },
+  { flag: "log-format", env: "RILL_LOG_FORMAT", value: "text|json", help: "Log line format.", fallback: "text" },
+  {
+    flag: "speculative",
+    env: "RILL_SPECULATIVE",
+    value: "ngram|none",
+    help: "Speculative decoding method.",
+    fallback: "none",
+  },
+  {
+    flag: "num-speculative-tokens",
+    env: "RILL_NUM_SPECULATIVE_TOKENS",
+    value: "N",
+    help: "Draft tokens per step when speculating.",
+    fallback: "4",
+  },
+];
+
+export function serveHelp(): string {
+  const width = Math.max(...SPECS.map((s) => `--${s.flag} ${s.value}`.length));
+  const lines = [
+    "Usage: rill serve [MODEL_DIR] [OPTIONS]",
+    "",
+    "Serves a model directory over the OpenAI Responses and Chat Completions APIs.",
+    `MODEL_DIR defaults to ${DEFAULT_MODEL_DIR} (env RILL_MODEL_DIR).`,
+    "",
+    "Options (each also settable by the environment variable shown):",
+  ];
+  for (const s of SPECS) {
+    const left = `--${s.flag} ${s.value}`.padEnd(width);
+    const def = s.fallback === undefined ? "" : ` [default: ${s.fallback}]`;
+    lines.push(`  ${left}  ${s.help}${def} (${s.env})`);
+  }
+  lines.push(`  ${"--help".padEnd(width)}  Show this help.`);
+  return lines.join("\n");
+}
+
+function integer(name: string, text: string, min: number): number {
+  if (!/^\d+$/.test(text) || Number(text) < min) {
+    throw new CliError(`--${name} must be an integer ≥ ${min}, got '${text}'`);
+  }
+  return Number(text);
+}
+
+function choice<T extends string>(name: string, text: string, allowed: readonly T[]): T {
+  if (!(allowed as readonly string[]).includes(text)) {
+    throw new CliError(`--${name} must be one of ${allowed.join(", ")}, got '${text}'`);
+  }
+  return text as T;
+}
+
+/** Parses the arguments after `serve`. Returns "help" for --help. */
+export function parseServeArgs(
+  args: readonly string[],
+  env: (name: string) => string | undefined,
+): ServeConfig | "help" {
+  const given = new Map<string, string>();
+  const positional: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!;
+    if (arg === "--help" || arg === "-h") return "help";
+    if (!arg.startsWith("--")) {
+      positional.push(arg);
+      continue;
+    }
+    const eq = arg.indexOf("=");
+    const name = arg.slice(2, eq < 0 ? undefined : eq);
+    if (!SPECS.some((s) => s.flag === name)) throw new CliError(`Unknown option --${name} (see rill serve --help)`);
+    let value: string | undefined;
+    if (eq >= 0) value = arg.slice(eq + 1);
+    else {
+      value = args[++i];
+      if (value === undefined) throw new CliError(`--${name} needs a value`);
+    }
+    given.set(name, value);
+  }
+  if (positional.length > 1) {
+    throw new CliError(`Expected one MODEL_DIR, got ${positional.length}: ${positional.join(" ")}`);
+  }
+  const get = (flag: string): string | undefined => {
+    const spec = SPECS.find((s) => s.flag === flag)!;
+    const fromEnv = env(spec.env);
+    return given.get(flag) ?? (fromEnv === undefined || fromEnv === "" ? undefined : fromEnv) ?? spec.fallback;
+  };
+  const maxModelLen = get("max-model-len");
+  const port = integer("port", get("port")!, 0);
+  if (port > 65535) throw new CliError(`--port must be at most 65535, got ${port}`);
+  return {
+    modelDir: positional[0] ?? env("RILL_MODEL_DIR") ?? DEFAULT_MODEL_DIR,
+    host: get("host")!,
+    port,
+    backend: choice("backend", get("backend")!, ["onnx"] as const),
+    servedModelName: get("served-model-name"),
+    apiKey: get("api-key"),
+    dataDir: get("data-dir")!,
+    maxNumSeqs: integer("max-num-seqs", get("max-num-seqs")!, 1),
+    maxQueue: integer("max-queue", get("max-queue")!, 0),
+    maxModelLen: maxModelLen === undefined ? undefined : integer("max-model-len", maxModelLen, 1),
+    shutdownTimeout: integer("shutdown-timeout", get("shutdown-timeout")!, 0),
+    logFormat: choice("log-format", get("log-format")!, ["text", "json"] as const),
+    speculative: choice("speculative", get("speculative")!, ["ngram", "none"] as const),
+    numSpeculativeTokens: integer("num-speculative-tokens", get("num-speculative-tokens")!, 1),
+  };
+}

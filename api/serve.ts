@@ -1,0 +1,124 @@
+/**
+ * `rill serve`: load the model, open the response store, start the HTTP server, and shut down gracefully on
+ * SIGTERM/SIGINT (stop accepting, let running requests finish up to --shutdown-timeout, abort the rest, exit 0).
+ */
+import type { ChatFormat } from "../engine/chat_format.ts";
+import type { Engine } from "../engine/engine.ts";
+import { createEngine } from "../engine/llm_engine.ts";
+import { loadModel } from "../engine/load_model.ts";
+import { ModelDirError } from "../engine/model_dir.ts";
+import { CliError, type ServeConfig } from "./cli_options.ts";
+import { Logger } from "./logger.ts";
+import { ResponseStore } from "./response_store.ts";
+import type { SamplingDefaults } from "./responses_request.ts";
+import { createServer } from "./server.ts";
+
+/** A ready engine and what the server needs to know about its model. */
+export interface ServedModel {
+  readonly engine: Engine;
+  readonly format: ChatFormat;
+  /** The default model name (the directory's base name). */
+  readonly modelId: string;
+  readonly defaults: SamplingDefaults;
+}
+
+/** Loads MODEL_DIR into an engine. Problems with the directory are one-line CliErrors. */
+export async function loadServedModel(config: ServeConfig, logger: Logger): Promise<ServedModel> {
+  try {
+    const stat = await Deno.stat(config.modelDir).catch(() => null);
+    if (stat === null) throw new CliError(`Model directory '${config.modelDir}' does not exist`);
+    if (!stat.isDirectory) throw new CliError(`Model path '${config.modelDir}' is not a directory`);
+    const loaded = await loadModel(config.modelDir, { onProgress: (message) => logger.info(message) });
+    const engine = await createEngine({
+      modelDir: config.modelDir,
+      tokenizer: loaded.tokenizer,
+      modelId: config.servedModelName ?? loaded.modelId,
+      maxNumSeqs: config.maxNumSeqs,
+      maxQueue: config.maxQueue,
+      maxModelLen: config.maxModelLen ?? loaded.maxModelLen,
+      speculative: config.speculative,
+      numSpeculativeTokens: config.numSpeculativeTokens,
+      eosTokenIds: loaded.eosTokenIds,
+    });
+    const g = loaded.generationConfig;
+    return {
+      engine,
+      format: loaded.format,
+      modelId: loaded.modelId,
+      defaults: { temperature: g?.temperature ?? 1, topP: g?.topP ?? 1, topK: g?.topK ?? 0 },
+    };
+  } catch (error) {
+    if (error instanceof CliError) throw error;
+    if (error instanceof ModelDirError) throw new CliError(error.message.split("\n")[0]!);
+    throw new CliError(`Cannot load model '${config.modelDir}': ${error instanceof Error ? error.message : error}`);
+  }
+}
+
+function openStore(dataDir: string): ResponseStore {
+  if (dataDir === ":memory:") return ResponseStore.open(":memory:");
+  try {
+    Deno.mkdirSync(dataDir, { recursive: true });
+    return ResponseStore.open(`${dataDir}/responses.sqlite`);
+  } catch (error) {
+    throw new CliError(
+      `Cannot open the response store in '${dataDir}': ${error instanceof Error ? error.message : error}`,
+    );
+  }
+}
+
+/**
+ * Serves `model` until SIGTERM/SIGINT, then drains and resolves with the exit code (0). Used by `rill serve` and by
+ * test entries that bring their own engine.
+ */
+export async function serveModel(config: ServeConfig, model: ServedModel, logger: Logger): Promise<number> {
+  const store = openStore(config.dataDir);
+  const modelId = config.servedModelName ?? model.modelId;
+  let server;
+  try {
+    server = createServer({
+      engine: model.engine,
+      format: model.format,
+      modelId,
+      store,
+      hostname: config.host,
+      port: config.port,
+      defaults: model.defaults,
+      ...(config.apiKey === undefined ? {} : { apiKey: config.apiKey }),
+      onRequest: (entry) => logger.info("request", { ...entry, ms: Math.round(entry.ms * 10) / 10 }),
+      onError: (error) =>
+        logger.error("internal error", {
+          error: error instanceof Error ? error.stack ?? error.message : String(error),
+        }),
+    });
+  } catch (error) {
+    store.close();
+    if (error instanceof Deno.errors.AddrInUse) {
+      throw new CliError(`Address ${config.host}:${config.port} is already in use`);
+    }
+    throw new CliError(
+      `Cannot listen on ${config.host}:${config.port}: ${error instanceof Error ? error.message : error}`,
+    );
+  }
+  console.log(
+    `rill: serving model '${modelId}' (${model.format.name}, context ${model.engine.maxModelLen}) at ${server.url}`,
+  );
+  logger.info("listening", { url: server.url, model: modelId, format: model.format.name });
+
+  const { promise: signalled, resolve: onSignal } = Promise.withResolvers<Deno.Signal>();
+  const signals: Deno.Signal[] = ["SIGTERM", "SIGINT"];
+  const handlers = signals.map((signal) => {
+    const handler = () => onSignal(signal);
+    Deno.addSignalListener(signal, handler);
+    return [signal, handler] as const;
+  });
+  const signal = await Promise.race([signalled, server.finished.then(() => null)]);
+  for (const [s, h] of handlers) Deno.removeSignalListener(s, h);
+  if (signal !== null) {
+    logger.info("shutting down", { signal, active: server.active(), timeout_s: config.shutdownTimeout });
+    await server.shutdown(config.shutdownTimeout * 1000);
+  }
+  await model.engine.close();
+  store.close();
+  logger.info("stopped");
+  return 0;
+}
