@@ -15,7 +15,7 @@ import { HarmonyParser } from "../../parsers/harmony_parser.ts";
 import { SseEncoder } from "../../events/sse.ts";
 import type { ResponseStreamEvent } from "../../events/types.ts";
 import type { OutputParser, Segment, SegmentLogprob } from "../../parsers/segment.ts";
-import { fakeLogprobs, replayTokens } from "../support/scripted_engine.ts";
+import { fakeLogprobs, replayTokens, ScriptedEngine } from "../support/scripted_engine.ts";
 import { ToyTokenizer } from "../support/toy_tokenizer.ts";
 import { clock, template } from "./fixtures.ts";
 import { PlainTextParser } from "./plain_text_parser.ts";
@@ -260,4 +260,19 @@ Deno.test("SSE encoder: pre-rendered delta frames equal JSON.stringify, logprobs
     const plain = list.map((e) => `event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`).join("");
     assert.equal(new SseEncoder().text(list), plain);
   }
+});
+
+Deno.test("cancelling the SSE stream (client gone) cancels the engine stream", async () => {
+  const engine = new ScriptedEngine({ tokenizer: tok, script: tok.encode("Hello world, the end of it") });
+  const chunks = engine.generate({
+    id: "r",
+    promptTokens: [1],
+    sampling: { temperature: 0, topP: 1, topK: 0, maxTokens: 100, stopTokens: [], stopStrings: [], logprobs: -1 },
+  });
+  const reader = responseSseStream(chunks, options()).getReader();
+  await reader.read();
+  await reader.read();
+  assert.equal(engine.stats().running, 1);
+  await reader.cancel("client went away");
+  assert.equal(engine.stats().running, 0);
 });
