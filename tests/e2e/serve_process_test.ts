@@ -1,0 +1,217 @@
+/**
+ * rill as a real process: `deno run main.ts serve` on the fixture model, and the scripted test entry (same CLI,
+ * store and signal handling) for SIGTERM drain, shutdown timeout and persistence across `kill -9`.
+ */
+import assert from "node:assert/strict";
+import { validateSSE } from "../../events/validator.ts";
+import { MODEL } from "../api/test_server.ts";
+
+const FIXTURE_MODEL = "tests/fixtures/tiny-random";
+
+interface Proc {
+  readonly child: Deno.ChildProcess;
+  readonly url: string;
+  /** All stderr text read so far (logs). */
+  stderr(): string;
+  /** Waits for exit; returns the code and the output. */
+  finish(): Promise<{ code: number; signal: Deno.Signal | null; stdout: string; stderr: string }>;
+}
+
+/** Starts a serve process and waits for its "serving … at URL" line. */
+async function spawnServe(entry: string, args: string[], env: Record<string, string> = {}): Promise<Proc> {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", entry, "serve", ...args],
+    env: { RUST_BACKTRACE: "0", ...env },
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const decoder = new TextDecoder();
+  let out = "";
+  let err = "";
+  const stdoutDone = (async () => {
+    for await (const chunk of child.stdout) out += decoder.decode(chunk, { stream: true });
+  })();
+  const stderrDone = (async () => {
+    for await (const chunk of child.stderr) err += decoder.decode(chunk, { stream: true });
+  })();
+  let url: string | undefined;
+  for (let i = 0; i < 600 && url === undefined; i++) {
+    url = /at (http:\/\/[^\s]+)/.exec(out)?.[1];
+    if (url === undefined) await new Promise((r) => setTimeout(r, 25));
+  }
+  const finish = async () => {
+    const status = await child.status;
+    await Promise.all([stdoutDone, stderrDone]);
+    return { code: status.code, signal: status.signal, stdout: out, stderr: err };
+  };
+  if (url === undefined) {
+    child.kill("SIGKILL");
+    const r = await finish();
+    throw new Error(`server did not start:\n${r.stdout}\n${r.stderr}`);
+  }
+  return { child, url, stderr: () => err, finish };
+}
+
+async function runToExit(entry: string, args: string[]) {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", entry, ...args],
+    env: { RUST_BACKTRACE: "0" },
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  return { code: out.code, stdout: new TextDecoder().decode(out.stdout), stderr: new TextDecoder().decode(out.stderr) };
+}
+
+Deno.test("main.ts serve: a missing or invalid model directory is a one-line error, no stack trace", async () => {
+  for (const dir of ["/nonexistent/model", "tests"]) {
+    const r = await runToExit("main.ts", ["serve", dir, "--port", "0"]);
+    assert.equal(r.code, 1);
+    const lines = r.stderr.trim().split("\n");
+    assert.equal(lines.length, 1, r.stderr);
+    assert.match(lines[0]!, /^rill: /);
+    assert.ok(!/\bat .*\.ts:\d+/.test(r.stderr), r.stderr);
+  }
+  const bad = await runToExit("main.ts", ["serve", "--port", "http"]);
+  assert.equal(bad.code, 1);
+  assert.match(bad.stderr, /--port must be an integer/);
+});
+
+Deno.test("main.ts serve --help documents every option and its environment variable", async () => {
+  const r = await runToExit("main.ts", ["serve", "--help"]);
+  assert.equal(r.code, 0);
+  for (
+    const flag of [
+      "host",
+      "port",
+      "backend",
+      "served-model-name",
+      "api-key",
+      "data-dir",
+      "max-num-seqs",
+      "max-queue",
+      "max-model-len",
+      "shutdown-timeout",
+      "log-format",
+      "speculative",
+      "num-speculative-tokens",
+    ]
+  ) {
+    assert.match(r.stdout, new RegExp(`--${flag}\\b`));
+    assert.match(r.stdout, new RegExp(`RILL_${flag.toUpperCase().replaceAll("-", "_")}\\b`));
+  }
+});
+
+Deno.test("main.ts serve on the fixture model: startup line, a streamed request, SIGTERM exits 0", async () => {
+  const p = await spawnServe("main.ts", [
+    FIXTURE_MODEL,
+    "--port",
+    "0",
+    "--data-dir",
+    ":memory:",
+    "--log-format",
+    "json",
+  ], {
+    RILL_SERVED_MODEL_NAME: "tiny",
+  });
+  try {
+    const models = await (await fetch(`${p.url}/v1/models`)).json();
+    assert.equal(models.data[0].id, "tiny");
+    const r = await fetch(`${p.url}/v1/responses`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: "tiny", input: "hi", stream: true, max_output_tokens: 16, temperature: 0 }),
+    });
+    // A random-weight model emits arbitrary tokens (including U+FFFD and markup-looking text).
+    const { violations } = validateSSE(await r.text(), { allowMarkup: true, allowReplacementChar: true });
+    assert.deepEqual(violations, []);
+  } finally {
+    p.child.kill("SIGTERM");
+  }
+  const done = await p.finish();
+  assert.equal(done.code, 0, done.stderr);
+  assert.match(done.stdout, /serving model 'tiny'/);
+  const logs = done.stderr.trim().split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l));
+  assert.ok(logs.some((l) => l.msg === "request" && l.route === "/v1/responses" && l.status === 200));
+  assert.ok(logs.some((l) => l.msg === "shutting down" && l.signal === "SIGTERM"));
+});
+
+async function startStream(url: string): Promise<ReadableStreamDefaultReader<Uint8Array>> {
+  const r = await fetch(`${url}/v1/responses`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ model: MODEL, input: "hi", stream: true }),
+  });
+  assert.equal(r.status, 200);
+  const reader = r.body!.getReader();
+  await reader.read(); // response.created: the generation is running
+  return reader;
+}
+
+async function readAll(reader: ReadableStreamDefaultReader<Uint8Array>): Promise<string> {
+  const decoder = new TextDecoder();
+  let text = "";
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return text;
+    text += decoder.decode(value, { stream: true });
+  }
+}
+
+Deno.test("SIGTERM: stops accepting, lets the running request finish, exits 0", async () => {
+  const p = await spawnServe("tests/e2e/scripted_serve.ts", ["--port", "0", "--data-dir", ":memory:"], {
+    RILL_TEST_STEP_DELAY_MS: "20",
+  });
+  const reader = await startStream(p.url);
+  p.child.kill("SIGTERM");
+  const rest = await readAll(reader);
+  assert.match(rest, /event: response\.completed/);
+  const done = await p.finish();
+  assert.equal(done.code, 0, done.stderr);
+  await assert.rejects(fetch(`${p.url}/health`));
+});
+
+Deno.test("SIGINT with --shutdown-timeout 0: running requests are aborted and the process exits 0 at once", async () => {
+  const p = await spawnServe("tests/e2e/scripted_serve.ts", ["--port", "0", "--data-dir", ":memory:"], {
+    RILL_TEST_STEP_DELAY_MS: "400",
+    RILL_SHUTDOWN_TIMEOUT: "0",
+  });
+  const reader = await startStream(p.url);
+  const started = performance.now();
+  p.child.kill("SIGINT");
+  const rest = await readAll(reader).catch(() => "");
+  assert.doesNotMatch(rest, /response\.completed/);
+  const done = await p.finish();
+  assert.equal(done.code, 0, done.stderr);
+  // The script has ~20 steps of 400 ms; an aborted generation ends within one step.
+  assert.ok(performance.now() - started < 3000, `took ${performance.now() - started} ms`);
+});
+
+Deno.test("stored responses survive kill -9 after the terminal event was sent", async () => {
+  const dataDir = await Deno.makeTempDir({ prefix: "rill-store-" });
+  try {
+    const first = await spawnServe("tests/e2e/scripted_serve.ts", ["--port", "0", "--data-dir", dataDir]);
+    const text = await (await fetch(`${first.url}/v1/responses`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: MODEL, input: "hi", stream: true }),
+    })).text();
+    const events = validateSSE(text).events as { type: string; response?: { id: string } }[];
+    const terminal = events.at(-1)!;
+    assert.equal(terminal.type, "response.completed");
+    first.child.kill("SIGKILL");
+    assert.equal((await first.finish()).signal, "SIGKILL");
+
+    const second = await spawnServe("tests/e2e/scripted_serve.ts", ["--port", "0", "--data-dir", dataDir]);
+    try {
+      const got = await (await fetch(`${second.url}/v1/responses/${terminal.response!.id}`)).json();
+      assert.deepEqual(got, terminal.response);
+      const replay = await (await fetch(`${second.url}/v1/responses/${terminal.response!.id}?stream=true`)).text();
+      assert.equal(replay, text);
+    } finally {
+      second.child.kill("SIGTERM");
+      assert.equal((await second.finish()).code, 0);
+    }
+  } finally {
+    await Deno.remove(dataDir, { recursive: true });
+  }
+});
