@@ -4,14 +4,17 @@ import { CounterIds } from "../../events/ids.ts";
 import { ParseCore } from "../../events/parse_stage.ts";
 import {
   collectResponse,
+  emitterStage,
   parseStage,
   type PipelineOptions,
   responseEventStream,
   responseSseStream,
+  sequencerStage,
   sseEncoder,
 } from "../../events/pipeline.ts";
 import { Sequencer } from "../../events/sequencer.ts";
 import { HarmonyParser } from "../../parsers/harmony_parser.ts";
+import { ChatmlParser } from "../../parsers/chatml_parser.ts";
 import { SseEncoder } from "../../events/sse.ts";
 import type { ResponseStreamEvent } from "../../events/types.ts";
 import type { OutputParser, Segment, SegmentLogprob } from "../../parsers/segment.ts";
@@ -275,4 +278,16 @@ Deno.test("cancelling the SSE stream (client gone) cancels the engine stream", a
   assert.equal(engine.stats().running, 1);
   await reader.cancel("client went away");
   assert.equal(engine.stats().running, 0);
+});
+
+Deno.test("the separate stage streams, chained, give the same bytes as the fused pipeline", async () => {
+  const tokens = tok.encode("<think>\nplan\n</think>\n\nHello world");
+  const o = options({ parser: new ChatmlParser(tok, { toolNames: [] }) });
+  const fused = await new Response(responseSseStream(replayTokens(tokens, { seed: 5 }), o)).text();
+  const chained = replayTokens(tokens, { seed: 5 })
+    .pipeThrough(parseStage(tok, new ChatmlParser(tok, { toolNames: [] })))
+    .pipeThrough(emitterStage({ template, ids: new CounterIds(), clock }))
+    .pipeThrough(sequencerStage())
+    .pipeThrough(sseEncoder());
+  assert.equal(await new Response(chained).text(), fused);
 });
