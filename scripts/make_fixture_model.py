@@ -8,8 +8,14 @@ loads real models unchanged.
 
 Run with Debian's python (it has torch 1.13 and onnx):  /usr/bin/python3 scripts/make_fixture_model.py [out_dir]
 Deterministic: a fixed torch seed gives byte-identical weights (the ONNX protobuf may differ only in producer fields).
+
+For benchmarking the engine on a bigger random model (not committed), the sizes can be overridden:
+    /usr/bin/python3 scripts/make_fixture_model.py /tmp/rand-192 --hidden 192 --layers 4 --heads 6 --kv-heads 6 \
+        --intermediate 512 --vocab 1500
+(--vocab pads the embedding/head beyond the 265 tokenizer entries; such ids never appear in prompts.)
 """
 
+import argparse
 import json
 import math
 import os
@@ -181,8 +187,20 @@ def write_safetensors(path, model):
 
 
 def main():
-    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures",
-                                                             "tiny-random")
+    global HIDDEN, LAYERS, HEADS, KV_HEADS, HEAD_DIM, INTERMEDIATE, VOCAB
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out", nargs="?", default=os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures",
+                                                           "tiny-random"))
+    ap.add_argument("--hidden", type=int, default=HIDDEN)
+    ap.add_argument("--layers", type=int, default=LAYERS)
+    ap.add_argument("--heads", type=int, default=HEADS)
+    ap.add_argument("--kv-heads", type=int, default=KV_HEADS)
+    ap.add_argument("--intermediate", type=int, default=INTERMEDIATE)
+    ap.add_argument("--vocab", type=int, default=VOCAB)
+    args = ap.parse_args()
+    out = args.out
+    HIDDEN, LAYERS, HEADS, KV_HEADS = args.hidden, args.layers, args.heads, args.kv_heads
+    HEAD_DIM, INTERMEDIATE, VOCAB = HIDDEN // HEADS, args.intermediate, max(args.vocab, 256 + len(SPECIALS))
     os.makedirs(os.path.join(out, "onnx"), exist_ok=True)
     os.makedirs(os.path.join(out, "golden"), exist_ok=True)
     torch.manual_seed(SEED)

@@ -1,0 +1,296 @@
+/**
+ * Engine throughput on the bundled model (models/rill-tiny-harmony) or, until it exists, the tiny random fixture:
+ * - a bare onnxruntime-node greedy loop (present fed back as past, argmax in JS) at batch 1 and 32: the floor;
+ * - rill single stream and 1/8/32 concurrent streams (decode tokens/s per stream and aggregate), no speculation;
+ * - rill's step overhead versus the bare loop on identical work;
+ * - a repetitive task ("repeat the phrase N times") with and without n-gram speculation: acceptance rate, tokens per
+ *   step and speedup.
+ * Throughput runs ignore stop tokens so every request decodes exactly `maxTokens`; the speculation run keeps them
+ * (the model's natural answer). Prints one line per figure, prefixed `engine`. Environment: RILL_BENCH_MODEL (a model
+ * directory to use instead), RILL_BENCH_THREADS (ORT intra-op threads, default 1).
+ */
+import * as ort from "onnxruntime-node";
+import type { EngineChunk, GenerateRequest, SamplingParams } from "../engine/engine.ts";
+import { createEngine, type LlmEngine } from "../engine/llm_engine.ts";
+import { loadModel } from "../engine/load_model.ts";
+
+const ROOT = new URL("../", import.meta.url).pathname;
+const THREADS = Number(Deno.env.get("RILL_BENCH_THREADS") ?? "1");
+
+function modelDir(): string {
+  const chosen = Deno.env.get("RILL_BENCH_MODEL");
+  if (chosen !== undefined) return chosen;
+  const bundled = `${ROOT}models/rill-tiny-harmony`;
+  try {
+    if (Deno.statSync(`${bundled}/onnx/model.onnx`).isFile) return bundled;
+  } catch {
+    // not trained yet
+  }
+  return `${ROOT}tests/fixtures/tiny-random`;
+}
+
+function sampling(p: Partial<SamplingParams>): SamplingParams {
+  return { temperature: 0, topP: 1, topK: 0, maxTokens: 64, stopTokens: [], stopStrings: [], logprobs: -1, ...p };
+}
+
+interface StreamStats {
+  tokens: number;
+  /** ms from the first step chunk to the finish. */
+  decodeMs: number;
+  steps: number;
+}
+
+async function consume(stream: ReadableStream<EngineChunk>): Promise<StreamStats> {
+  let first = 0;
+  let tokens = 0;
+  let steps = 0;
+  let decodeTokens = 0;
+  for await (const c of stream) {
+    if (c.type === "step") {
+      if (first === 0) first = performance.now();
+      else decodeTokens += c.tokens.length;
+      tokens += c.tokens.length;
+      steps++;
+    }
+  }
+  const decodeMs = performance.now() - first;
+  return { tokens, decodeMs: decodeTokens > 0 ? decodeMs : NaN, steps };
+}
+
+/** A bare ORT greedy loop: the same model with nothing around it (present fed back as past, argmax in JS). */
+class BareLoop {
+  readonly #session: ort.InferenceSession;
+  readonly #layers: number;
+  readonly #heads: number;
+  readonly #headDim: number;
+
+  private constructor(session: ort.InferenceSession) {
+    this.#session = session;
+    this.#layers = session.inputNames.filter((n) => n.startsWith("past_key_values.") && n.endsWith(".key")).length;
+    const meta = session.inputMetadata.find((m) => m.name === "past_key_values.0.key");
+    const shape = meta !== undefined && meta.isTensor ? meta.shape : [];
+    this.#heads = shape[1] as number;
+    this.#headDim = shape[3] as number;
+  }
+
+  static async open(onnxPath: string): Promise<BareLoop> {
+    return new BareLoop(
+      await ort.InferenceSession.create(onnxPath, {
+        intraOpNumThreads: THREADS,
+        interOpNumThreads: 1,
+        executionMode: "sequential",
+        graphOptimizationLevel: "all",
+      }),
+    );
+  }
+
+  /** Prefills `batch` copies of `prompt`, then decodes `steps` tokens; returns mean ms per decode step. */
+  async run(prompt: readonly number[], batch: number, steps: number): Promise<number> {
+    const layers = this.#layers;
+    const n = prompt.length;
+    let past: ort.Tensor[] = [];
+    for (let i = 0; i < 2 * layers; i++) {
+      past.push(new ort.Tensor("float32", new Float32Array(0), [batch, this.#heads, 0, this.#headDim]));
+    }
+    let ids = new BigInt64Array(batch * n);
+    let pos = new BigInt64Array(batch * n);
+    for (let b = 0; b < batch; b++) {
+      for (let j = 0; j < n; j++) {
+        ids[b * n + j] = BigInt(prompt[j]!);
+        pos[b * n + j] = BigInt(j);
+      }
+    }
+    let seq = n;
+    let total = n;
+    let started = 0;
+    for (let s = 0; s <= steps; s++) {
+      if (s === 1) started = performance.now();
+      const feeds: Record<string, ort.Tensor> = {
+        input_ids: new ort.Tensor("int64", ids, [batch, seq]),
+        position_ids: new ort.Tensor("int64", pos, [batch, seq]),
+        attention_mask: new ort.Tensor("int64", new BigInt64Array(batch * total).fill(1n), [batch, total]),
+      };
+      for (let i = 0; i < layers; i++) {
+        feeds[`past_key_values.${i}.key`] = past[2 * i]!;
+        feeds[`past_key_values.${i}.value`] = past[2 * i + 1]!;
+      }
+      const out = await this.#session.run(feeds);
+      const logits = out["logits"]!.data as Float32Array;
+      const V = logits.length / (batch * seq);
+      past = [];
+      for (let i = 0; i < layers; i++) past.push(out[`present.${i}.key`]!, out[`present.${i}.value`]!);
+      const next = new BigInt64Array(batch);
+      for (let b = 0; b < batch; b++) {
+        const row = logits.subarray(((b + 1) * seq - 1) * V, (b + 1) * seq * V);
+        let best = 0;
+        for (let v = 1; v < V; v++) if (row[v]! > row[best]!) best = v;
+        next[b] = BigInt(best);
+      }
+      ids = next;
+      pos = new BigInt64Array(batch).fill(BigInt(total));
+      seq = 1;
+      total++;
+    }
+    return (performance.now() - started) / steps;
+  }
+
+  close(): Promise<void> {
+    return this.#session.release();
+  }
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)]!;
+}
+
+function fmt(x: number, digits = 0): string {
+  return Number.isFinite(x) ? x.toFixed(digits) : "n/a";
+}
+
+async function concurrent(engine: LlmEngine, requests: GenerateRequest[]) {
+  const before = engine.metrics();
+  const t0 = performance.now();
+  const results = await Promise.all(requests.map((r) => consume(engine.generate(r))));
+  const wallMs = performance.now() - t0;
+  const after = engine.metrics();
+  const tokens = results.reduce((s, r) => s + r.tokens, 0);
+  const perStream = results.map((r) => (r.tokens - 1) / (r.decodeMs / 1000)).filter(Number.isFinite);
+  return {
+    tokens,
+    wallMs,
+    aggregate: tokens / (wallMs / 1000),
+    perStream: perStream.reduce((a, b) => a + b, 0) / perStream.length,
+    engineSteps: after.steps - before.steps,
+    stepMs: (after.stepSeconds - before.stepSeconds) * 1000 / (after.steps - before.steps),
+    drafted: after.draftedTokens - before.draftedTokens,
+    accepted: after.acceptedDrafts - before.acceptedDrafts,
+    verifies: after.verifySteps - before.verifySteps,
+    streamSteps: results.reduce((s, r) => s + r.steps, 0),
+  };
+}
+
+export async function run(): Promise<void> {
+  const dir = modelDir();
+  const model = await loadModel(dir);
+  const name = dir.split("/").at(-1)!;
+  console.log(`engine model ${name} (intraOpNumThreads ${THREADS})`);
+  const render = (text: string) =>
+    model.format.render({ messages: [{ role: "user", content: text }], tools: [], toolChoice: "auto" });
+  const questions = [
+    "What is 17 + 25?",
+    "Convert 12 kilometers to meters.",
+    "What is the capital of Japan?",
+    "Repeat the phrase 'good morning' 3 times.",
+    "What is the weather in Paris?",
+    "What is 9 times 7?",
+    "What is the capital of Canada?",
+    "Convert 3 hours to minutes.",
+  ];
+  const make = (spec: "ngram" | "none", maxNumSeqs: number) =>
+    createEngine({
+      modelPath: model.onnxPath,
+      tokenizer: model.tokenizer,
+      modelId: name,
+      maxModelLen: model.maxModelLen,
+      eosTokenIds: [],
+      backend: { intraOpNumThreads: THREADS },
+      maxNumSeqs,
+      speculative: spec,
+      numSpeculativeTokens: 4,
+    });
+
+  const decodeTokens = 128;
+  const overheadPrompt = render(questions[0]!);
+  const bare = await BareLoop.open(model.onnxPath);
+  const engine = await make("none", 32);
+  try {
+    // Bare loop and rill alternate on identical work (same prompt, greedy, same token count) so machine noise
+    // hits both alike; medians of 5. The first round of each is a warm-up.
+    const same = (batch: number, n: number) =>
+      Array.from({ length: batch }, (_, i) => ({
+        id: `o${batch}-${i}`,
+        promptTokens: overheadPrompt,
+        sampling: sampling({ maxTokens: n + 1 }),
+      }));
+    for (const [batch, steps] of [[1, decodeTokens], [32, 48]] as const) {
+      const bareMs: number[] = [];
+      const rillMs: number[] = [];
+      for (let rep = 0; rep < 6; rep++) {
+        const b = await bare.run(overheadPrompt, batch, steps);
+        const r = await concurrent(engine, same(batch, steps));
+        if (rep === 0) continue;
+        bareMs.push(b);
+        rillMs.push(1000 / r.perStream);
+      }
+      const b = median(bareMs);
+      const r = median(rillMs);
+      console.log(
+        `engine overhead batch ${batch}: rill ${fmt(r, 3)} ms/step vs bare ORT loop ${fmt(b, 3)} ms/step ` +
+          `(${fmt(1000 * batch / b)} tokens/s) → ratio ${fmt(r / b, 3)}, overhead ${
+            fmt(100 * (1 - b / r), 1)
+          }% of step time`,
+      );
+    }
+    await bare.close();
+
+    for (const c of [1, 8, 32]) {
+      const reqs = Array.from({ length: c }, (_, i) => ({
+        id: `c${c}-${i}`,
+        promptTokens: render(questions[i % questions.length]!),
+        sampling: sampling({ maxTokens: decodeTokens }),
+      }));
+      const r = await concurrent(engine, reqs);
+      console.log(
+        `engine concurrency ${c}: ${fmt(r.perStream)} tokens/s per stream (decode), ` +
+          `${fmt(r.aggregate)} tokens/s aggregate (${r.tokens} tokens in ${fmt(r.wallMs)} ms incl. prefill, ` +
+          `${fmt(r.stepMs, 3)} ms/step)`,
+      );
+    }
+  } finally {
+    await engine.close();
+  }
+
+  // Repetitive task with the model's own stop tokens: speculation on vs off, greedy, single stream and 8 streams.
+  const phrases = [
+    "blue sky",
+    "good morning",
+    "hello world",
+    "rill is fast",
+    "one two three",
+    "green tea",
+    "open the door",
+    "sunny day",
+  ];
+  for (const streams of [1, 8]) {
+    const reqs = () =>
+      Array.from({ length: streams }, (_, i) => ({
+        id: `rep-${i}`,
+        promptTokens: render(`Repeat the phrase '${phrases[i % phrases.length]}' 8 times.`),
+        sampling: sampling({ maxTokens: 200, stopTokens: model.format.stopTokens }),
+      }));
+    const results: Record<string, Awaited<ReturnType<typeof concurrent>>> = {};
+    for (const spec of ["none", "ngram"] as const) {
+      const e = await make(spec, 32);
+      try {
+        await concurrent(e, reqs()); // warm-up
+        results[spec] = await concurrent(e, reqs());
+      } finally {
+        await e.close();
+      }
+    }
+    const off = results["none"]!;
+    const on = results["ngram"]!;
+    const acceptance = on.drafted > 0 ? on.accepted / on.drafted : NaN;
+    console.log(
+      `engine speculation x${streams} (repeat task): off ${fmt(off.aggregate)} tokens/s, ngram K=4 ` +
+        `${fmt(on.aggregate)} tokens/s → ${fmt(on.aggregate / off.aggregate, 2)}x; acceptance ${
+          fmt(100 * acceptance, 1)
+        }%, ` +
+        `${fmt(on.tokens / on.streamSteps, 2)} tokens/step per stream (off ${fmt(off.tokens / off.streamSteps, 2)}), ` +
+        `${on.tokens} tokens`,
+    );
+  }
+}
+
+if (import.meta.main) await run();
