@@ -12,7 +12,7 @@ import type { Response } from "../../events/types.ts";
 import { ChatmlParser } from "../../parsers/chatml_parser.ts";
 import { HarmonyParser } from "../../parsers/harmony_parser.ts";
 import type { OutputParser } from "../../parsers/segment.ts";
-import { type Chunking, replayTokens } from "../support/scripted_engine.ts";
+import { type Chunking, fakeLogprobs, replayTokens } from "../support/scripted_engine.ts";
 import { ToyTokenizer } from "../support/toy_tokenizer.ts";
 import { clock, toolTemplate as template } from "../events/fixtures.ts";
 import { modDeltaBoundaries, structuralProblems } from "./stream_checks.ts";
@@ -108,11 +108,19 @@ async function runAll(
   finish: FinishReason,
   seed: number,
   allowMarkup = false,
+  malformedInput = false,
 ): Promise<void> {
   const chunkings: Chunking[] = ["one", { seed, max: 8 }, "all"];
   let first: { response: Response; events: unknown[] } | undefined;
   for (const chunking of chunkings) {
-    const { response, events } = await collectResponse(replayTokens(tokens, chunking, { finish, promptTokens: 5 }), {
+    // Logprobs ride along on odd seeds of well-formed output, so their attribution is checked under every chunking
+    // too. (Malformed output is excluded: text a parser recovers from a broken header carries no token logprobs.)
+    const withLogprobs = !allowMarkup && !malformedInput && seed % 2 === 1;
+    const replay = withLogprobs
+      ? { finish, promptTokens: 5, logprobs: fakeLogprobs(tokens, 1, tok.vocabSize) }
+      : { finish, promptTokens: 5 };
+    const { response, events } = await collectResponse(replayTokens(tokens, chunking, replay), {
+      includeLogprobs: withLogprobs,
       template,
       tokenizer: tok,
       parser: parser(),
@@ -122,7 +130,11 @@ async function runAll(
     const where = `${JSON.stringify(chunking)} ${finish} ${JSON.stringify(tok.decode(tokens))}`;
     assert.deepEqual(structuralProblems(events), [], where);
     const wire: unknown[] = JSON.parse(JSON.stringify(events));
-    assert.deepEqual(validateStream(wire, { cancelled: finish === "abort", allowMarkup }), [], where);
+    assert.deepEqual(
+      validateStream(wire, { cancelled: finish === "abort", allowMarkup, logprobs: withLogprobs }),
+      [],
+      where,
+    );
     const plain = events.map((e) => `event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`).join("");
     assert.equal(new SseEncoder().text(events), plain, "pre-rendered SSE frames must equal JSON.stringify");
     const normalized = modDeltaBoundaries(events);
@@ -146,7 +158,7 @@ Deno.test("property: harmony well-formed output is chunking-invariant and well-f
 
 Deno.test("property: harmony malformed output is chunking-invariant and well-formed", async () => {
   await fc.assert(
-    fc.asyncProperty(malformed(harmonyTokens), finishes, fc.nat(), (t, f, s) => runAll(t, harmony, f, s)),
+    fc.asyncProperty(malformed(harmonyTokens), finishes, fc.nat(), (t, f, s) => runAll(t, harmony, f, s, false, true)),
     { numRuns: RUNS },
   );
 });
@@ -174,7 +186,7 @@ Deno.test("property: ChatML malformed output is chunking-invariant and well-form
       fc.boolean(),
       finishes,
       fc.nat(),
-      (t, r, f, s) => runAll(t, chatml(r), f, s, true),
+      (t, r, f, s) => runAll(t, chatml(r), f, s, true, true),
     ),
     { numRuns: RUNS },
   );
