@@ -44,6 +44,8 @@ class KvBlock {
     readonly valid: Int32Array,
     /** Row → seqId, -1 once released or moved. */
     readonly seqIds: Int32Array,
+    /** Which reusable slab side holds `data` (0 or 1), or -1 for memory of its own. */
+    readonly side: -1 | 0 | 1,
   ) {}
 }
 
@@ -61,6 +63,40 @@ class Int64Scratch {
   }
 }
 
+/**
+ * Two growable float slabs per cache tensor. The running block lives on one side; the next step's outputs (ORT
+ * writes them straight into these buffers via pre-allocated fetches) or a re-gathered block go to the other side,
+ * then the sides flip. Steady-state decoding therefore allocates no cache memory at all.
+ */
+class SlabPair {
+  readonly #slabs: Float32Array[][] = [[], []];
+  readonly #count: number;
+
+  constructor(count: number) {
+    this.#count = count;
+  }
+
+  /** Views of `n` floats for each tensor on `side`; contents are stale but finite (zeros or earlier cache). */
+  views(side: 0 | 1, n: number): Float32Array[] {
+    const slabs = this.#slabs[side]!;
+    const out: Float32Array[] = [];
+    for (let k = 0; k < this.#count; k++) {
+      if (slabs[k] === undefined || slabs[k]!.length < n) slabs[k] = new Float32Array(Math.ceil(n * 1.25) + 1024);
+      out.push(slabs[k]!.subarray(0, n));
+    }
+    return out;
+  }
+}
+
+/** A reusable float buffer for decode logits. */
+class FloatScratch {
+  #buf = new Float32Array(1024);
+  view(n: number): Float32Array {
+    if (n > this.#buf.length) this.#buf = new Float32Array(Math.max(n, this.#buf.length * 2));
+    return this.#buf.subarray(0, n);
+  }
+}
+
 export class OnnxBackend implements Backend {
   readonly vocabSize: number;
   readonly maxPositions: number;
@@ -70,6 +106,8 @@ export class OnnxBackend implements Backend {
   readonly #presentNames: string[];
   readonly #locations = new Map<number, Location>();
   #main: KvBlock | undefined;
+  readonly #slabs: SlabPair;
+  readonly #logits = new FloatScratch();
   readonly #ids = new Int64Scratch();
   readonly #positions = new Int64Scratch();
   readonly #prefillIds = new Int64Scratch();
@@ -89,6 +127,7 @@ export class OnnxBackend implements Backend {
         this.#presentNames.push(`present.${i}.${kv}`);
       }
     }
+    this.#slabs = new SlabPair(this.#pastNames.length);
     const inputs = new Set(session.inputNames);
     for (const name of ["input_ids", "attention_mask", "position_ids", ...this.#pastNames]) {
       if (!inputs.has(name)) throw new Error(`onnx model lacks input "${name}" (decoder-with-past layout expected)`);
@@ -189,15 +228,21 @@ export class OnnxBackend implements Backend {
     this.#pastNames.forEach((name, k) => {
       feeds[name] = new ort.Tensor("float32", block.data[k]!, [B, kvHeads, P, headDim]);
     });
-    const result = await this.#session.run(feeds);
-    const data = this.#presentNames.map((name) => result[name]!.data as Float32Array);
+    const side = block.side === 0 ? 1 : 0;
+    this.#evacuate(side, new Set(seqIds));
+    const data = this.#slabs.views(side, B * kvHeads * T * headDim);
+    const V = this.vocabSize;
+    const logits = this.#logits.view(B * S * V);
+    const fetches: Record<string, ort.Tensor> = { logits: new ort.Tensor("float32", logits, [B, S, V]) };
+    this.#presentNames.forEach((name, k) => {
+      fetches[name] = new ort.Tensor("float32", data[k]!, [B, kvHeads, T, headDim]);
+    });
+    await this.#session.run(feeds, fetches);
     const valid = new Int32Array(B);
     for (let r = 0; r < B; r++) valid[r] = block.valid[r]! + batch[cont[r]!]!.tokens.length;
-    const next = new KvBlock(data, B, T, mask, valid, Int32Array.from(seqIds));
+    const next = new KvBlock(data, B, T, mask, valid, Int32Array.from(seqIds), side);
     this.#main = next;
     seqIds.forEach((id, r) => this.#locations.set(id, { block: next, row: r }));
-    const logits = result["logits"]!.data as Float32Array;
-    const V = this.vocabSize;
     for (let r = 0; r < B; r++) {
       const e = batch[cont[r]!]!;
       const first = r * S + e.tokens.length - e.logitsCount;
@@ -237,7 +282,7 @@ export class OnnxBackend implements Backend {
     const result = await this.#session.run(feeds);
     const data = this.#presentNames.map((name) => result[name]!.data as Float32Array);
     const seqIds = Int32Array.from(fresh, (i) => batch[i]!.seqId);
-    const block = new KvBlock(data, B, S, mask, valid, seqIds);
+    const block = new KvBlock(data, B, S, mask, valid, seqIds, -1);
     seqIds.forEach((id, r) => this.#locations.set(id, { block, row: r }));
     const logits = result["logits"]!.data as Float32Array;
     const V = this.vocabSize;
@@ -255,7 +300,9 @@ export class OnnxBackend implements Backend {
     const locs = seqIds.map((id) => this.#locations.get(id)!);
     let P = 1;
     for (const l of locs) P = Math.max(P, l.block.valid[l.row]!);
-    const data = this.#pastNames.map(() => new Float32Array(B * H * P * D));
+    const side = this.#main?.side === 0 ? 1 : 0;
+    this.#evacuate(side, new Set(seqIds));
+    const data = this.#slabs.views(side, B * H * P * D);
     const mask = new BigInt64Array(B * P);
     const valid = new Int32Array(B);
     locs.forEach((loc, r) => {
@@ -292,9 +339,28 @@ export class OnnxBackend implements Backend {
         }
       }
     });
-    const block = new KvBlock(data, B, P, mask, valid, Int32Array.from(seqIds));
+    const block = new KvBlock(data, B, P, mask, valid, Int32Array.from(seqIds), side);
     seqIds.forEach((id, r) => this.#locations.set(id, { block, row: r }));
+    this.#main = block;
     return block;
+  }
+
+  /**
+   * Before slab `side` is overwritten: any live sequence still stored there that is not part of the block being
+   * built (a caller that skipped it this step) is copied to memory of its own, so reuse never corrupts a cache.
+   */
+  #evacuate(side: 0 | 1, keep: ReadonlySet<number>): void {
+    const { kvHeads: H, headDim: D } = this.dims;
+    for (const [id, loc] of this.#locations) {
+      if (loc.block.side !== side || keep.has(id)) continue;
+      const src = loc.block;
+      const P = src.slots;
+      const data = src.data.map((t) => t.slice(loc.row * H * P * D, (loc.row + 1) * H * P * D));
+      const mask = src.mask.slice(loc.row * P, (loc.row + 1) * P);
+      const own = new KvBlock(data, 1, P, mask, Int32Array.of(src.valid[loc.row]!), Int32Array.of(id), -1);
+      src.seqIds[loc.row] = -1;
+      this.#locations.set(id, { block: own, row: 0 });
+    }
   }
 
   truncate(seqId: number, length: number): void {
