@@ -168,3 +168,33 @@ Deno.test("onnx: protocol errors are reported, not silently mis-batched", async 
     await backend.close();
   }
 });
+
+Deno.test("onnx: a sequence skipped for a few steps keeps its cache while the others reuse the slabs", async () => {
+  const backend = await load(FIXTURE);
+  try {
+    const hist = [[3, 4, 5], [6, 7, 8, 9], [10, 11]];
+    await backend.step(hist.map((p, i) => ({ seqId: i + 1, tokens: p, cachedLength: 0, logitsCount: 1 })));
+    const stepSome = async (which: number[], round: number) => {
+      const entries = which.map((i) => ({
+        seqId: i + 1,
+        tokens: [20 + round],
+        cachedLength: hist[i]!.length,
+        logitsCount: 1,
+      }));
+      const out = await backend.step(entries);
+      for (let e = 0; e < which.length; e++) {
+        const i = which[e]!;
+        const want = await alone(backend, [...hist[i]!, 20 + round], 1, 500 + round * 10 + e);
+        assert.ok(maxDiff(out.logits(e), want) < 1e-4, `round ${round} seq ${i + 1}`);
+      }
+      for (const i of which) hist[i]!.push(20 + round);
+    };
+    await stepSome([0, 1, 2], 0);
+    await stepSome([0, 1], 1); // 3 skipped: its rows stay behind in the other slab
+    await stepSome([0, 1], 2); // this write reuses that slab
+    await stepSome([0, 1], 3);
+    await stepSome([2, 0, 1], 4); // 3 comes back, in a new order
+  } finally {
+    await backend.close();
+  }
+});
