@@ -47,7 +47,7 @@ export interface EngineOptions {
   readonly eosTokenIds?: readonly number[];
   /** KV budget in tokens (default maxNumSeqs × maxModelLen, i.e. never the limiting factor). */
   readonly kvCacheTokens?: number;
-  /** Padded prompt tokens admitted per step (default 8192). */
+  /** Padded prompt tokens admitted per step (default 8192, less for vocabularies over ~8k). */
   readonly maxPrefillTokens?: number;
 }
 
@@ -158,7 +158,9 @@ export class LlmEngine implements Engine {
     this.#scheduler = new Scheduler<Sequence>({
       maxNumSeqs,
       maxQueue: options.maxQueue ?? 256,
-      maxPrefillTokens: options.maxPrefillTokens ?? 8192,
+      // The decoder-with-past graph returns logits for every fed position, so a prefill run holds rows × length × vocab
+      // floats; bound that to ~256 MB by default (one sequence is always admitted regardless).
+      maxPrefillTokens: options.maxPrefillTokens ?? Math.max(512, Math.min(8192, Math.floor(64e6 / backend.vocabSize))),
     }, this.#kv);
     this.#k = options.numSpeculativeTokens ?? 4;
     if (!(this.#k >= 1)) throw new RangeError("numSpeculativeTokens must be at least 1");
