@@ -14,11 +14,14 @@ export class ResponseRecorder {
   #snapshot: Response;
   readonly #output: OutputItem[] = [];
   #ended = false;
+  readonly #onEnd: (() => void) | undefined;
 
-  constructor(initial: Response, store: ResponseStore | null) {
+  /** `onEnd` runs once, after the terminal event or the cancellation was recorded. */
+  constructor(initial: Response, store: ResponseStore | null, onEnd?: () => void) {
     this.#snapshot = initial;
     this.#store = store;
     this.#id = initial.id;
+    this.#onEnd = onEnd;
   }
 
   get snapshot(): Response {
@@ -51,9 +54,11 @@ export class ResponseRecorder {
           break;
       }
     }
-    if (this.#store === null) return;
-    this.#store.appendEvents(this.#id, events);
-    if (changed) this.#store.update(this.#id, this.#snapshot as unknown as Record<string, unknown>);
+    if (this.#store !== null) {
+      this.#store.appendEvents(this.#id, events);
+      if (changed) this.#store.update(this.#id, this.#snapshot as unknown as Record<string, unknown>);
+    }
+    if (this.#ended) this.#onEnd?.();
   }
 
   /**
@@ -65,6 +70,7 @@ export class ResponseRecorder {
     this.#ended = true;
     this.#snapshot = final ?? { ...this.#snapshot, status: "cancelled", output: this.#output.filter(Boolean) };
     this.#store?.update(this.#id, this.#snapshot as unknown as Record<string, unknown>);
+    this.#onEnd?.();
     return this.#snapshot;
   }
 }

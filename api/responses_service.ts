@@ -52,8 +52,8 @@ export class ResponsesService {
   readonly #o: ResponsesServiceOptions;
   readonly #ctx: RequestContext;
   readonly #runs = new Map<string, BackgroundRun>();
-  /** Foreground generations, so shutdown can abort them after its grace period. */
-  readonly #foreground = new Set<AbortController>();
+  /** Foreground generations by response id, so shutdown can abort them and tails of stored ones stay live. */
+  readonly #foreground = new Map<string, AbortController>();
 
   constructor(options: ResponsesServiceOptions) {
     this.#o = options;
@@ -68,6 +68,9 @@ export class ResponsesService {
     };
   }
 
+  /** Whether a generation in this process may still append events for `id`. */
+  readonly #isLive = (id: string): boolean => this.#runs.has(id) || this.#foreground.has(id);
+
   /** Generations in flight (foreground and background). */
   get active(): number {
     return this.#runs.size + this.#foreground.size;
@@ -76,7 +79,7 @@ export class ResponsesService {
   /** Aborts every generation in flight (end of the shutdown grace period). */
   abortAll(): void {
     for (const run of this.#runs.values()) run.abort.abort();
-    for (const abort of this.#foreground) abort.abort();
+    for (const abort of this.#foreground.values()) abort.abort();
   }
 
   /** Resolves when no background run is left. */
@@ -93,7 +96,8 @@ export class ResponsesService {
       output: [],
       usage: null,
     });
-    const recorder = new ResponseRecorder(initial, prep.store ? store : null);
+    const id = prep.template.id;
+    const recorder = new ResponseRecorder(initial, prep.store ? store : null, () => this.#foreground.delete(id));
     const generation = startGeneration(engine, {
       id: prep.template.id,
       promptTokens: prep.promptTokens,
@@ -128,12 +132,11 @@ export class ResponsesService {
         }
       })();
       this.#runs.set(prep.template.id, { abort: generation.abort, finished });
-      if (prep.stream) return sseResponse(tailEvents(store, prep.template.id, -1, (id) => this.#runs.has(id)));
+      if (prep.stream) return sseResponse(tailEvents(store, prep.template.id, -1, this.#isLive));
       return jsonResponse(initial);
     }
 
-    this.#foreground.add(generation.abort);
-    generation.done.then(() => this.#foreground.delete(generation.abort));
+    this.#foreground.set(id, generation.abort);
     if (prep.stream) {
       const body = responseSseStream(generation.chunks, pipeline, (events) => recorder.record(events));
       return sseResponse(body);
@@ -147,6 +150,7 @@ export class ResponsesService {
       return jsonResponse(response);
     } finally {
       request.signal.removeEventListener("abort", onDisconnect);
+      recorder.cancel();
     }
   }
 
@@ -169,7 +173,7 @@ export class ResponsesService {
       if (after !== null) throw invalidRequest("'starting_after' needs 'stream=true'", "starting_after");
       return jsonResponse(stored.response);
     }
-    return sseResponse(tailEvents(this.#o.store, id, startingAfter, (rid) => this.#runs.has(rid)));
+    return sseResponse(tailEvents(this.#o.store, id, startingAfter, this.#isLive));
   }
 
   delete(id: string): Response {

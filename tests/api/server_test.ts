@@ -465,3 +465,19 @@ Deno.test("chat completions: non-streamed with reasoning_content and tool_calls;
     await t.close();
   }
 });
+
+Deno.test("GET ?stream=true tails a running foreground stored response live until its terminal event", async () => {
+  const t = startTestServer({ stepDelayMs: 15, chunking: "one" });
+  try {
+    const r = await postJson(`${t.baseURL}/responses`, { model: MODEL, input: "hi", stream: true });
+    const reader = r.body!.getReader();
+    const first = new TextDecoder().decode((await reader.read()).value);
+    const id = /"id":"(resp_[0-9a-f]+)"/.exec(first)![1]!;
+    const tail = await (await fetch(`${t.baseURL}/responses/${id}?stream=true`)).text();
+    const events = sseCheck(tail);
+    assert.equal(events.at(-1)!.type, "response.completed");
+    for (;;) if ((await reader.read()).done) break;
+  } finally {
+    await t.close();
+  }
+});
