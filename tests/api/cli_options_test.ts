@@ -1,0 +1,54 @@
+import assert from "node:assert/strict";
+import { CliError, DEFAULT_MODEL_DIR, parseServeArgs, serveHelp } from "../../api/cli_options.ts";
+
+const noEnv = () => undefined;
+
+Deno.test("parseServeArgs: defaults", () => {
+  const c = parseServeArgs([], noEnv);
+  assert.ok(c !== "help");
+  assert.equal(c.modelDir, DEFAULT_MODEL_DIR);
+  assert.equal(c.host, "127.0.0.1");
+  assert.equal(c.port, 8000);
+  assert.equal(c.backend, "onnx");
+  assert.equal(c.apiKey, undefined);
+  assert.equal(c.shutdownTimeout, 30);
+  assert.equal(c.logFormat, "text");
+  assert.equal(c.speculative, "none");
+  assert.equal(c.maxModelLen, undefined);
+});
+
+Deno.test("parseServeArgs: flags beat RILL_* variables, which beat defaults; --x=y and --x y both work", () => {
+  const env: Record<string, string> = {
+    RILL_PORT: "9000",
+    RILL_HOST: "0.0.0.0",
+    RILL_API_KEY: "k",
+    RILL_MAX_QUEUE: "7",
+  };
+  const c = parseServeArgs(["models/x", "--port=1234", "--max-queue", "3", "--speculative", "ngram"], (n) => env[n]);
+  assert.ok(c !== "help");
+  assert.equal(c.modelDir, "models/x");
+  assert.equal(c.port, 1234);
+  assert.equal(c.host, "0.0.0.0");
+  assert.equal(c.apiKey, "k");
+  assert.equal(c.maxQueue, 3);
+  assert.equal(c.speculative, "ngram");
+});
+
+Deno.test("parseServeArgs: bad values are one-line CliErrors naming the option", () => {
+  const cases: [string[], RegExp][] = [
+    [["--port", "x"], /--port/],
+    [["--port", "70000"], /--port/],
+    [["--log-format", "xml"], /--log-format/],
+    [["--backend", "cuda"], /--backend/],
+    [["--speculative", "eagle"], /--speculative/],
+    [["--max-num-seqs", "0"], /--max-num-seqs/],
+    [["--nope"], /--nope/],
+    [["--host"], /--host needs a value/],
+    [["a", "b"], /one MODEL_DIR/],
+  ];
+  for (const [args, pattern] of cases) {
+    assert.throws(() => parseServeArgs(args, noEnv), (e: unknown) => e instanceof CliError && pattern.test(e.message));
+  }
+  assert.equal(parseServeArgs(["--help"], noEnv), "help");
+  assert.match(serveHelp(), /RILL_SHUTDOWN_TIMEOUT/);
+});
