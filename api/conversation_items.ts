@@ -68,6 +68,11 @@ export function itemsToMessages(items: readonly InputItem[]): ConversationMessag
         out.push({ role: "tool", callId: item.call_id, content: item.output, ...(name === undefined ? {} : { name }) });
         break;
       }
+      case "web_search_call":
+      case "code_interpreter_call":
+      case "mcp_call":
+        // No result exists for a hosted call rill does not run: nothing the model could read.
+        break;
       default: {
         const never: never = item;
         throw new TypeError(`Unhandled input item ${JSON.stringify(never)}`);

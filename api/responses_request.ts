@@ -3,6 +3,9 @@
  * prompt tokens, SamplingParams, the ResponseTemplate the Response object echoes, and what the store keeps.
  *
  * What "honour" means per field (anything else of the spec is a 400 naming the param):
+ * - `input`: messages, function calls and outputs, and reasoning become the conversation; hosted-tool call items
+ *   rill's parsers emit (web_search_call, code_interpreter_call, mcp_call) are accepted when replayed but add nothing
+ *   to the prompt (no result exists for them). Images, files and other item types are rejected.
  * - `tools`: function tools are offered to the model. Hosted/non-function tool types (`web_search`, `custom`,
  *   `local_shell`, `namespace`, …) are accepted and echoed but never offered: rill runs no hosted tools.
  * - `tool_choice`: none/auto/required/{type:function,name} go to the chat format; `allowed_tools` restricts the offered
@@ -235,6 +238,10 @@ function withId(item: InputItem, ctx: RequestContext): Record<string, unknown> {
       return { ...item, id: item.id ?? ctx.newId("fco"), status: "completed" };
     case "reasoning":
       return { ...item, id: item.id ?? ctx.newId("rs") };
+    case "web_search_call":
+    case "code_interpreter_call":
+    case "mcp_call":
+      return item;
     default: {
       const never: never = item;
       throw new TypeError(`Unhandled input item ${JSON.stringify(never)}`);
@@ -243,7 +250,15 @@ function withId(item: InputItem, ctx: RequestContext): Record<string, unknown> {
 }
 
 /** Output items of a stored response that can be replayed as conversation (hosted-tool calls have no results). */
-const REPLAYABLE = new Set(["message", "reasoning", "function_call", "function_call_output"]);
+const REPLAYABLE = new Set([
+  "message",
+  "reasoning",
+  "function_call",
+  "function_call_output",
+  "web_search_call",
+  "code_interpreter_call",
+  "mcp_call",
+]);
 
 function previousItems(body: { previous_response_id?: string | null | undefined }, ctx: RequestContext): {
   items: Record<string, unknown>[];

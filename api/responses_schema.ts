@@ -24,8 +24,8 @@ export type ContentPart = { type: "input_text" | "output_text"; text: string } |
 
 const MessageBase = {
   type: z.literal("message").optional(),
-  id: z.string().optional(),
-  status: z.string().optional(),
+  id: nullish(z.string()),
+  status: nullish(z.string()),
   phase: nullish(z.enum(["commentary", "final_answer"])),
 };
 
@@ -37,11 +37,11 @@ const MessageItem = z.looseObject({
 
 const FunctionCallItem = z.looseObject({
   type: z.literal("function_call"),
-  id: z.string().optional(),
+  id: nullish(z.string()),
   call_id: z.string().min(1),
   name: z.string().min(1),
   arguments: z.string(),
-  status: z.string().optional(),
+  status: nullish(z.string()),
 });
 
 const FunctionCallOutputItem = z.looseObject({
@@ -54,11 +54,21 @@ const FunctionCallOutputItem = z.looseObject({
 
 const ReasoningItem = z.looseObject({
   type: z.literal("reasoning"),
-  id: z.string().optional(),
+  id: nullish(z.string()),
   summary: z.array(z.looseObject({ type: z.literal("summary_text"), text: z.string() })),
   content: nullish(z.array(z.looseObject({ type: z.literal("reasoning_text"), text: z.string() }))),
   encrypted_content: nullish(z.string()),
-  status: z.string().optional(),
+  status: nullish(z.string()),
+});
+
+/**
+ * Hosted-tool calls rill's own parsers emit (harmony `browser.*`, `python`, MCP). Clients such as Codex replay the
+ * whole output history, so these are accepted as input; they carry no result a model could read, so they add
+ * nothing to the prompt.
+ */
+const HostedCallItem = z.looseObject({
+  type: z.enum(["web_search_call", "code_interpreter_call", "mcp_call"]),
+  id: z.string().min(1),
 });
 
 export type MessageInput = {
@@ -71,20 +81,18 @@ export type MessageInput = {
 export type FunctionCallInput = z.output<typeof FunctionCallItem>;
 export type FunctionCallOutputInput = { type: "function_call_output"; id?: string; call_id: string; output: string };
 export type ReasoningInput = z.output<typeof ReasoningItem>;
-export type InputItem = MessageInput | FunctionCallInput | FunctionCallOutputInput | ReasoningInput;
+export type HostedCallInput = z.output<typeof HostedCallItem>;
+export type InputItem = MessageInput | FunctionCallInput | FunctionCallOutputInput | ReasoningInput | HostedCallInput;
 
 /** Item types of the spec that rill recognises but cannot take as input (it never produces or runs them). */
 const UNSUPPORTED_ITEM_TYPES = new Set([
   "item_reference",
   "custom_tool_call",
   "custom_tool_call_output",
-  "mcp_call",
   "mcp_list_tools",
   "mcp_approval_request",
   "mcp_approval_response",
-  "web_search_call",
   "file_search_call",
-  "code_interpreter_call",
   "image_generation_call",
   "computer_call",
   "computer_call_output",
@@ -156,7 +164,7 @@ export function parseInputItem(raw: unknown, base: Path): InputItem {
         type: "message",
         role: item.role,
         content,
-        ...(item.id === undefined ? {} : { id: item.id }),
+        ...(item.id == null ? {} : { id: item.id }),
         ...(item.phase == null ? {} : { phase: item.phase }),
       };
     }
@@ -179,6 +187,10 @@ export function parseInputItem(raw: unknown, base: Path): InputItem {
     }
     case "reasoning":
       return parseOrThrow(ReasoningItem, raw, base);
+    case "web_search_call":
+    case "code_interpreter_call":
+    case "mcp_call":
+      return parseOrThrow(HostedCallItem, raw, base);
     default:
       if (typeof type === "string" && UNSUPPORTED_ITEM_TYPES.has(type)) {
         throw unsupportedParameter(
