@@ -15,13 +15,22 @@ export class ResponseRecorder {
   readonly #output: OutputItem[] = [];
   #ended = false;
   readonly #onEnd: (() => void) | undefined;
+  readonly #onStoreError: (error: unknown) => void;
 
-  /** `onEnd` runs once, after the terminal event or the cancellation was recorded. */
-  constructor(initial: Response, store: ResponseStore | null, onEnd?: () => void) {
+  /**
+   * `onEnd` runs after the terminal event or the cancellation was recorded. A failing store write is reported to
+   * `onStoreError` and does not throw: the client's stream must not break because persistence did.
+   */
+  constructor(
+    initial: Response,
+    store: ResponseStore | null,
+    hooks: { onEnd?: () => void; onStoreError?: (error: unknown) => void } = {},
+  ) {
     this.#snapshot = initial;
     this.#store = store;
     this.#id = initial.id;
-    this.#onEnd = onEnd;
+    this.#onEnd = hooks.onEnd;
+    this.#onStoreError = hooks.onStoreError ?? (() => {});
   }
 
   get snapshot(): Response {
@@ -55,8 +64,12 @@ export class ResponseRecorder {
       }
     }
     if (this.#store !== null) {
-      this.#store.appendEvents(this.#id, events);
-      if (changed) this.#store.update(this.#id, this.#snapshot as unknown as Record<string, unknown>);
+      try {
+        this.#store.appendEvents(this.#id, events);
+        if (changed) this.#store.update(this.#id, this.#snapshot as unknown as Record<string, unknown>);
+      } catch (error) {
+        this.#onStoreError(error);
+      }
     }
     if (this.#ended) this.#onEnd?.();
   }
@@ -69,7 +82,11 @@ export class ResponseRecorder {
     if (this.#ended) return this.#snapshot;
     this.#ended = true;
     this.#snapshot = final ?? { ...this.#snapshot, status: "cancelled", output: this.#output.filter(Boolean) };
-    this.#store?.update(this.#id, this.#snapshot as unknown as Record<string, unknown>);
+    try {
+      this.#store?.update(this.#id, this.#snapshot as unknown as Record<string, unknown>);
+    } catch (error) {
+      this.#onStoreError(error);
+    }
     this.#onEnd?.();
     return this.#snapshot;
   }

@@ -33,6 +33,8 @@ export interface ResponsesServiceOptions {
   readonly defaults: SamplingDefaults;
   /** Item ids of generated output (tests: deterministic). */
   readonly ids?: IdSource;
+  /** Internal failures that must not reach clients (e.g. a store write failing mid-stream). */
+  readonly onError?: (error: unknown) => void;
 }
 
 interface BackgroundRun {
@@ -97,7 +99,10 @@ export class ResponsesService {
       usage: null,
     });
     const id = prep.template.id;
-    const recorder = new ResponseRecorder(initial, prep.store ? store : null, () => this.#foreground.delete(id));
+    const recorder = new ResponseRecorder(initial, prep.store ? store : null, {
+      onEnd: () => this.#foreground.delete(id),
+      onStoreError: (error) => this.#o.onError?.(error),
+    });
     const generation = startGeneration(engine, {
       id: prep.template.id,
       promptTokens: prep.promptTokens,
@@ -107,11 +112,13 @@ export class ResponsesService {
       onCancel: () => recorder.cancel(),
     });
     if (prep.store) {
-      store.create(
-        initial as unknown as Record<string, unknown>,
-        prep.inputItems,
-        prep.conversation,
-      );
+      try {
+        store.create(initial as unknown as Record<string, unknown>, prep.inputItems, prep.conversation);
+      } catch (error) {
+        // Nothing was sent yet: free the engine slot and answer 500.
+        await generation.chunks.cancel();
+        throw error;
+      }
     }
     const pipeline: PipelineOptions = {
       template: prep.template,

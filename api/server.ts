@@ -77,6 +77,7 @@ export function createServer(options: ServerOptions): RillServer {
     metrics,
     defaults,
     ...(options.ids === undefined ? {} : { ids: options.ids }),
+    ...(options.onError === undefined ? {} : { onError: options.onError }),
   });
   const chat = new ChatCompletionsService({
     engine: options.engine,

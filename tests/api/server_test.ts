@@ -481,3 +481,25 @@ Deno.test("GET ?stream=true tails a running foreground stored response live unti
     await t.close();
   }
 });
+
+Deno.test("a store that fails mid-stream does not break the client's stream", async () => {
+  const errors: unknown[] = [];
+  const t = startTestServer({ stepDelayMs: 5, chunking: "one", server: { onError: (e) => errors.push(e) } });
+  try {
+    const r = await postJson(`${t.baseURL}/responses`, { model: MODEL, input: "hi", stream: true });
+    const reader = r.body!.getReader();
+    let text = new TextDecoder().decode((await reader.read()).value);
+    t.store.appendEvents = () => {
+      throw new Error("disk full");
+    };
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      text += new TextDecoder().decode(value);
+    }
+    assert.equal(terminal(sseCheck(text)).status, "completed");
+    assert.ok(errors.some((e) => e instanceof Error && e.message === "disk full"));
+  } finally {
+    await t.close();
+  }
+});
