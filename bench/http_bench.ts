@@ -7,8 +7,9 @@
  * Reported per run:
  * - streamed tokens/s: output tokens of all streams ÷ wall time from the first request to the last stream's end;
  * - TTFB: request start → first body bytes, p50/p99;
- * - inter-event latency: gaps between consecutive network chunks carrying text deltas of one stream (one engine
- *   step = one SSE write), p50/p99;
+ * - inter-event latency: per text-delta event, the time since the previous delta of its stream arrived (events that
+ *   arrive in the same socket read count 0; unpaced runs coalesce most events, so their max shows the stalls),
+ *   p50/p99/max;
  * - added latency (paced runs: all sequences step together every D ms, like a batching engine): inter-event gap − D,
  *   p50/p99, i.e. what the server adds per step on top of the engine's pace; over all events, and in steady state
  *   (events after the last stream started, so no request setup competes with streaming).
@@ -182,7 +183,7 @@ export async function runOne(spec: RunSpec): Promise<{ tokensPerSecond: number; 
       (spec.store ? " store" : "");
     let line = `${label}: ${Math.round(tokensPerSecond).toLocaleString("en-US")} streamed tokens/s; ` +
       `TTFB p50 ${ms(percentile(ttfbs, 50))} p99 ${ms(percentile(ttfbs, 99))}; ` +
-      `inter-event p50 ${ms(percentile(gaps, 50))} p99 ${ms(percentile(gaps, 99))}`;
+      `inter-event p50 ${ms(percentile(gaps, 50))} p99 ${ms(percentile(gaps, 99))} max ${ms(percentile(gaps, 100))}`;
     if (spec.stepMs > 0) {
       line += `; added p50 ${ms(percentile(added, 50))} p99 ${ms(percentile(added, 99))}` +
         ` (steady state p50 ${ms(percentile(steady, 50))} p99 ${ms(percentile(steady, 99))})`;
