@@ -503,3 +503,32 @@ Deno.test("a store that fails mid-stream does not break the client's stream", as
     await t.close();
   }
 });
+
+Deno.test("include message.output_text.logprobs with top_logprobs streams logprobs on every text delta", async () => {
+  const t = startTestServer();
+  try {
+    const r = await postJson(`${t.baseURL}/responses`, {
+      model: MODEL,
+      input: "hi",
+      stream: true,
+      include: ["message.output_text.logprobs"],
+      top_logprobs: 2,
+    });
+    const { events, violations } = validateSSE(await r.text(), { logprobs: true });
+    assert.deepEqual(violations, []);
+    const deltas = (events as { type: string; logprobs?: { top_logprobs: unknown[] }[] }[])
+      .filter((e) => e.type === "response.output_text.delta");
+    assert.ok(deltas.length > 0);
+    for (const d of deltas) {
+      assert.ok(d.logprobs!.length > 0);
+      for (const lp of d.logprobs!) assert.equal(lp.top_logprobs.length, 2);
+    }
+    assert.equal(t.engine.requests[0]!.sampling.logprobs, 2);
+    const plain = await (await postJson(`${t.baseURL}/responses`, { model: MODEL, input: "hi", top_logprobs: 2 }))
+      .json();
+    assert.deepEqual(plain.output.at(-1).content[0].logprobs, []);
+    assert.equal(t.engine.requests[1]!.sampling.logprobs, -1);
+  } finally {
+    await t.close();
+  }
+});
