@@ -117,6 +117,13 @@ const CASES: readonly Case[] = [
     param: "reasoning.effort",
   },
   {
+    name: "prompt longer than the context",
+    body: { ...ok, input: "x ".repeat(9000) },
+    status: 400,
+    param: "input",
+    code: "context_length_exceeded",
+  },
+  {
     name: "prompt_cache_retention 24h",
     body: { ...ok, prompt_cache_retention: "24h" },
     status: 400,

@@ -532,3 +532,31 @@ Deno.test("include message.output_text.logprobs with top_logprobs streams logpro
     await t.close();
   }
 });
+
+Deno.test("truncation auto drops the oldest turns until the prompt fits; disabled answers 400", async () => {
+  const t = startTestServer({ maxModelLen: 400 });
+  try {
+    const filler = "lorem ipsum dolor sit amet ".repeat(40);
+    const input = [
+      { role: "user", content: `OLDEST ${filler}` },
+      { role: "assistant", content: `older answer ${filler}` },
+      { role: "user", content: "NEWEST question" },
+    ];
+    const cut = await postJson(`${t.baseURL}/responses`, {
+      model: MODEL,
+      input,
+      truncation: "auto",
+      max_output_tokens: 5,
+    });
+    const body = await cut.json();
+    assert.equal(cut.status, 200, JSON.stringify(body));
+    assert.equal(body.truncation, "auto");
+    const prompt = tokenizer().decode(t.engine.requests[0]!.promptTokens);
+    assert.ok(!prompt.includes("OLDEST") && prompt.includes("NEWEST question"), prompt);
+    const refused = await postJson(`${t.baseURL}/responses`, { model: MODEL, input });
+    assert.equal(refused.status, 400);
+    assert.equal((await refused.json()).error.code, "context_length_exceeded");
+  } finally {
+    await t.close();
+  }
+});
