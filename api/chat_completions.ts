@@ -11,7 +11,7 @@ import type { Segment, SegmentLogprob } from "../parsers/segment.ts";
 import { ParseCore } from "../events/parse_stage.ts";
 import type { ParsedChunk } from "../events/parsed_chunk.ts";
 import type { Usage } from "../events/types.ts";
-import { ApiError, serverError } from "./errors.ts";
+import { contextLengthExceeded, modelNotFound, serverError } from "./errors.ts";
 import { startGeneration } from "./generation.ts";
 import type { Metrics } from "./metrics.ts";
 import { jsonResponse, SSE_HEADERS } from "./http_response.ts";
@@ -206,13 +206,7 @@ export class ChatCompletionsService {
     const body = parseOrThrow(ChatCompletionSchema, raw);
     const { engine, format, modelId, defaults } = this.#o;
     if (body.model !== modelId) {
-      throw new ApiError({
-        status: 404,
-        type: "invalid_request_error",
-        message: `The model '${body.model}' does not exist; this server serves '${modelId}'`,
-        param: "model",
-        code: "model_not_found",
-      });
+      throw modelNotFound(body.model, modelId);
     }
     checkChatSupported(body);
     const { tools, choice } = chatTools(body);
@@ -228,13 +222,7 @@ export class ChatCompletionsService {
     const promptTokens = format.render(prompt);
     const room = engine.maxModelLen - promptTokens.length;
     if (room <= 0) {
-      throw new ApiError({
-        status: 400,
-        type: "invalid_request_error",
-        message: `The prompt is ${promptTokens.length} tokens; this model's context is ${engine.maxModelLen} tokens`,
-        param: "messages",
-        code: "context_length_exceeded",
-      });
+      throw contextLengthExceeded(promptTokens.length, engine.maxModelLen, "messages");
     }
     const stop = body.stop == null ? [] : typeof body.stop === "string" ? [body.stop] : body.stop;
     const id = newId("chatcmpl");

@@ -62,6 +62,28 @@ export function notFound(message: string, param: string | null = null): ApiError
   return new ApiError({ status: 404, type: "invalid_request_error", message, param, code: "not_found" });
 }
 
+/** 404 for a `model` this server does not serve. */
+export function modelNotFound(model: string, served: string): ApiError {
+  return new ApiError({
+    status: 404,
+    type: "invalid_request_error",
+    message: `The model '${model}' does not exist; this server serves '${served}'`,
+    param: "model",
+    code: "model_not_found",
+  });
+}
+
+/** 400 when the prompt leaves no room to generate; `param` names the field that holds the conversation. */
+export function contextLengthExceeded(promptTokens: number, maxModelLen: number, param: string): ApiError {
+  return new ApiError({
+    status: 400,
+    type: "invalid_request_error",
+    message: `The prompt is ${promptTokens} tokens; this model's context is ${maxModelLen} tokens`,
+    param,
+    code: "context_length_exceeded",
+  });
+}
+
 export function methodNotAllowed(method: string, allow: readonly string[]): ApiError {
   return new ApiError({
     status: 405,

@@ -25,7 +25,7 @@ import type { ConversationMessage, FunctionTool, PromptInput, ToolChoice } from 
 import type { ChatFormat } from "../engine/chat_format.ts";
 import type { SamplingParams } from "../engine/engine.ts";
 import type { ResponseTemplate } from "../events/pipeline.ts";
-import { ApiError, invalidRequest, notFound, unsupportedParameter } from "./errors.ts";
+import { contextLengthExceeded, invalidRequest, modelNotFound, notFound, unsupportedParameter } from "./errors.ts";
 import { itemsToMessages } from "./conversation_items.ts";
 import {
   type CreateResponseBody,
@@ -289,13 +289,7 @@ function renderFitting(
     if (tokens.length < ctx.maxModelLen) return { prompt, tokens };
     const dropAt = prompt.messages.findIndex((m) => m.role !== "system" && m.role !== "developer");
     if (truncation === "disabled" || dropAt < 0 || prompt.messages.length <= 1) {
-      throw new ApiError({
-        status: 400,
-        type: "invalid_request_error",
-        message: `The prompt is ${tokens.length} tokens; this model's context is ${ctx.maxModelLen} tokens`,
-        param: "input",
-        code: "context_length_exceeded",
-      });
+      throw contextLengthExceeded(tokens.length, ctx.maxModelLen, "input");
     }
     const messages: ConversationMessage[] = [...prompt.messages];
     messages.splice(dropAt, 1);
@@ -341,13 +335,7 @@ export function preparePrompt(body: CreateResponseBody | InputTokensBody, ctx: R
 export function prepareResponse(body: CreateResponseBody, ctx: RequestContext): PreparedResponse {
   checkUnsupportedCreate(body);
   if (body.model !== ctx.modelId) {
-    throw new ApiError({
-      status: 404,
-      type: "invalid_request_error",
-      message: `The model '${body.model}' does not exist; this server serves '${ctx.modelId}'`,
-      param: "model",
-      code: "model_not_found",
-    });
+    throw modelNotFound(body.model, ctx.modelId);
   }
   const prepared = preparePrompt(body, ctx);
   const includeLogprobs = body.include?.includes("message.output_text.logprobs") ?? false;

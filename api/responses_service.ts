@@ -13,7 +13,7 @@ import type { Engine } from "../engine/engine.ts";
 import { collectResponse, type PipelineOptions, responseEventStream, responseSseStream } from "../events/pipeline.ts";
 import { buildResponse } from "../events/response_template.ts";
 import type { IdSource } from "../events/ids.ts";
-import { ApiError, invalidRequest, notFound } from "./errors.ts";
+import { invalidRequest, modelNotFound, notFound } from "./errors.ts";
 import { startGeneration } from "./generation.ts";
 import type { Metrics } from "./metrics.ts";
 import { ResponseRecorder } from "./response_recorder.ts";
@@ -229,13 +229,7 @@ export class ResponsesService {
   inputTokens(body: Record<string, unknown>): Response {
     const parsed = parseOrThrow(InputTokensSchema, body);
     if (parsed.model !== undefined && parsed.model !== this.#o.modelId) {
-      throw new ApiError({
-        status: 404,
-        type: "invalid_request_error",
-        message: `The model '${parsed.model}' does not exist; this server serves '${this.#o.modelId}'`,
-        param: "model",
-        code: "model_not_found",
-      });
+      throw modelNotFound(parsed.model, this.#o.modelId);
     }
     const prepared = preparePrompt(parsed, this.#ctx);
     return jsonResponse({ object: "response.input_tokens", input_tokens: prepared.promptTokens.length });

@@ -7,6 +7,7 @@ import OpenAI from "openai";
 import { Agent, OpenAIResponsesModel, run, setTracingDisabled, tool } from "@openai/agents";
 import { z } from "zod";
 import { validateSSE } from "../../events/validator.ts";
+import { sseTap } from "./sse_tap.ts";
 import { MODEL, startTestServer, tokenizer } from "../api/test_server.ts";
 
 setTracingDisabled(true);
@@ -48,14 +49,7 @@ Deno.test("agents SDK: function-tool loop, non-streamed", async () => {
 Deno.test("agents SDK: function-tool loop, streamed, every stream valid", async () => {
   const t = startTestServer({ chunking: { seed: 11, max: 3 } });
   try {
-    const bodies: Promise<string>[] = [];
-    const tapped: typeof fetch = async (input, init) => {
-      const response = await fetch(input, init);
-      if (response.headers.get("content-type") !== "text/event-stream" || response.body === null) return response;
-      const [mine, theirs] = response.body.tee();
-      bodies.push(new Response(mine).text());
-      return new Response(theirs, { status: response.status, headers: response.headers });
-    };
+    const { fetch: tapped, bodies } = sseTap();
     const client = new OpenAI({ baseURL: t.baseURL, apiKey: "unused", maxRetries: 0, fetch: tapped });
     const calls: string[] = [];
     const agent = new Agent({

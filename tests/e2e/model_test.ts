@@ -10,6 +10,7 @@ import { ResponseStore } from "../../api/response_store.ts";
 import { loadServedModel } from "../../api/serve.ts";
 import { createServer } from "../../api/server.ts";
 import { validateSSE } from "../../events/validator.ts";
+import { sseTap } from "./sse_tap.ts";
 
 const BUNDLED = "models/rill-tiny-harmony";
 const FIXTURE = "tests/fixtures/tiny-random";
@@ -29,14 +30,7 @@ Deno.test("openai client against a real ONNX model: streamed, non-streamed, chat
   const model = await loadServedModel(config, new Logger("text", () => {}));
   const store = ResponseStore.open(":memory:");
   const server = createServer({ ...model, store, port: 0 });
-  const bodies: Promise<string>[] = [];
-  const tapped: typeof fetch = async (input, init) => {
-    const response = await fetch(input, init);
-    if (response.headers.get("content-type") !== "text/event-stream" || response.body === null) return response;
-    const [mine, theirs] = response.body.tee();
-    bodies.push(new Response(mine).text());
-    return new Response(theirs, { status: response.status, headers: response.headers });
-  };
+  const { fetch: tapped, bodies } = sseTap();
   const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: "x", maxRetries: 0, fetch: tapped });
   try {
     const request = { model: model.modelId, input: "Say hello.", max_output_tokens: 24, temperature: 0 };

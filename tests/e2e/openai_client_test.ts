@@ -5,6 +5,7 @@
 import assert from "node:assert/strict";
 import OpenAI from "openai";
 import { validateSSE } from "../../events/validator.ts";
+import { sseTap } from "./sse_tap.ts";
 import { ANSWER, MODEL, REASONING, startTestServer, type TestServer } from "../api/test_server.ts";
 
 const WEATHER = {
@@ -17,15 +18,11 @@ const WEATHER = {
 
 /** A client whose fetch keeps a copy of every SSE body, for the validator. */
 function client(t: TestServer): { openai: OpenAI; sse: Promise<string>[] } {
-  const sse: Promise<string>[] = [];
-  const tapped: typeof fetch = async (input, init) => {
-    const response = await fetch(input, init);
-    if (response.headers.get("content-type") !== "text/event-stream" || response.body === null) return response;
-    const [mine, theirs] = response.body.tee();
-    sse.push(new Response(mine).text());
-    return new Response(theirs, { status: response.status, headers: response.headers });
+  const tap = sseTap();
+  return {
+    openai: new OpenAI({ baseURL: t.baseURL, apiKey: "unused", fetch: tap.fetch, maxRetries: 0 }),
+    sse: tap.bodies,
   };
-  return { openai: new OpenAI({ baseURL: t.baseURL, apiKey: "unused", fetch: tapped, maxRetries: 0 }), sse };
 }
 
 async function assertValidStreams(sse: Promise<string>[], options: { background?: boolean } = {}): Promise<void> {
