@@ -21,9 +21,14 @@
  * - Tool call: whitespace around the JSON object is structural and dropped.
  * - A stray `</think>` or `</tool_call>` outside its block is dropped and ends the current message.
  *
- * Logprobs: a token's logprob is attached to the first delta whose text overlaps the token's decoded text, so a
- * held-back token's logprob travels with the delta that finally carries its text. Tokens that decode entirely to
- * markup, dropped whitespace or tool-call JSON carry no logprob in any delta.
+ * Logprobs (message text only; reasoning and call arguments have none on the wire): a token's logprob is attached to
+ * the first message delta whose text overlaps the token's decoded text, so a held-back token's logprob travels with
+ * the delta that finally carries its text. A token that began a character still pending owns that character. A
+ * message delta that ends inside a token's text is held until the rest of that text is either shown (then both go
+ * out as one delta) or dropped (whitespace before a marker, the end of the message), so every message delta carries
+ * at least one logprob and each token's logprob appears once per item (a token whose text spans two items, possible
+ * only with plain-text markers, is listed in both). Tokens that decode entirely to markup, dropped
+ * whitespace, reasoning or tool-call JSON carry no logprob in any delta.
  *
  * Malformed output never throws: after a call has opened, a JSON error closes the call (with every arguments
  * character before the error) and the raw text from the offending character on, closing marker included, becomes
@@ -121,6 +126,11 @@ export class ChatmlParser implements OutputParser {
   // Logprobs awaiting the delta that carries their text.
   #logprobs: PendingLogprob[] = [];
   #logprobHead = 0;
+  /** End offset of the text of the tokens attached so far, and the last of those tokens. */
+  #attachedEnd = 0;
+  #lastAttached: SegmentLogprob | undefined;
+  /** A message delta that ends inside a token's text, waiting for the rest of it. */
+  #heldDelta: { text: string; logprobs: SegmentLogprob[] } | null = null;
 
   constructor(tokenizer: Tokenizer, options: ChatmlParserOptions) {
     this.#tokenizer = tokenizer;
@@ -172,7 +182,8 @@ export class ChatmlParser implements OutputParser {
     if (this.#tokenizer.isSpecial(token) && !this.#markerIds.has(token)) return out; // invisible control token
     const text = this.#detok.push(token);
     if (logprob !== undefined) {
-      this.#logprobs.push({ logprob, start: this.#pos, end: this.#pos + text.length });
+      const end = this.#pos + text.length + (this.#detok.pending ? 1 : 0);
+      this.#logprobs.push({ logprob, start: this.#pos, end });
     }
     if (text.length > 0) this.#feed(text);
     return out;
@@ -370,7 +381,8 @@ export class ChatmlParser implements OutputParser {
     }
     this.#openReasoning();
     this.#reasoningHasText = true;
-    this.#delta(s, pos, pos + s.length);
+    this.#skipLogprobs(pos + s.length);
+    this.#out.push({ kind: "delta", text: s });
   }
 
   #openReasoning(): void {
@@ -452,6 +464,7 @@ export class ChatmlParser implements OutputParser {
   }
 
   #openItem(kind: Open, item: ItemKind): void {
+    this.#releaseDelta();
     this.#open = kind;
     this.#out.push({ kind: "open", item });
   }
@@ -459,6 +472,7 @@ export class ChatmlParser implements OutputParser {
   /** Closes the open item, if any. `dropWs`: trailing message whitespace held before a marker is discarded. */
   #close(reason: CloseReason, dropWs: boolean): void {
     if (dropWs) this.#pendingWs = "";
+    this.#releaseDelta();
     if (this.#open === Open.None) return;
     this.#open = Open.None;
     this.#out.push({ kind: "close", reason });
@@ -466,14 +480,42 @@ export class ChatmlParser implements OutputParser {
 
   /** Emits a delta for decoded text [start, end); start < 0 means text that carries no logprobs (call JSON). */
   #delta(text: string, start: number, end: number): void {
-    if (start >= 0 && this.#logprobHead < this.#logprobs.length) {
-      const lps = this.#takeLogprobs(start, end);
-      if (lps !== undefined) {
-        this.#out.push({ kind: "delta", text, logprobs: lps });
-        return;
-      }
+    if (start < 0) {
+      this.#out.push({ kind: "delta", text });
+      return;
     }
-    this.#out.push({ kind: "delta", text });
+    let taken = this.#logprobHead < this.#logprobs.length ? this.#takeLogprobs(start, end) : undefined;
+    let held = this.#heldDelta;
+    if (taken === undefined && held === null && start < this.#attachedEnd && this.#lastAttached !== undefined) {
+      // The rest of a token whose text began in the previous item: it produced this item's text too.
+      taken = [this.#lastAttached];
+    }
+    if (held !== null) {
+      held.text += text;
+      if (taken !== undefined) { for (const l of taken) held.logprobs.push(l); }
+    } else if (taken !== undefined && this.#attachedEnd > end) {
+      held = this.#heldDelta = { text, logprobs: taken };
+    }
+    if (held === null) {
+      this.#out.push(taken === undefined ? { kind: "delta", text } : { kind: "delta", text, logprobs: taken });
+    } else if (this.#attachedEnd <= end) {
+      this.#releaseDelta();
+    }
+  }
+
+  /** Sends the held message delta: the rest of its last token's text was dropped, or has just been appended. */
+  #releaseDelta(): void {
+    const held = this.#heldDelta;
+    if (held === null) return;
+    this.#heldDelta = null;
+    this.#out.push({ kind: "delta", text: held.text, logprobs: held.logprobs });
+  }
+
+  /** Drops the logprobs of tokens whose text ends by `end` (text that is not message text). */
+  #skipLogprobs(end: number): void {
+    const q = this.#logprobs;
+    while (this.#logprobHead < q.length && q[this.#logprobHead]!.end <= end) this.#logprobHead++;
+    this.#compactLogprobs();
   }
 
   #takeLogprobs(start: number, end: number): SegmentLogprob[] | undefined {
@@ -489,12 +531,18 @@ export class ChatmlParser implements OutputParser {
       }
       if (p.start >= end) break;
       (taken ??= []).push(p.logprob);
+      this.#attachedEnd = pEnd;
+      this.#lastAttached = p.logprob;
       this.#logprobHead++;
     }
-    if (this.#logprobHead > 256 && this.#logprobHead * 2 > q.length) {
-      q.splice(0, this.#logprobHead);
+    this.#compactLogprobs();
+    return taken;
+  }
+
+  #compactLogprobs(): void {
+    if (this.#logprobHead > 256 && this.#logprobHead * 2 > this.#logprobs.length) {
+      this.#logprobs.splice(0, this.#logprobHead);
       this.#logprobHead = 0;
     }
-    return taken;
   }
 }

@@ -139,6 +139,11 @@ export class IncrementalDetokenizer {
     this.#cache = cacheFor(tokenizer);
   }
 
+  /** True while the bytes of an unfinished character are held (they belong to the next text). */
+  get pending(): boolean {
+    return !this.#decoder.clean;
+  }
+
   /** Decodes one token; returns the text it completes (possibly ""). */
   push(token: number): string {
     if (this.#decoder.clean) {

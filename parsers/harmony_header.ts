@@ -40,8 +40,9 @@ export class HarmonyHeaderBuilder {
   readonly #words: Word[] = [];
   #wordStart = -1;
 
-  get isEmpty(): boolean {
-    return this.#text.length === 0 && this.#words.length === 0;
+  /** Length of the header text collected so far (the coordinate system of `leftover`). */
+  get textLength(): number {
+    return this.#text.length;
   }
 
   appendText(text: string): void {

@@ -74,8 +74,20 @@ export class HarmonyParser implements OutputParser {
   #headerBytes = new HarmonyUtf8Decoder();
   #decoder = new HarmonyUtf8Decoder();
   #item: ItemKind | undefined;
-  /** Logprobs of content tokens that completed no text yet (partial UTF-8); they ride on the next delta. */
+  /**
+   * Content text decoded while a character is still incomplete. It is held with the character, so a delta is always
+   * the text of whole tokens: its logprobs are exactly the tokens whose bytes it holds, and a character that never
+   * completes (U+FFFD at the message end) still goes out with the token that began it.
+   */
+  #heldText = "";
+  /** Logprobs of the content tokens behind the held text; they ride on the next delta. */
   #pendingLogprobs: SegmentLogprob[] = [];
+  /**
+   * Logprobs of the current header's text tokens with the span of header text each produced (`start === end` for a
+   * token that only began a character). A recovered body is a suffix of that text; it carries the logprobs of the
+   * tokens overlapping it, so recovered text is attributed like any other delta.
+   */
+  #headerLogprobs: { readonly logprob: SegmentLogprob; readonly start: number; readonly end: number }[] = [];
 
   constructor(tokenizer: Tokenizer, options: HarmonyParserOptions) {
     this.#tokenizer = tokenizer;
@@ -94,10 +106,10 @@ export class HarmonyParser implements OutputParser {
         this.#pushContent(token, logprob, out);
         break;
       case "header":
-        this.#pushHeader(token, out);
+        this.#pushHeader(token, logprob, out);
         break;
       case "idle":
-        this.#pushIdle(token, out);
+        this.#pushIdle(token, logprob, out);
         break;
       default: {
         const never: never = this.#state;
@@ -125,14 +137,14 @@ export class HarmonyParser implements OutputParser {
     return undefined;
   }
 
-  #pushIdle(token: number, out: Segment[]): void {
+  #pushIdle(token: number, logprob: SegmentLogprob | undefined, out: Segment[]): void {
     if (this.#isTerminator(token) !== undefined) return; // a stray stop token after a message (harmony.md V14)
     this.#state = "header";
     this.#resetHeader();
-    if (token !== this.#ids.start) this.#pushHeader(token, out);
+    if (token !== this.#ids.start) this.#pushHeader(token, logprob, out);
   }
 
-  #pushHeader(token: number, out: Segment[]): void {
+  #pushHeader(token: number, logprob: SegmentLogprob | undefined, out: Segment[]): void {
     const ids = this.#ids;
     if (token === ids.message) {
       this.#open(harmonyItemKind(this.#parseHeader(), this.#toolNames), out);
@@ -153,7 +165,16 @@ export class HarmonyParser implements OutputParser {
     if (token === ids.channel) this.#headerMarker("channel");
     else if (token === ids.constrain) this.#headerMarker("constrain");
     else if (this.#tokenizer.isSpecial(token)) this.#headerMarker("other");
-    else this.#header.appendText(this.#headerBytes.push(this.#bytes(token)));
+    else {
+      const text = this.#headerBytes.push(this.#bytes(token));
+      if (logprob !== undefined) {
+        // A token that leaves a character unfinished also owns that character, wherever it ends up.
+        const start = this.#header.textLength;
+        const end = start + text.length + (this.#headerBytes.pending ? 1 : 0);
+        this.#headerLogprobs.push({ logprob, start, end });
+      }
+      this.#header.appendText(text);
+    }
   }
 
   #pushContent(token: number, logprob: SegmentLogprob | undefined, out: Segment[]): void {
@@ -170,11 +191,21 @@ export class HarmonyParser implements OutputParser {
       return;
     }
     if (this.#tokenizer.isSpecial(token)) {
-      this.#delta(this.#decoder.finish(), out);
+      this.#flushText(out);
       return;
     }
     if (logprob !== undefined) this.#pendingLogprobs.push(logprob);
-    this.#delta(this.#decoder.push(this.#bytes(token)), out);
+    const text = this.#decoder.push(this.#bytes(token));
+    if (this.#decoder.pending) this.#heldText += text;
+    else if (this.#heldText.length === 0) this.#delta(text, out);
+    else this.#flushText(out, text);
+  }
+
+  /** Emits the held text, `text`, and whatever the decoder holds (as U+FFFD): bytes never join across this point. */
+  #flushText(out: Segment[], text = ""): void {
+    const held = this.#heldText;
+    this.#heldText = "";
+    this.#delta(held + text + this.#decoder.finish(), out);
   }
 
   #bytes(token: number): Uint8Array {
@@ -198,6 +229,7 @@ export class HarmonyParser implements OutputParser {
   #resetHeader(): void {
     this.#header = new HarmonyHeaderBuilder();
     this.#headerBytes = new HarmonyUtf8Decoder();
+    if (this.#headerLogprobs.length > 0) this.#headerLogprobs = [];
   }
 
   /** A header that never reached `<|message|>`: its unrecognised words are the body (harmony.md V16, §2.8). */
@@ -205,6 +237,9 @@ export class HarmonyParser implements OutputParser {
     const header = this.#parseHeader();
     if (header.leftover.length === 0) return;
     this.#open(harmonyItemKind(header, this.#toolNames), out);
+    const bodyStart = this.#header.textLength - header.leftover.length;
+    for (const { logprob, end } of this.#headerLogprobs) if (end > bodyStart) this.#pendingLogprobs.push(logprob);
+    this.#headerLogprobs = [];
     this.#delta(header.leftover, out);
     this.#close(reason, out);
   }
@@ -212,6 +247,7 @@ export class HarmonyParser implements OutputParser {
   #open(item: ItemKind, out: Segment[]): void {
     this.#item = item;
     this.#decoder = new HarmonyUtf8Decoder();
+    this.#heldText = "";
     this.#pendingLogprobs = [];
     this.#state = "content";
     out.push({ kind: "open", item });
@@ -228,7 +264,7 @@ export class HarmonyParser implements OutputParser {
   }
 
   #close(reason: CloseReason, out: Segment[]): void {
-    this.#delta(this.#decoder.finish(), out);
+    this.#flushText(out);
     this.#pendingLogprobs = [];
     this.#item = undefined;
     this.#state = "idle";

@@ -65,7 +65,7 @@ Deno.test("a partial marker is held back minimally, then released as text when i
   assert.deepEqual(p.push(t.piece("box>")), [{ kind: "delta", text: " <toolbox>" }]);
 });
 
-Deno.test("logprobs ride with the delta that carries the token's text; markup tokens carry none", () => {
+Deno.test("logprobs ride with the message delta that carries the token's text; markup and reasoning carry none", () => {
   const t = tok();
   const p = new ChatmlParser(t, { toolNames: [] });
   const pieces = ["<think>", "\nhm", "</thi", "nk>\n\nA", "</", "b", "\n", "<|im_end|>"];
@@ -77,7 +77,8 @@ Deno.test("logprobs ride with the delta that carries the token's text; markup to
   segs.push(...p.flush());
   const items = collectItems(segs);
   assert.deepEqual(summary(items), [["reasoning", "hm"], ["message", "A</b\n"]]);
-  assert.deepEqual(items[0]?.logprobs.map((l) => l.token), ["\nhm"]);
+  // Reasoning text has no logprobs on the wire, so its tokens attach to nothing.
+  assert.deepEqual(items[0]?.logprobs.map((l) => l.token), []);
   // "</thi" was markup only; "nk>\n\nA" ends the marker and carries "A"; "</" was held then released with "b".
   assert.deepEqual(items[1]?.logprobs.map((l) => l.token), ["nk>\n\nA", "</", "b", "\n"]);
 });
@@ -114,4 +115,30 @@ Deno.test("text before a degraded call keeps its whitespace", () => {
   const p = new ChatmlParser(t, { toolNames: ["f"] });
   const items = collectItems(runParser(p, t.encodeOrdinary("Hi\n\n<tool_call>nope")));
   assert.deepEqual(summary(items), [["message", "Hi\n\n<tool_call>nope"]]);
+});
+
+Deno.test("a message delta that ends inside a token waits for the rest of that token's text", () => {
+  const t = tok();
+  const run = (pieces: readonly (string | Uint8Array)[]) => {
+    const p = new ChatmlParser(t, { toolNames: ["f"] });
+    const segs: Segment[] = [];
+    pieces.forEach((piece, i) => {
+      const id = piece === "<|im_end|>" || piece === "<think>" ? t.specialId(piece)! : t.piece(piece);
+      segs.push(...p.push(id, lp(String(i))));
+    });
+    segs.push(...p.flush());
+    return segs.flatMap((s) => s.kind === "delta" ? [[s.text, (s.logprobs ?? []).map((l) => l.token)]] : []);
+  };
+  // Trailing whitespace kept at the end of output goes out with the token that also made the ".".
+  assert.deepEqual(run(["Done", ".\n\n", "<|im_end|>"]), [["Done", ["0"]], [".\n\n", ["1"]]]);
+  // ...and is dropped before a marker, the "." still carrying its token.
+  assert.deepEqual(run(["Done", ".\n\n", "<think>", "x"]), [["Done", ["0"]], [".", ["1"]], ["x", []]]);
+  // A held-back marker prefix released at the end stays with its token.
+  assert.deepEqual(run(["x<", "<|im_end|>"]), [["x<", ["0"]]]);
+  // A character cut off at the end (U+FFFD) leaves with the token that began it; a completed one with both tokens.
+  const aHalfEmoji = Uint8Array.of(0x61, 0xf0, 0x9f);
+  assert.deepEqual(run(["Hi", aHalfEmoji]), [["Hi", ["0"]], ["a\uFFFD", ["1"]]]);
+  assert.deepEqual(run(["Hi", aHalfEmoji, Uint8Array.of(0x92, 0x96, 0x20)]), [["Hi", ["0"]], ["a💖 ", ["1", "2"]]]);
+  // A token whose text spans the end of reasoning and the start of the message belongs to the message.
+  assert.deepEqual(run(["<think>", "hm</think>\n\nA", "<|im_end|>"]), [["hm", []], ["A", ["1"]]]);
 });

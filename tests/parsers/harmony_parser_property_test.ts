@@ -128,3 +128,27 @@ function byteToken(b: number): number {
   if (id === undefined) throw new Error(`no single-byte token for ${b}`);
   return id;
 }
+
+Deno.test("HarmonyParser property: every text delta carries logprobs of text tokens, each token once, in order", () => {
+  fc.assert(
+    fc.property(scriptArb, (tokens) => {
+      // The logprob's `token` field is the token's position, so attribution can be traced back.
+      const parser = new HarmonyParser(tok, { toolNames: ["get_weather"] });
+      const segments: Segment[] = [];
+      tokens.forEach((t, i) => segments.push(...parser.push(t, { token: String(i), bytes: [], logprob: -1, top: [] })));
+      segments.push(...parser.flush());
+      let last = -1;
+      for (const s of segments) {
+        if (s.kind !== "delta") continue;
+        const positions = (s.logprobs ?? []).map((l) => Number(l.token));
+        assert.ok(positions.length > 0, `delta ${JSON.stringify(s.text)} carries no logprobs`);
+        for (const p of positions) {
+          assert.ok(p > last, `token ${p} attached twice or out of order`);
+          assert.ok(!tok.isSpecial(tokens[p]!), `control token ${tokens[p]} attached to ${JSON.stringify(s.text)}`);
+          last = p;
+        }
+      }
+    }),
+    { numRuns: 400 },
+  );
+});

@@ -148,7 +148,9 @@ const VECTORS: readonly Vector[] = [
       200002,
     ],
     expected: [reasoning("Hi."), final("I 💖 it")],
-    deltas: ["Hi", ".", "I", " ", "💖", " it"],
+    // harmony itself emits " " and "💖" apart; rill holds a token's text until its last character is complete, so
+    // every delta is the text of whole tokens (and carries exactly their logprobs).
+    deltas: ["Hi", ".", "I", " 💖", " it"],
   },
   {
     name: "V2 reasoning then a function call, channel first, <|constrain|>json",
@@ -657,7 +659,7 @@ const VECTORS: readonly Vector[] = [
     text: "<|channel|>final<|message|>I 💖 it<|return|>",
     tokens: [200005, 17196, 200008, 40, 74580, 244, 480, 200002],
     expected: [final("I 💖 it")],
-    deltas: ["I", " ", "💖", " it"],
+    deltas: ["I", " 💖", " it"],
   },
   {
     name: "V19 invalid UTF-8 becomes U+FFFD per maximal subpart",
@@ -819,7 +821,7 @@ Deno.test("HarmonyParser: inReasoning is true exactly while an analysis message 
   assert.deepEqual(trace, [false, false, true, true, true, false, false, false, false, false, false, false, false]);
 });
 
-Deno.test("HarmonyParser: logprobs ride on the delta their token produced, split characters on the completing delta", () => {
+Deno.test("HarmonyParser: a delta is the text of whole tokens and carries exactly their logprobs", () => {
   const lp = (token: string, logprob: number): SegmentLogprob => ({ token, bytes: [], logprob, top: [] });
   const parser = new HarmonyParser(tok, { toolNames: [] });
   const out: Segment[] = [];
@@ -835,7 +837,20 @@ Deno.test("HarmonyParser: logprobs ride on the delta their token produced, split
   for (const [t, l] of script) out.push(...parser.push(t, l));
   out.push(...parser.flush());
   const withLogprobs = out.flatMap((s) => s.kind === "delta" ? [[s.text, s.logprobs?.map((l) => l.logprob)]] : []);
-  assert.deepEqual(withLogprobs, [["I", [-1]], [" ", [-2]], ["💖", [-3]]]);
+  assert.deepEqual(withLogprobs, [["I", [-1]], [" 💖", [-2, -3]]]);
+});
+
+Deno.test("HarmonyParser: a character cut off at the message end leaves with the token that began it", () => {
+  const lp = (logprob: number): SegmentLogprob => ({ token: "", bytes: [], logprob, top: [] });
+  const parser = new HarmonyParser(tok, { toolNames: [] });
+  const out: Segment[] = [];
+  // 9552 = 20 F0 9F: a space and half an emoji; `<|constrain|>` inside content ends the bytes, then `<|end|>`.
+  for (const [i, t] of [200005, 17196, 200008, 12194, 9552, 200003, 9552].entries()) {
+    out.push(...parser.push(t, lp(-i)));
+  }
+  out.push(...parser.flush());
+  const withLogprobs = out.flatMap((s) => s.kind === "delta" ? [[s.text, s.logprobs?.map((l) => l.logprob)]] : []);
+  assert.deepEqual(withLogprobs, [["Hi", [-3]], [" \uFFFD", [-4]], [" \uFFFD", [-6]]]);
 });
 
 Deno.test("HarmonyParser: a dangling partial character at EOS becomes U+FFFD, never lost", () => {
