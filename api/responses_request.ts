@@ -137,7 +137,6 @@ function checkUnsupportedCreate(body: CreateResponseBody): void {
 interface ToolSetup {
   readonly offered: FunctionTool[];
   readonly choice: ToolChoice;
-  readonly wireTools: Record<string, unknown>[];
 }
 
 function toFunctionTool(tool: FunctionToolInput): FunctionTool {
@@ -151,11 +150,9 @@ function toFunctionTool(tool: FunctionToolInput): FunctionTool {
 
 function setupTools(body: CreateResponseBody | InputTokensBody): ToolSetup {
   const functions: FunctionTool[] = [];
-  const wireTools: Record<string, unknown>[] = [];
   const seen = new Set<string>();
   (body.tools ?? []).forEach((raw, i) => {
     const tool = parseTool(raw, ["tools", i]);
-    wireTools.push(tool.wire);
     if (tool.kind !== "function") return;
     if (seen.has(tool.tool.name)) {
       throw invalidRequest(`Duplicate function tool name '${tool.tool.name}'`, `tools[${i}].name`, "invalid_value");
@@ -168,7 +165,7 @@ function setupTools(body: CreateResponseBody | InputTokensBody): ToolSetup {
     if (raw === "required" && functions.length === 0) {
       throw invalidRequest("tool_choice 'required' needs at least one function tool in 'tools'", "tool_choice");
     }
-    return { offered: functions, choice: raw, wireTools };
+    return { offered: functions, choice: raw };
   }
   switch (raw.type) {
     case "function": {
@@ -179,7 +176,7 @@ function setupTools(body: CreateResponseBody | InputTokensBody): ToolSetup {
           "tool_choice.name",
         );
       }
-      return { offered: functions, choice: { type: "function", name }, wireTools };
+      return { offered: functions, choice: { type: "function", name } };
     }
     case "allowed_tools": {
       const mode = (raw as { mode?: unknown }).mode;
@@ -210,7 +207,7 @@ function setupTools(body: CreateResponseBody | InputTokensBody): ToolSetup {
           "tool_choice.tools",
         );
       }
-      return { offered, choice: mode, wireTools };
+      return { offered, choice: mode };
     }
     default:
       throw unsupportedParameter(
@@ -249,22 +246,13 @@ function withId(item: InputItem, ctx: RequestContext): Record<string, unknown> {
   }
 }
 
-/** Output items of a stored response that can be replayed as conversation (hosted-tool calls have no results). */
-const REPLAYABLE = new Set([
-  "message",
-  "reasoning",
-  "function_call",
-  "function_call_output",
-  "web_search_call",
-  "code_interpreter_call",
-  "mcp_call",
-]);
-
-function previousItems(body: { previous_response_id?: string | null | undefined }, ctx: RequestContext): {
-  items: Record<string, unknown>[];
-} {
+/** The stored conversation before `previous_response_id`'s output, then that output, as wire items. */
+function previousItems(
+  body: { previous_response_id?: string | null | undefined },
+  ctx: RequestContext,
+): Record<string, unknown>[] {
   const id = body.previous_response_id;
-  if (id == null) return { items: [] };
+  if (id == null) return [];
   const stored = ctx.previous(id);
   if (stored === undefined) throw notFound(`Previous response with id '${id}' not found.`, "previous_response_id");
   const status = stored.response.status;
@@ -274,7 +262,7 @@ function previousItems(body: { previous_response_id?: string | null | undefined 
   const conversation = stored.conversation as StoredConversation | null;
   const before = conversation?.version === 1 ? conversation.items : [];
   const output = Array.isArray(stored.response.output) ? stored.response.output as Record<string, unknown>[] : [];
-  return { items: [...before, ...output.filter((item) => REPLAYABLE.has(String(item.type)))] };
+  return [...before, ...output];
 }
 
 /** Renders, dropping the oldest messages while the prompt leaves no room to generate (truncation "auto"). */
@@ -310,7 +298,7 @@ export function preparePrompt(body: CreateResponseBody | InputTokensBody, ctx: R
     ? [{ type: "message", role: "user", content: [{ type: "input_text", text: body.input }] }]
     : (body.input ?? []).map((raw, i) => parseInputItem(raw, ["input", i]));
   const inputItems = own.map((item) => withId(item, ctx));
-  const before = previousItems(body, ctx).items;
+  const before = previousItems(body, ctx);
   // Stored items were validated when they were stored; parsing again gives the typed form.
   const history = before.map((raw, i) => parseInputItem(raw, ["previous_response_id", i]));
   const messages = itemsToMessages([...history, ...own]);

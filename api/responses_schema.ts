@@ -244,10 +244,7 @@ export const HOSTED_TOOL_TYPES: ReadonlySet<string> = new Set([
   "programmatic_tool_calling",
 ]);
 
-export type ToolInput = { kind: "function"; tool: FunctionToolInput; wire: Record<string, unknown> } | {
-  kind: "hosted";
-  wire: Record<string, unknown>;
-};
+export type ToolInput = { kind: "function"; tool: FunctionToolInput } | { kind: "hosted"; type: string };
 
 export function parseTool(raw: unknown, base: Path): ToolInput {
   if (typeof raw !== "object" || raw === null || Array.isArray(raw)) {
@@ -256,10 +253,10 @@ export function parseTool(raw: unknown, base: Path): ToolInput {
   const type = (raw as { type?: unknown }).type;
   if (type === "function") {
     const tool = parseOrThrow(FunctionToolSchema, raw, base);
-    return { kind: "function", tool, wire: raw as Record<string, unknown> };
+    return { kind: "function", tool };
   }
   if (typeof type === "string" && HOSTED_TOOL_TYPES.has(type)) {
-    return { kind: "hosted", wire: raw as Record<string, unknown> };
+    return { kind: "hosted", type };
   }
   throw invalidRequest(`Invalid tool type ${JSON.stringify(type)}`, formatParam([...base, "type"]), "invalid_value");
 }
