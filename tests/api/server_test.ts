@@ -560,3 +560,38 @@ Deno.test("truncation auto drops the oldest turns until the prompt fits; disable
     await t.close();
   }
 });
+
+Deno.test("a chunked body without Content-Length is capped while it streams (413)", async () => {
+  const t = startTestServer({ server: { maxBodyBytes: 1024 } });
+  try {
+    const big = new TextEncoder().encode(JSON.stringify({ model: MODEL, input: "x".repeat(4096) }));
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        for (let i = 0; i < big.length; i += 256) controller.enqueue(big.subarray(i, i + 256));
+        controller.close();
+      },
+    });
+    const r = await fetch(`${t.baseURL}/responses`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body,
+    });
+    assert.equal(r.status, 413);
+    assert.equal((await r.json()).error.code, "request_too_large");
+    const small = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode(JSON.stringify({ model: MODEL, input: "hi" })));
+        controller.close();
+      },
+    });
+    const ok = await fetch(`${t.baseURL}/responses`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: small,
+    });
+    assert.equal(ok.status, 200);
+    await ok.body?.cancel();
+  } finally {
+    await t.close();
+  }
+});
