@@ -1,6 +1,6 @@
 /**
  * Golden fixtures: token ids in, the full event list out (tests/fixtures/golden/*.json), for every harmony.md §5
- * vector (real o200k ids) and the ChatML cases (toy tokenizer). Each fixture stores its input and the expected events
+ * vector including the extra malformed ones (`harmony_x*`, real o200k ids) and the ChatML cases (toy tokenizer). Each fixture stores its input and the expected events
  * for one token per step; the same tokens all in one step must give the same events modulo delta boundaries.
  *
  * Regenerate after an intended change with `RILL_UPDATE_GOLDEN=1 deno test -A tests/events/golden_test.ts` and
@@ -27,8 +27,16 @@ interface Fixture {
   tokenizer: "o200k" | "toy";
   parser:
     | { type: "harmony"; toolNames: string[] }
-    | { type: "chatml"; toolNames: string[]; startInReasoning: boolean };
+    | {
+      type: "chatml";
+      toolNames: string[];
+      startInReasoning: boolean;
+      reasoningStart?: string;
+      reasoningEnd?: string;
+    };
   finish: FinishReason;
+  /** The model output itself is invalid UTF-8, so U+FFFD in the text is right (validator invariant 53). */
+  invalidUtf8?: boolean;
   promptTokens: number;
   tokens: number[];
   events: unknown[] | null;
@@ -44,9 +52,13 @@ function tokenizerOf(f: Fixture): Tokenizer {
 
 function parserOf(f: Fixture, tokenizer: Tokenizer): OutputParser {
   const p = f.parser;
-  return p.type === "harmony"
-    ? new HarmonyParser(tokenizer, { toolNames: p.toolNames })
-    : new ChatmlParser(tokenizer, { toolNames: p.toolNames, startInReasoning: p.startInReasoning });
+  if (p.type === "harmony") return new HarmonyParser(tokenizer, { toolNames: p.toolNames });
+  return new ChatmlParser(tokenizer, {
+    toolNames: p.toolNames,
+    startInReasoning: p.startInReasoning,
+    ...(p.reasoningStart === undefined ? {} : { reasoningStart: p.reasoningStart }),
+    ...(p.reasoningEnd === undefined ? {} : { reasoningEnd: p.reasoningEnd }),
+  });
 }
 
 async function eventsOf(f: Fixture, chunking: Chunking): Promise<ResponseStreamEvent[]> {
@@ -61,8 +73,8 @@ async function eventsOf(f: Fixture, chunking: Chunking): Promise<ResponseStreamE
 const files = [...Deno.readDirSync(dir)].filter((e) => e.name.endsWith(".json")).map((e) => e.name).sort();
 
 Deno.test("golden fixtures exist for harmony and ChatML", () => {
-  assert.ok(files.filter((f) => f.startsWith("harmony_")).length >= 25);
-  assert.ok(files.filter((f) => f.startsWith("chatml_")).length >= 10);
+  assert.ok(files.filter((f) => f.startsWith("harmony_")).length >= 31);
+  assert.ok(files.filter((f) => f.startsWith("chatml_")).length >= 12);
 });
 
 for (const file of files) {
@@ -73,7 +85,8 @@ for (const file of files) {
     assert.deepEqual(structuralProblems(events), []);
     const actual: unknown[] = JSON.parse(JSON.stringify(events));
     // The parsers keep malformed markup visible rather than drop it (harmony.md §2.8), so 58 is not judged here.
-    assert.deepEqual(validateStream(actual, { allowMarkup: true }), []);
+    const allowReplacementChar = fixture.invalidUtf8 === true;
+    assert.deepEqual(validateStream(actual, { allowMarkup: true, allowReplacementChar }), []);
     if (update) {
       Deno.writeTextFileSync(url, JSON.stringify({ ...fixture, events: actual }, null, 1) + "\n");
     } else {
