@@ -595,3 +595,29 @@ Deno.test("a chunked body without Content-Length is capped while it streams (413
     await t.close();
   }
 });
+
+Deno.test("chat stream disconnect aborts the generation; /metrics shows running sequences meanwhile", async () => {
+  const t = startTestServer({ stepDelayMs: 20, chunking: "one" });
+  try {
+    const controller = new AbortController();
+    const r = await fetch(`${t.baseURL}/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "hi" }], stream: true }),
+      signal: controller.signal,
+    });
+    const reader = r.body!.getReader();
+    await reader.read();
+    const during = await (await fetch(`${t.url}/metrics`)).text();
+    assert.match(during, /rill_num_requests_running\{[^}]*\} 1\n/);
+    controller.abort();
+    await reader.closed.catch(() => {});
+    const request = t.engine.requests[0]!;
+    for (let i = 0; i < 50 && !request.signal!.aborted; i++) await new Promise((res) => setTimeout(res, 10));
+    assert.ok(request.signal!.aborted);
+    for (let i = 0; i < 50 && t.engine.stats().running > 0; i++) await new Promise((res) => setTimeout(res, 10));
+    assert.equal(t.engine.stats().running, 0);
+  } finally {
+    await t.close();
+  }
+});
