@@ -161,9 +161,26 @@ export class ResponsesService {
     }
   }
 
+  /**
+   * A stored response still marked queued/in_progress that no generation in this process owns was cut off by a
+   * server stop (runs never outlive their process): it is marked failed once, so polling and tails end.
+   */
+  #settleOrphan(id: string, stored: { response: Record<string, unknown> }): Record<string, unknown> {
+    const status = stored.response.status;
+    if ((status !== "queued" && status !== "in_progress") || this.#isLive(id)) return stored.response;
+    const failed = {
+      ...stored.response,
+      status: "failed",
+      error: { code: "server_error", message: "The server stopped before this response finished" },
+    };
+    this.#o.store.update(id, failed);
+    return failed;
+  }
+
   retrieve(id: string, url: URL): Response {
-    const stored = this.#o.store.get(id);
-    if (stored === undefined) throw notFound(`Response with id '${id}' not found.`);
+    const found = this.#o.store.get(id);
+    if (found === undefined) throw notFound(`Response with id '${id}' not found.`);
+    const stored = { ...found, response: this.#settleOrphan(id, found) };
     const stream = url.searchParams.get("stream");
     if (stream !== null && stream !== "true" && stream !== "false") {
       throw invalidRequest("'stream' must be true or false", "stream", "invalid_value");
@@ -200,13 +217,10 @@ export class ResponsesService {
     if (run !== undefined) {
       run.abort.abort();
       await run.finished;
-    } else if (stored.response.status === "queued" || stored.response.status === "in_progress") {
-      // Left running by an earlier server process: nobody will finish it.
-      store.update(id, { ...stored.response, status: "cancelled" });
     }
     const after = store.get(id);
     if (after === undefined) throw notFound(`Response with id '${id}' not found.`);
-    return jsonResponse(after.response);
+    return jsonResponse(this.#settleOrphan(id, after));
   }
 
   inputItems(id: string, url: URL): Response {

@@ -621,3 +621,21 @@ Deno.test("chat stream disconnect aborts the generation; /metrics shows running 
     await t.close();
   }
 });
+
+Deno.test("a stored response left running by a stopped process reads as failed and its tail ends", async () => {
+  const t = startTestServer();
+  try {
+    const orphan = { id: "resp_orphan", object: "response", status: "in_progress", background: true, output: [] };
+    t.store.create(orphan, [], { version: 1, items: [] });
+    t.store.appendEvents("resp_orphan", [{ type: "response.created", sequence_number: 0 }]);
+    const got = await (await fetch(`${t.baseURL}/responses/resp_orphan`)).json();
+    assert.equal(got.status, "failed");
+    assert.equal(got.error.code, "server_error");
+    const tail = await (await fetch(`${t.baseURL}/responses/resp_orphan?stream=true`)).text();
+    assert.match(tail, /^event: response\.created/);
+    const cancelled = await (await fetch(`${t.baseURL}/responses/resp_orphan/cancel`, { method: "POST" })).json();
+    assert.equal(cancelled.status, "failed");
+  } finally {
+    await t.close();
+  }
+});
