@@ -12,10 +12,14 @@
  *
  * Hot path: a token whose bytes decode from a clean state to a clean state (the vast majority) is decoded once per
  * tokenizer and cached, so `push` is a state check plus a map lookup and allocates nothing.
+ *
+ * A token id the tokenizer cannot map decodes as U+FFFD (its bytes are unknown), so model output never makes a
+ * parser throw.
  */
 import type { Tokenizer } from "../engine/tokenizer.ts";
 
 const REPLACEMENT = "\uFFFD";
+const REPLACEMENT_BYTES = new Uint8Array([0xef, 0xbf, 0xbd]);
 
 /** Decoded text of tokens that start and end on a character boundary; `null` marks tokens that do not. */
 type CleanTextCache = Map<number, string | null>;
@@ -150,12 +154,21 @@ export class IncrementalDetokenizer {
       const cached = this.#cache.get(token);
       if (typeof cached === "string") return cached;
       if (cached === undefined) {
-        const text = this.#decoder.decode(this.#tokenizer.tokenBytes(token));
-        this.#cache.set(token, this.#decoder.clean ? text : null);
+        const bytes = this.#bytes(token);
+        const text = this.#decoder.decode(bytes);
+        if (bytes !== REPLACEMENT_BYTES) this.#cache.set(token, this.#decoder.clean ? text : null);
         return text;
       }
     }
-    return this.#decoder.decode(this.#tokenizer.tokenBytes(token));
+    return this.#decoder.decode(this.#bytes(token));
+  }
+
+  #bytes(token: number): Uint8Array {
+    try {
+      return this.#tokenizer.tokenBytes(token);
+    } catch {
+      return REPLACEMENT_BYTES;
+    }
   }
 
   /** Ends the stream: returns what is left (U+FFFD for a truncated character, else ""). Reusable afterwards. */

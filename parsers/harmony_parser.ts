@@ -17,7 +17,7 @@ import type { Tokenizer } from "../engine/tokenizer.ts";
 import type { CloseReason, ItemKind, OutputParser, Segment, SegmentLogprob } from "./segment.ts";
 import { type HarmonyHeader, HarmonyHeaderBuilder } from "./harmony_header.ts";
 import { harmonyItemKind } from "./harmony_item_kind.ts";
-import { HarmonyUtf8Decoder } from "./harmony_utf8.ts";
+import { IncrementalDetokenizer } from "./detokenizer.ts";
 
 export interface HarmonyParserOptions {
   /** Function tools of the request: a bare recipient with one of these names is a function call. */
@@ -57,9 +57,6 @@ function harmonyIds(tokenizer: Tokenizer): HarmonyIds {
   return ids;
 }
 
-/** Bytes substituted for a token id the tokenizer cannot map (decodes to U+FFFD, never throws). */
-const REPLACEMENT_BYTES = new Uint8Array([0xef, 0xbf, 0xbd]);
-
 type State = "header" | "content" | "idle";
 
 export class HarmonyParser implements OutputParser {
@@ -70,9 +67,13 @@ export class HarmonyParser implements OutputParser {
 
   #state: State = "header";
   #header = new HarmonyHeaderBuilder();
-  /** Header text bytes since the last marker; decoded as a unit so characters split across header tokens survive. */
-  #headerBytes = new HarmonyUtf8Decoder();
-  #decoder = new HarmonyUtf8Decoder();
+  /**
+   * Header text since the last marker, and the open item's content: each decoder is flushed wherever bytes must not
+   * join (a marker, the end of a header or message), so a character split across tokens survives and nothing leaks
+   * from one message into the next.
+   */
+  readonly #headerText: IncrementalDetokenizer;
+  readonly #decoder: IncrementalDetokenizer;
   #item: ItemKind | undefined;
   /**
    * Content text decoded while a character is still incomplete. It is held with the character, so a delta is always
@@ -93,6 +94,8 @@ export class HarmonyParser implements OutputParser {
     this.#tokenizer = tokenizer;
     this.#ids = harmonyIds(tokenizer);
     this.#toolNames = new Set(options.toolNames);
+    this.#headerText = new IncrementalDetokenizer(tokenizer);
+    this.#decoder = new IncrementalDetokenizer(tokenizer);
   }
 
   get inReasoning(): boolean {
@@ -166,11 +169,11 @@ export class HarmonyParser implements OutputParser {
     else if (token === ids.constrain) this.#headerMarker("constrain");
     else if (this.#tokenizer.isSpecial(token)) this.#headerMarker("other");
     else {
-      const text = this.#headerBytes.push(this.#bytes(token));
+      const text = this.#headerText.push(token);
       if (logprob !== undefined) {
         // A token that leaves a character unfinished also owns that character, wherever it ends up.
         const start = this.#header.textLength;
-        const end = start + text.length + (this.#headerBytes.pending ? 1 : 0);
+        const end = start + text.length + (this.#headerText.pending ? 1 : 0);
         this.#headerLogprobs.push({ logprob, start, end });
       }
       this.#header.appendText(text);
@@ -195,7 +198,7 @@ export class HarmonyParser implements OutputParser {
       return;
     }
     if (logprob !== undefined) this.#pendingLogprobs.push(logprob);
-    const text = this.#decoder.push(this.#bytes(token));
+    const text = this.#decoder.push(token);
     if (this.#decoder.pending) this.#heldText += text;
     else if (this.#heldText.length === 0) this.#delta(text, out);
     else this.#flushText(out, text);
@@ -205,30 +208,22 @@ export class HarmonyParser implements OutputParser {
   #flushText(out: Segment[], text = ""): void {
     const held = this.#heldText;
     this.#heldText = "";
-    this.#delta(held + text + this.#decoder.finish(), out);
-  }
-
-  #bytes(token: number): Uint8Array {
-    try {
-      return this.#tokenizer.tokenBytes(token);
-    } catch {
-      return REPLACEMENT_BYTES;
-    }
+    this.#delta(held + text + this.#decoder.flush(), out);
   }
 
   #headerMarker(marker: "channel" | "constrain" | "other"): void {
-    this.#header.appendText(this.#headerBytes.finish());
+    this.#header.appendText(this.#headerText.flush());
     this.#header.appendMarker(marker);
   }
 
   #parseHeader(): HarmonyHeader {
-    this.#header.appendText(this.#headerBytes.finish());
+    this.#header.appendText(this.#headerText.flush());
     return this.#header.parse(this.#toolNames);
   }
 
   #resetHeader(): void {
     this.#header = new HarmonyHeaderBuilder();
-    this.#headerBytes = new HarmonyUtf8Decoder();
+    this.#headerText.flush(); // already clean: every path here has parsed or never started the previous header
     if (this.#headerLogprobs.length > 0) this.#headerLogprobs = [];
   }
 
@@ -246,7 +241,7 @@ export class HarmonyParser implements OutputParser {
 
   #open(item: ItemKind, out: Segment[]): void {
     this.#item = item;
-    this.#decoder = new HarmonyUtf8Decoder();
+    this.#decoder.flush(); // already clean: the previous item's close flushed it
     this.#heldText = "";
     this.#pendingLogprobs = [];
     this.#state = "content";

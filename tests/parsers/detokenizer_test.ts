@@ -112,3 +112,32 @@ Deno.test("Utf8StreamDecoder decodes long ASCII runs", () => {
   assert.equal(d.decode(utf8.encode(long)), long);
   assert.ok(d.clean);
 });
+
+Deno.test("Utf8StreamDecoder: harmony.md §2.5 vectors (token 9552 = 20 F0 9F, V19 split emoji)", () => {
+  const t9552 = Uint8Array.of(0x20, 0xf0, 0x9f);
+  const decodeAll = (chunks: readonly Uint8Array[]): string[] => {
+    const d = new Utf8StreamDecoder();
+    return [...chunks.map((c) => d.decode(c)), d.flush()];
+  };
+  assert.equal(decodeAll([t9552, utf8.encode("Hi")]).join(""), " \uFFFDHi");
+  assert.equal(
+    decodeAll([t9552, utf8.encode(" interesting"), utf8.encode(" story")]).join(""),
+    " \uFFFD interesting story",
+  );
+  assert.equal(decodeAll([t9552, t9552, utf8.encode("worked")]).join(""), " \uFFFD \uFFFDworked");
+  // "I 💖 it" as V19's tokens: the emoji appears whole with the token that completes it, never as U+FFFD.
+  const bytes = utf8.encode("I 💖 it");
+  assert.deepEqual(decodeAll([bytes.subarray(0, 1), bytes.subarray(1, 5), bytes.subarray(5, 6), bytes.subarray(6)]), [
+    "I",
+    " ",
+    "💖",
+    " it",
+    "",
+  ]);
+});
+
+Deno.test("an id the tokenizer cannot map decodes as U+FFFD instead of throwing", () => {
+  const tok = new ScriptTokenizer([]);
+  const ids = [...tok.split("ab", [1])];
+  assert.deepEqual(run(tok, [ids[0]!, 999_999, ids[1]!]).join(""), "a\uFFFDb");
+});
