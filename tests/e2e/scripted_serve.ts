@@ -2,8 +2,8 @@
  * Test-only entry: `rill serve` exactly as main.ts runs it (same options, store, signals, logs), but over the
  * ScriptedEngine instead of a model directory, so process-level tests (SIGTERM drain, restart persistence) always
  * run. `RILL_TEST_STEP_DELAY_MS` slows the engine down so a request can be in flight when a signal arrives.
- * With `RILL_TEST_ANSWER_TOKENS=N` (and `RILL_TEST_TOKENS_PER_STEP=K`) it serves a PacedEngine answering N tokens
- * in steps of exactly K, for the HTTP benchmark.
+ * With `RILL_TEST_STEPS=S` (and `RILL_TEST_TOKENS_PER_STEP=K`) it serves a PacedEngine whose answer is S
+ * time-stamped steps of exactly K tokens, for the HTTP benchmark.
  */
 import { CliError, parseServeArgs } from "../../api/cli_options.ts";
 import { Logger } from "../../api/logger.ts";
@@ -11,17 +11,7 @@ import { serveModel } from "../../api/serve.ts";
 import { createHarmonyFormat } from "../../engine/harmony_format.ts";
 import { defaultScript, MODEL, tokenizer } from "../api/test_server.ts";
 import { ScriptedEngine } from "../support/scripted_engine.ts";
-import type { Tokenizer } from "../../engine/tokenizer.ts";
-import { PacedEngine } from "./paced_engine.ts";
-
-/** A final answer of exactly `n` output tokens: the harmony header, `n - 5` text tokens, `<|return|>`. */
-export function longAnswer(tok: Tokenizer, n: number): number[] {
-  const head = tok.encode("<|channel|>final<|message|>");
-  const word = tok.encodeOrdinary(" token");
-  const body: number[] = [];
-  while (body.length < n - head.length - 1) body.push(...word);
-  return [...head, ...body.slice(0, Math.max(0, n - head.length - 1)), ...tok.encode("<|return|>")];
-}
+import { PacedEngine, stampedScript } from "./paced_engine.ts";
 
 if (import.meta.main) {
   try {
@@ -29,8 +19,8 @@ if (import.meta.main) {
     if (config === "help") Deno.exit(0);
     const tok = tokenizer();
     const stepMs = Number(Deno.env.get("RILL_TEST_STEP_DELAY_MS") ?? "0");
-    const answerTokens = Deno.env.get("RILL_TEST_ANSWER_TOKENS");
-    const engine = answerTokens === undefined
+    const steps = Deno.env.get("RILL_TEST_STEPS");
+    const engine = steps === undefined
       ? new ScriptedEngine({
         tokenizer: tok,
         script: defaultScript(tok),
@@ -40,7 +30,7 @@ if (import.meta.main) {
       })
       : new PacedEngine({
         tokenizer: tok,
-        tokens: longAnswer(tok, Number(answerTokens)),
+        script: stampedScript(tok, Number(steps)),
         tokensPerStep: Number(Deno.env.get("RILL_TEST_TOKENS_PER_STEP") ?? "1"),
         stepMs,
         modelId: MODEL,
