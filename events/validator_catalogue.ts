@@ -2,7 +2,7 @@
  * The wire event catalogue the validator judges against: the 58 members of [OAS] `ResponseStreamEvent`
  * (responses-streaming.md §1.2) and, per type, the required fields with their JSON types (§5 invariants 7 and 8).
  */
-import { isIndex, isRecord, type JsonRecord } from "./validator_json.ts";
+import { type FieldKind, hasKind, isRecord, type JsonRecord, kindName } from "./validator_json.ts";
 import type { ViolationLog } from "./validator_report.ts";
 
 /** Every `type` of the [OAS] `ResponseStreamEvent` union (58 members). */
@@ -82,7 +82,6 @@ export function isVendorEventType(type: string): boolean {
   return /^[A-Za-z0-9_-]+:/.test(type);
 }
 
-type FieldKind = "index" | "string" | "stringOrNull" | "array" | "object" | "present";
 type FieldSpec = readonly [name: string, kind: FieldKind];
 
 const ITEM_REF: readonly FieldSpec[] = [["item_id", "string"], ["output_index", "index"]];
@@ -157,36 +156,6 @@ const REQUIRED: { readonly [K in Exclude<WireEventType, "error">]: readonly Fiel
   "response.shell_call_output_content.done": [["item_id", "string"], ...COMMAND_REF, ["output", "present"]],
 };
 
-function hasKind(value: unknown, kind: FieldKind): boolean {
-  switch (kind) {
-    case "index":
-      return isIndex(value);
-    case "string":
-      return typeof value === "string";
-    case "stringOrNull":
-      return value === null || typeof value === "string";
-    case "array":
-      return Array.isArray(value);
-    case "object":
-      return isRecord(value);
-    case "present":
-      return value !== undefined;
-    default: {
-      const unreachable: never = kind;
-      return unreachable;
-    }
-  }
-}
-
-const KIND_NAMES: { readonly [K in FieldKind]: string } = {
-  index: "a non-negative integer",
-  string: "a string",
-  stringOrNull: "a string or null",
-  array: "an array",
-  object: "an object",
-  present: "present",
-};
-
 function checkFields(
   log: ViolationLog,
   index: number,
@@ -196,7 +165,7 @@ function checkFields(
 ): void {
   for (const [name, kind] of fields) {
     if (!hasKind(record[name], kind)) {
-      log.add(8, index, `${where}.${name} must be ${KIND_NAMES[kind]}`);
+      log.add(8, index, `${where}.${name} must be ${kindName(kind)}`);
     }
   }
 }

@@ -3,13 +3,11 @@
  * (§1.3, reported as invariant 8), non-empty id (32), OpenAI id prefixes (34), status values (36) and the zero
  * values of a freshly added item (39).
  */
-import { isNonEmptyString, isRecord, type JsonRecord, show } from "./validator_json.ts";
+import { type FieldKind, hasKind, isNonEmptyString, type JsonRecord, show } from "./validator_json.ts";
 import type { ViolationLog } from "./validator_report.ts";
 
-type Kind = "string" | "array" | "object" | "stringOrNull" | "arrayOrNull";
-
 /** Required fields per item type beyond `type` and `id` ([OAS]/[SDK], §1.3). */
-const ITEM_FIELDS: Readonly<Record<string, readonly (readonly [string, Kind])[]>> = {
+const ITEM_FIELDS: Readonly<Record<string, readonly (readonly [string, FieldKind])[]>> = {
   message: [["role", "string"], ["content", "array"], ["status", "string"]],
   reasoning: [["summary", "array"]],
   function_call: [["call_id", "string"], ["name", "string"], ["arguments", "string"]],
@@ -47,25 +45,6 @@ const DONE_STATUSES: Readonly<Record<string, readonly string[]>> = {
   web_search_call: ["completed", "failed"],
 };
 const DEFAULT_DONE_STATUSES = ["completed", "incomplete", "failed"];
-
-function hasKind(value: unknown, kind: Kind): boolean {
-  switch (kind) {
-    case "string":
-      return typeof value === "string";
-    case "array":
-      return Array.isArray(value);
-    case "object":
-      return isRecord(value);
-    case "stringOrNull":
-      return value === null || typeof value === "string";
-    case "arrayOrNull":
-      return value === null || Array.isArray(value);
-    default: {
-      const unreachable: never = kind;
-      return unreachable;
-    }
-  }
-}
 
 /** The statuses `item` may carry in its `output_item.done`. */
 export function doneStatuses(type: string): readonly string[] {

@@ -80,6 +80,19 @@ export function payloadFamily(type: string): PayloadFamily | undefined {
   }
 }
 
+/** A list of parts inside an item: content parts (43–45) or reasoning summary parts (all invariant 60). */
+interface PartList {
+  readonly indexField: "content_index" | "summary_index";
+  /** Index runs 0, 1, 2… per item. */
+  readonly contiguous: number;
+  /** The previous part is done before the next is added. */
+  readonly sequential: number;
+  /** A part done matches a part added. */
+  readonly matched: number;
+}
+const CONTENT_PARTS: PartList = { indexField: "content_index", contiguous: 43, sequential: 45, matched: 44 };
+const SUMMARY_PARTS: PartList = { indexField: "summary_index", contiguous: 60, sequential: 60, matched: 60 };
+
 const CALL_TYPES: ReadonlySet<string> = new Set(["function_call", "custom_tool_call"]);
 const WEB_SEARCH_ACTIONS: ReadonlySet<string> = new Set(["search", "open_page", "find", "find_in_page"]);
 
@@ -197,16 +210,7 @@ export class ItemTracker {
     }
     const record = this.#resolve(index, event, kind === "reasoning_text" ? "reasoning" : "message", 47);
     if (record === undefined) return;
-    const contentIndex = event["content_index"];
-    if (contentIndex !== record.parts.length) {
-      this.#log.add(43, index, `content_index ${show(contentIndex)} must be ${record.parts.length} for this item`);
-    }
-    const previous = record.parts.at(-1);
-    if (previous !== undefined && previous.open) {
-      this.#log.add(45, index, `part ${previous.index} of this item is still open`);
-    }
-    checkEmptyPart(this.#log, index, kind, part);
-    record.parts.push(newPart(kind, isIndex(contentIndex) ? contentIndex : record.parts.length));
+    this.#openPart(index, record.parts, event, CONTENT_PARTS, kind, part);
   }
 
   contentPartDone(index: number, event: JsonRecord): void {
@@ -214,9 +218,39 @@ export class ItemTracker {
     if (!isRecord(part)) return;
     const record = this.#resolve(index, event, part["type"] === "reasoning_text" ? "reasoning" : "message", 47);
     if (record === undefined) return;
-    const target = findPart(record.parts, event["content_index"]);
+    this.#closePart(index, record.parts, event, CONTENT_PARTS, part);
+  }
+
+  /** `*_part.added`: the index continues the item's list (43/60), the previous part is closed (45/60), and it is empty. */
+  #openPart(
+    index: number,
+    parts: PartRecord[],
+    event: JsonRecord,
+    list: PartList,
+    kind: PartRecord["kind"],
+    part: JsonRecord,
+  ): void {
+    const at = event[list.indexField];
+    if (at !== parts.length) {
+      this.#log.add(list.contiguous, index, `${list.indexField} ${show(at)} must be ${parts.length} for this item`);
+    }
+    const previous = parts.at(-1);
+    if (previous !== undefined && previous.open) {
+      this.#log.add(list.sequential, index, `part ${previous.index} of this item is still open`);
+    }
+    checkEmptyPart(this.#log, index, kind, part);
+    parts.push(newPart(kind, isIndex(at) ? at : parts.length));
+  }
+
+  /** `*_part.done`: closes a part that was added (44/60) and checks its final text. */
+  #closePart(index: number, parts: PartRecord[], event: JsonRecord, list: PartList, part: JsonRecord): void {
+    const target = findPart(parts, event[list.indexField]);
     if (target === undefined) {
-      this.#log.add(44, index, `content_part.done for content_index ${show(event["content_index"])}, never added`);
+      this.#log.add(
+        list.matched,
+        index,
+        `part done for ${list.indexField} ${show(event[list.indexField])}, never added`,
+      );
       return;
     }
     applyPartDone(this.#log, index, target, part);
@@ -244,19 +278,10 @@ export class ItemTracker {
     if (!isRecord(part)) return;
     const record = this.#resolve(index, event, "reasoning", 40);
     if (record === undefined) return;
-    const summaryIndex = event["summary_index"];
-    if (summaryIndex !== record.summaries.length) {
-      this.#log.add(60, index, `summary_index ${show(summaryIndex)} must be ${record.summaries.length}`);
-    }
-    const previous = record.summaries.at(-1);
-    if (previous !== undefined && previous.open) {
-      this.#log.add(60, index, `summary part ${previous.index} is still open`);
-    }
     if (part["type"] !== "summary_text") {
       this.#log.add(60, index, `summary part type must be "summary_text", got ${show(part["type"])}`);
     }
-    checkEmptyPart(this.#log, index, "summary_text", part);
-    record.summaries.push(newPart("summary_text", isIndex(summaryIndex) ? summaryIndex : record.summaries.length));
+    this.#openPart(index, record.summaries, event, SUMMARY_PARTS, "summary_text", part);
   }
 
   summaryPartDone(index: number, event: JsonRecord): void {
@@ -264,12 +289,7 @@ export class ItemTracker {
     if (!isRecord(part)) return;
     const record = this.#resolve(index, event, "reasoning", 40);
     if (record === undefined) return;
-    const target = findPart(record.summaries, event["summary_index"]);
-    if (target === undefined) {
-      this.#log.add(60, index, `summary_part.done for summary_index ${show(event["summary_index"])}, never added`);
-      return;
-    }
-    applyPartDone(this.#log, index, target, part);
+    this.#closePart(index, record.summaries, event, SUMMARY_PARTS, part);
   }
 
   summaryText(index: number, event: JsonRecord, isDone: boolean): void {

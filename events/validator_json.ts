@@ -90,3 +90,44 @@ export function valueAt(root: unknown, path: string): unknown {
   }
   return current;
 }
+
+/** The JSON type a required field must have (invariant 8). */
+export type FieldKind = "index" | "string" | "stringOrNull" | "array" | "arrayOrNull" | "object" | "present";
+
+export function hasKind(value: unknown, kind: FieldKind): boolean {
+  switch (kind) {
+    case "index":
+      return isIndex(value);
+    case "string":
+      return typeof value === "string";
+    case "stringOrNull":
+      return value === null || typeof value === "string";
+    case "array":
+      return Array.isArray(value);
+    case "arrayOrNull":
+      return value === null || Array.isArray(value);
+    case "object":
+      return isRecord(value);
+    case "present":
+      return value !== undefined;
+    default: {
+      const unreachable: never = kind;
+      return unreachable;
+    }
+  }
+}
+
+const KIND_NAMES: { readonly [K in FieldKind]: string } = {
+  index: "a non-negative integer",
+  string: "a string",
+  stringOrNull: "a string or null",
+  array: "an array",
+  arrayOrNull: "an array or null",
+  object: "an object",
+  present: "present",
+};
+
+/** How a violation message names `kind`. */
+export function kindName(kind: FieldKind): string {
+  return KIND_NAMES[kind];
+}

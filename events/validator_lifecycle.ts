@@ -5,18 +5,8 @@
  */
 import { firstDifference, isIndex, isNonEmptyString, isRecord, type JsonRecord, show } from "./validator_json.ts";
 import type { ViolationLog } from "./validator_report.ts";
-
-/** The lifecycle event types whose payload is a full Response object. */
-export type LifecycleType =
-  | "response.created"
-  | "response.queued"
-  | "response.in_progress"
-  | "response.completed"
-  | "response.incomplete"
-  | "response.failed";
-
-/** The three terminal lifecycle types (R4). */
-export type TerminalType = "response.completed" | "response.incomplete" | "response.failed";
+// The lifecycle event types (payload: a full Response object) and the three terminal ones (R4).
+import type { LifecycleEventType as LifecycleType, TerminalEventType as TerminalType } from "./types.ts";
 
 /** The terminal event once seen. */
 export interface Terminal {
