@@ -33,11 +33,11 @@ Deno.test("builders: one per wire event, named after it, each returning a fresh 
 
 Deno.test("builders import only the wire types (never parsers/ or any stateful module)", () => {
   const source = Deno.readTextFileSync(new URL("../../events/builders.ts", import.meta.url));
-  const imports = [...source.matchAll(/^import\b[^;]*?from\s+"([^"]+)"/gm)].map((m) => [m[0], m[1]]);
+  const imports = [...source.matchAll(/^import\b[^;]*?from\s+"([^"]+)"/gm)].map((m) => [m[0], m[1]!] as const);
   assert.ok(imports.length > 0);
   for (const [line, from] of imports) {
     assert.equal(from, "./types.ts", line);
-    assert.ok(line!.startsWith("import type "), `${line} is not type-only`);
+    assert.ok(line.startsWith("import type "), `${line} is not type-only`);
   }
   assert.ok(!/^\s*(let|var)\s/m.test(source), "module-level mutable state");
 });
