@@ -84,11 +84,11 @@ export class HarmonyParser implements OutputParser {
   /** Logprobs of the content tokens behind the held text; they ride on the next delta. */
   #pendingLogprobs: SegmentLogprob[] = [];
   /**
-   * Logprobs of the current header's text tokens with the span of header text each produced (`start === end` for a
-   * token that only began a character). A recovered body is a suffix of that text; it carries the logprobs of the
-   * tokens overlapping it, so recovered text is attributed like any other delta.
+   * Logprobs of the current header's text tokens, each with where the header text it produced ends (one past it when
+   * the token leaves a character unfinished: that character is its text too). A recovered body is a suffix of the
+   * header text; it carries the logprobs of the tokens whose text reaches into it, like any other delta.
    */
-  #headerLogprobs: { readonly logprob: SegmentLogprob; readonly start: number; readonly end: number }[] = [];
+  #headerLogprobs: { readonly logprob: SegmentLogprob; readonly end: number }[] = [];
 
   constructor(tokenizer: Tokenizer, options: HarmonyParserOptions) {
     this.#tokenizer = tokenizer;
@@ -171,10 +171,8 @@ export class HarmonyParser implements OutputParser {
     else {
       const text = this.#headerText.push(token);
       if (logprob !== undefined) {
-        // A token that leaves a character unfinished also owns that character, wherever it ends up.
-        const start = this.#header.textLength;
-        const end = start + text.length + (this.#headerText.pending ? 1 : 0);
-        this.#headerLogprobs.push({ logprob, start, end });
+        const end = this.#header.textLength + text.length + (this.#headerText.pending ? 1 : 0);
+        this.#headerLogprobs.push({ logprob, end });
       }
       this.#header.appendText(text);
     }
