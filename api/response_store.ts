@@ -40,6 +40,12 @@ CREATE TABLE IF NOT EXISTS input_items (
   item TEXT NOT NULL,
   PRIMARY KEY (response_id, position)
 );
+CREATE INDEX IF NOT EXISTS input_items_by_item ON input_items (item_id);
+CREATE TABLE IF NOT EXISTS output_items (
+  item_id TEXT PRIMARY KEY,
+  response_id TEXT NOT NULL,
+  item TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS events (
   response_id TEXT NOT NULL,
   seq INTEGER NOT NULL,
@@ -59,6 +65,9 @@ export class ResponseStore {
   readonly #selectResponse: StatementSync;
   readonly #selectEventsAfter: StatementSync;
   readonly #selectItems: StatementSync;
+  readonly #upsertOutputItem: StatementSync;
+  readonly #selectOutputItem: StatementSync;
+  readonly #selectInputItem: StatementSync;
 
   private constructor(db: DatabaseSync) {
     this.#db = db;
@@ -74,6 +83,13 @@ export class ResponseStore {
     this.#selectResponse = db.prepare("SELECT response, conversation, terminal FROM responses WHERE id = ?");
     this.#selectEventsAfter = db.prepare("SELECT event FROM events WHERE response_id = ? AND seq > ? ORDER BY seq");
     this.#selectItems = db.prepare("SELECT item_id, item FROM input_items WHERE response_id = ? ORDER BY position");
+    this.#upsertOutputItem = db.prepare(
+      "INSERT OR REPLACE INTO output_items (item_id, response_id, item) VALUES (?, ?, ?)",
+    );
+    this.#selectOutputItem = db.prepare("SELECT item FROM output_items WHERE item_id = ?");
+    this.#selectInputItem = db.prepare(
+      "SELECT item_id, item FROM input_items WHERE item_id = ? ORDER BY rowid DESC LIMIT 1",
+    );
   }
 
   /** Opens (creating if needed) a store at a file path, or an in-memory one for ":memory:". */
@@ -115,9 +131,32 @@ export class ResponseStore {
     this.#notify(id);
   }
 
+  /** Also indexes the snapshot's output items by id, so a later request can name them in an `item_reference`. */
   update(id: string, response: Record<string, unknown>): void {
-    this.#updateResponse.run(JSON.stringify(response), id);
+    const output = Array.isArray(response.output) ? response.output as unknown[] : [];
+    if (output.length === 0) {
+      this.#updateResponse.run(JSON.stringify(response), id);
+    } else {
+      this.#transaction(() => {
+        this.#updateResponse.run(JSON.stringify(response), id);
+        for (const item of output) {
+          const itemId = (item as { id?: unknown } | null)?.id;
+          if (typeof itemId === "string" && itemId !== "") this.#upsertOutputItem.run(itemId, id, JSON.stringify(item));
+        }
+      });
+    }
     this.#notify(id);
+  }
+
+  /**
+   * A stored item by id, for `item_reference`: an output item of a stored response first (what clients reference),
+   * else the latest stored input item with that id. Undefined when no stored response has it.
+   */
+  item(itemId: string): Record<string, unknown> | undefined {
+    const output = this.#selectOutputItem.get(itemId) as { item: string } | undefined;
+    if (output !== undefined) return JSON.parse(output.item);
+    const input = this.#selectInputItem.get(itemId) as { item_id: string; item: string } | undefined;
+    return input === undefined ? undefined : { id: input.item_id, ...JSON.parse(input.item) };
   }
 
   get(id: string): { response: Record<string, unknown>; conversation: unknown } | undefined {
@@ -137,6 +176,7 @@ export class ResponseStore {
       const result = this.#db.prepare("DELETE FROM responses WHERE id = ?").run(id);
       deleted = Number(result.changes) > 0;
       this.#db.prepare("DELETE FROM input_items WHERE response_id = ?").run(id);
+      this.#db.prepare("DELETE FROM output_items WHERE response_id = ?").run(id);
       this.#db.prepare("DELETE FROM events WHERE response_id = ?").run(id);
     });
     if (deleted) this.#notify(id);

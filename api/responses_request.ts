@@ -5,7 +5,9 @@
  * What "honour" means per field (anything else of the spec is a 400 naming the param):
  * - `input`: messages, function calls and outputs, and reasoning become the conversation; hosted-tool call items
  *   rill's parsers emit (web_search_call, code_interpreter_call, mcp_call) are accepted when replayed but add nothing
- *   to the prompt (no result exists for them). Images, files and other item types are rejected.
+ *   to the prompt (no result exists for them). An `item_reference` stands for the stored item with that id (an
+ *   output or input item of a stored response; 404 when none has it). Images, files and other item types are
+ *   rejected.
  * - `tools`: function tools are offered to the model. Hosted/non-function tool types (`web_search`, `custom`,
  *   `local_shell`, `namespace`, …) are accepted and echoed but never offered: rill runs no hosted tools.
  * - `tool_choice`: none/auto/required/{type:function,name} go to the chat format; `allowed_tools` restricts the offered
@@ -45,6 +47,9 @@ export interface StoredConversation {
 /** Looks up a stored response for `previous_response_id`. */
 export type PreviousLookup = (id: string) => { response: Record<string, unknown>; conversation: unknown } | undefined;
 
+/** Looks up a stored item by id, for `item_reference`. */
+export type ItemLookup = (id: string) => Record<string, unknown> | undefined;
+
 /** Sampling defaults of the served model (its generation_config.json). */
 export interface SamplingDefaults {
   readonly temperature: number;
@@ -58,6 +63,7 @@ export interface RequestContext {
   readonly maxModelLen: number;
   readonly defaults: SamplingDefaults;
   readonly previous: PreviousLookup;
+  readonly item: ItemLookup;
   readonly newId: (prefix: "resp" | "msg" | "fco" | "fc" | "rs") => string;
   readonly now: () => number;
 }
@@ -246,6 +252,21 @@ function withId(item: InputItem, ctx: RequestContext): Record<string, unknown> {
   }
 }
 
+/**
+ * An `item_reference` → the stored item it names, which then goes through the same parsing as an item sent in
+ * full (the Vercel AI SDK references every earlier reasoning and assistant message item when `store` is on).
+ */
+function resolveReference(raw: unknown, index: number, ctx: RequestContext): unknown {
+  if ((raw as { type?: unknown } | null)?.type !== "item_reference") return raw;
+  const id = (raw as { id?: unknown }).id;
+  if (typeof id !== "string" || id === "") {
+    throw invalidRequest("An item_reference needs a non-empty string 'id'", `input[${index}].id`);
+  }
+  const item = ctx.item(id);
+  if (item === undefined) throw notFound(`Item with id '${id}' not found.`, `input[${index}].id`);
+  return item;
+}
+
 /** The stored conversation before `previous_response_id`'s output, then that output, as wire items. */
 function previousItems(
   body: { previous_response_id?: string | null | undefined },
@@ -296,7 +317,7 @@ export function preparePrompt(body: CreateResponseBody | InputTokensBody, ctx: R
   }
   const own: InputItem[] = typeof body.input === "string"
     ? [{ type: "message", role: "user", content: [{ type: "input_text", text: body.input }] }]
-    : (body.input ?? []).map((raw, i) => parseInputItem(raw, ["input", i]));
+    : (body.input ?? []).map((raw, i) => parseInputItem(resolveReference(raw, i, ctx), ["input", i]));
   const inputItems = own.map((item) => withId(item, ctx));
   const before = previousItems(body, ctx);
   // Stored items were validated when they were stored; parsing again gives the typed form.

@@ -65,6 +65,7 @@ export class ResponsesService {
       maxModelLen: options.engine.maxModelLen,
       defaults: options.defaults,
       previous: (id) => options.store.get(id),
+      item: (id) => options.store.item(id),
       newId,
       now: nowSeconds,
     };

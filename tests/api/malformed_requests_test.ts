@@ -170,11 +170,17 @@ const CASES: readonly Case[] = [
   },
   { name: "unknown item type", body: { ...ok, input: [{ type: "telepathy" }] }, status: 400, param: "input[0].type" },
   {
-    name: "item_reference unsupported",
+    name: "item_reference to an id no stored response has",
     body: { ...ok, input: [{ type: "item_reference", id: "msg_1" }] },
+    status: 404,
+    param: "input[0].id",
+    code: "not_found",
+  },
+  {
+    name: "item_reference without an id",
+    body: { ...ok, input: [{ type: "item_reference" }] },
     status: 400,
-    param: "input[0].type",
-    code: "unsupported_parameter",
+    param: "input[0].id",
   },
   {
     name: "function_call without call_id",
