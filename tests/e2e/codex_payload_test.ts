@@ -134,6 +134,26 @@ Deno.test("codex payload: exec_command call, then the recorded follow-up carryin
   }
 });
 
+Deno.test("codex payload: a resumed session replays the earlier answer and is answered, with env_key auth", async () => {
+  const t = startTestServer({ script: codexScript, server: { apiKey: "local-key" } });
+  try {
+    const { headers, body } = recorded("resume_turn");
+    const replayed = body.input.filter((i) => i.role === "assistant" || i.type === "reasoning");
+    assert.deepEqual(replayed.map((i) => i.type), ["reasoning", "message"]);
+    assert.equal(replayed[1]!.phase, "final_answer");
+    const denied = await fetch(`${t.baseURL}/responses`, { method: "POST", headers, body: JSON.stringify(body) });
+    assert.equal(denied.status, 401);
+    await denied.body?.cancel();
+    // `env_key = "RILL_API_KEY"` in the provider config makes Codex send it as a bearer token.
+    const items = doneItems(await replay(t, { ...headers, authorization: "Bearer local-key" }, body));
+    assert.equal(items.at(-1)!.type, "message");
+    const prompt = tokenizer().decode(t.engine.requests[0]!.promptTokens);
+    assert.ok(prompt.includes("<|channel|>final<|message|>hi<|end|><|start|>user<|message|>and once more"), prompt);
+  } finally {
+    await t.close();
+  }
+});
+
 Deno.test("codex payload: the recorded follow-up is accepted as recorded (ids from another server)", async () => {
   const t = startTestServer({ script: codexScript });
   try {
