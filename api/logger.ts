@@ -7,11 +7,31 @@ import type { LogFormat } from "./cli_options.ts";
 
 export type LogLevel = "debug" | "info" | "warn" | "error";
 
+const utf8 = new TextEncoder();
+
+/**
+ * One line to stderr with blocking writes: a log line per request must stay cheap under load, and `console.error`
+ * formats its argument first (several times the cost of this write). A stderr that cannot be written (closed pipe)
+ * drops the line: logging never fails a request.
+ */
+function writeStderr(line: string): void {
+  const bytes = utf8.encode(line + "\n");
+  try {
+    for (let at = 0; at < bytes.length;) {
+      const n = Deno.stderr.writeSync(bytes.subarray(at));
+      if (n <= 0) return;
+      at += n;
+    }
+  } catch {
+    // Nowhere left to report it.
+  }
+}
+
 export class Logger {
   readonly #format: LogFormat;
   readonly #write: (line: string) => void;
 
-  constructor(format: LogFormat, write: (line: string) => void = (line) => console.error(line)) {
+  constructor(format: LogFormat, write: (line: string) => void = writeStderr) {
     this.#format = format;
     this.#write = write;
   }
