@@ -1,7 +1,9 @@
 /**
  * Follows one response's events as they are produced: keeps the latest Response snapshot and the finished output
- * items, and (when `store` is on) persists the event log and snapshot **before** the events are sent, so a client
- * that saw the terminal event can always retrieve it, even after the server is killed.
+ * items, and (when `store` is on) persists the event log and snapshot. Events before the terminal one are queued
+ * for the store's batched commit (one transaction for every stream's step, after the step's bytes went out); the
+ * terminal batch commits everything queued **before** it is sent, so a client that saw the terminal event can
+ * always retrieve it, even after the server is killed.
  */
 import type { OutputItem, Response, ResponseStreamEvent } from "../events/types.ts";
 import type { ResponseStore } from "./response_store.ts";
@@ -64,12 +66,9 @@ export class ResponseRecorder {
       }
     }
     if (this.#store !== null) {
-      try {
-        this.#store.appendEvents(this.#id, events);
-        if (changed) this.#store.update(this.#id, this.#snapshot as unknown as Record<string, unknown>);
-      } catch (error) {
-        this.#onStoreError(error);
-      }
+      const snapshot = changed ? this.#snapshot as unknown as Record<string, unknown> : undefined;
+      this.#store.appendLater(this.#id, events, snapshot, this.#onStoreError);
+      if (this.#ended) this.#store.flush();
     }
     if (this.#ended) this.#onEnd?.();
   }

@@ -5,8 +5,12 @@
  * Invariants:
  * - The event log is append-only and keyed by (response id, sequence_number), so a replay returns byte-identical
  *   payloads with the original numbering.
- * - Every write is committed before the call returns (WAL, synchronous=NORMAL survives a killed process), so a
- *   terminal event that reached a client is also on disk.
+ * - Every write is committed before the call returns (WAL, synchronous=NORMAL survives a killed process), except
+ *   `appendLater`'s: those are committed together, one transaction for all responses, on the next turn of the
+ *   event loop (after that turn's network writes) or at the next `flush()`. A caller that needs an event on disk
+ *   before it is sent (a terminal event) calls `flush()`.
+ * - This process always reads its own writes: every read, delete, update and direct append commits the queued
+ *   writes first, so per-response order is the order of the calls.
  * - Listeners are in-memory only: they tell tailing readers that new events exist; the data comes from SQLite.
  */
 import { DatabaseSync, type StatementSync } from "node:sqlite";
@@ -21,6 +25,14 @@ export interface InputItemsPage {
   readonly first_id: string | null;
   readonly last_id: string | null;
   readonly has_more: boolean;
+}
+
+/** A queued `appendLater`: events, the snapshot they changed (if any), where a failure is reported. */
+interface QueuedWrite {
+  readonly id: string;
+  readonly events: readonly StoredEvent[];
+  readonly snapshot: Record<string, unknown> | undefined;
+  readonly onError: (error: unknown) => void;
 }
 
 const TERMINAL_TYPES = new Set(["response.completed", "response.incomplete", "response.failed"]);
@@ -68,6 +80,9 @@ export class ResponseStore {
   readonly #upsertOutputItem: StatementSync;
   readonly #selectOutputItem: StatementSync;
   readonly #selectInputItem: StatementSync;
+  #queue: QueuedWrite[] = [];
+  #flushTimer: ReturnType<typeof setTimeout> | undefined;
+  #inTransaction = false;
 
   private constructor(db: DatabaseSync) {
     this.#db = db;
@@ -98,6 +113,7 @@ export class ResponseStore {
   }
 
   close(): void {
+    this.flush();
     this.#listeners.clear();
     this.#db.close();
   }
@@ -119,6 +135,7 @@ export class ResponseStore {
 
   /** Appends events in order; a terminal event marks the response terminal in the same transaction. */
   appendEvents(id: string, events: readonly StoredEvent[]): void {
+    this.flush();
     if (events.length === 0) return;
     let terminal = false;
     this.#transaction(() => {
@@ -133,6 +150,7 @@ export class ResponseStore {
 
   /** Also indexes the snapshot's output items by id, so a later request can name them in an `item_reference`. */
   update(id: string, response: Record<string, unknown>): void {
+    this.flush();
     const output = Array.isArray(response.output) ? response.output as unknown[] : [];
     if (output.length === 0) {
       this.#updateResponse.run(JSON.stringify(response), id);
@@ -149,10 +167,63 @@ export class ResponseStore {
   }
 
   /**
+   * Queues `events` (and the `snapshot` they produced, if any) for the next batched commit: a streaming step costs
+   * a queue push instead of a transaction, and the JSON encoding and SQLite work run after the step's bytes went
+   * out. A failing write is reported to `onError`; it never throws here.
+   */
+  appendLater(
+    id: string,
+    events: readonly StoredEvent[],
+    snapshot: Record<string, unknown> | undefined,
+    onError: (error: unknown) => void,
+  ): void {
+    if (events.length === 0 && snapshot === undefined) return;
+    this.#queue.push({ id, events, snapshot, onError });
+    this.#flushTimer ??= setTimeout(() => {
+      this.#flushTimer = undefined;
+      this.flush();
+    }, 0);
+  }
+
+  /**
+   * Commits every queued write now, in one transaction. If that fails, each response's writes are retried in a
+   * transaction of their own, so one failing response neither loses the others' events nor hides its own error.
+   */
+  flush(): void {
+    if (this.#flushTimer !== undefined) {
+      clearTimeout(this.#flushTimer);
+      this.#flushTimer = undefined;
+    }
+    if (this.#queue.length === 0) return;
+    const queued = this.#queue;
+    this.#queue = [];
+    try {
+      this.#transaction(() => {
+        for (const write of queued) this.#write(write);
+      });
+    } catch {
+      for (const write of queued) {
+        try {
+          this.#transaction(() => this.#write(write));
+        } catch (error) {
+          write.onError(error);
+        }
+      }
+    }
+  }
+
+  /** Through the public methods, so a queued write is exactly the direct calls it stands for. */
+  #write(write: QueuedWrite): void {
+    this.appendEvents(write.id, write.events);
+    if (write.snapshot !== undefined) this.update(write.id, write.snapshot);
+  }
+
+  /**
    * A stored item by id, for `item_reference`: an output item of a stored response first (what clients reference),
    * else the latest stored input item with that id. Undefined when no stored response has it.
    */
   item(itemId: string): Record<string, unknown> | undefined {
+    this.flush();
     const output = this.#selectOutputItem.get(itemId) as { item: string } | undefined;
     if (output !== undefined) return JSON.parse(output.item);
     const input = this.#selectInputItem.get(itemId) as { item_id: string; item: string } | undefined;
@@ -160,17 +231,20 @@ export class ResponseStore {
   }
 
   get(id: string): { response: Record<string, unknown>; conversation: unknown } | undefined {
+    this.flush();
     const row = this.#selectResponse.get(id) as { response: string; conversation: string } | undefined;
     if (!row) return undefined;
     return { response: JSON.parse(row.response), conversation: JSON.parse(row.conversation) };
   }
 
   isTerminal(id: string): boolean {
+    this.flush();
     const row = this.#selectResponse.get(id) as { terminal: number } | undefined;
     return row?.terminal === 1;
   }
 
   delete(id: string): boolean {
+    this.flush();
     let deleted = false;
     this.#transaction(() => {
       const result = this.#db.prepare("DELETE FROM responses WHERE id = ?").run(id);
@@ -188,6 +262,7 @@ export class ResponseStore {
     id: string,
     query: { readonly limit: number; readonly order: "asc" | "desc"; readonly after?: string },
   ): InputItemsPage | undefined {
+    this.flush();
     if (!this.#selectResponse.get(id)) return undefined;
     const rows = this.#selectItems.all(id) as { item_id: string; item: string }[];
     if (query.order === "desc") rows.reverse();
@@ -207,6 +282,7 @@ export class ResponseStore {
   }
 
   eventsAfter(id: string, startingAfter: number): StoredEvent[] {
+    this.flush();
     const rows = this.#selectEventsAfter.all(id, startingAfter) as { event: string }[];
     return rows.map((row) => JSON.parse(row.event));
   }
@@ -228,14 +304,19 @@ export class ResponseStore {
     for (const listener of [...set]) listener();
   }
 
+  /** Nested calls (a batched flush writing through `appendEvents`/`update`) join the outer transaction. */
   #transaction(body: () => void): void {
+    if (this.#inTransaction) return body();
     this.#db.exec("BEGIN IMMEDIATE");
+    this.#inTransaction = true;
     try {
       body();
       this.#db.exec("COMMIT");
     } catch (error) {
       this.#db.exec("ROLLBACK");
       throw error;
+    } finally {
+      this.#inTransaction = false;
     }
   }
 }
