@@ -187,7 +187,7 @@ export async function run(): Promise<void> {
     "What is the capital of Canada?",
     "Convert 3 hours to minutes.",
   ];
-  const make = (spec: "ngram" | "none", maxNumSeqs: number, threads = THREADS) =>
+  const make = (spec: "ngram" | "none", maxNumSeqs: number, threads = THREADS, k = 4) =>
     createEngine({
       modelPath: model.onnxPath,
       tokenizer: model.tokenizer,
@@ -197,7 +197,7 @@ export async function run(): Promise<void> {
       backend: { intraOpNumThreads: threads },
       maxNumSeqs,
       speculative: spec,
-      numSpeculativeTokens: 4,
+      numSpeculativeTokens: k,
     });
 
   const decodeTokens = 128;
@@ -285,27 +285,31 @@ export async function run(): Promise<void> {
         promptTokens: render(`Repeat the phrase '${phrases[i % phrases.length]}' 6 times.`),
         sampling: sampling({ maxTokens: 200, stopTokens: model.format.stopTokens }),
       }));
-    const results: Record<string, Awaited<ReturnType<typeof concurrent>>> = {};
-    for (const spec of ["none", "ngram"] as const) {
-      const e = await make(spec, 32);
+    const measure = async (spec: "ngram" | "none", k: number) => {
+      const e = await make(spec, 32, THREADS, k);
       try {
         await concurrent(e, reqs()); // warm-up
-        results[spec] = await concurrent(e, reqs());
+        let best: Awaited<ReturnType<typeof concurrent>> | undefined;
+        for (let rep = 0; rep < 3; rep++) {
+          const r = await concurrent(e, reqs());
+          if (best === undefined || r.aggregate > best.aggregate) best = r;
+        }
+        return best!;
       } finally {
         await e.close();
       }
+    };
+    const off = await measure("none", 4);
+    for (const k of streams === 1 ? [4, 8] : [4]) {
+      const on = await measure("ngram", k);
+      const acceptance = on.drafted > 0 ? on.accepted / on.drafted : NaN;
+      console.log(
+        `engine speculation x${streams} (repeat task, greedy, best of 3): off ${fmt(off.aggregate)} tokens/s, ` +
+          `ngram K=${k} ${fmt(on.aggregate)} tokens/s → ${fmt(on.aggregate / off.aggregate, 2)}x; ` +
+          `acceptance ${fmt(100 * acceptance, 1)}%, ${fmt(on.tokens / on.streamSteps, 2)} tokens/step per stream ` +
+          `(off ${fmt(off.tokens / off.streamSteps, 2)}), ${on.tokens} tokens (off ${off.tokens})`,
+      );
     }
-    const off = results["none"]!;
-    const on = results["ngram"]!;
-    const acceptance = on.drafted > 0 ? on.accepted / on.drafted : NaN;
-    console.log(
-      `engine speculation x${streams} (repeat task): off ${fmt(off.aggregate)} tokens/s, ngram K=4 ` +
-        `${fmt(on.aggregate)} tokens/s → ${fmt(on.aggregate / off.aggregate, 2)}x; acceptance ${
-          fmt(100 * acceptance, 1)
-        }%, ` +
-        `${fmt(on.tokens / on.streamSteps, 2)} tokens/step per stream (off ${fmt(off.tokens / off.streamSteps, 2)}), ` +
-        `${on.tokens} tokens`,
-    );
   }
 }
 
