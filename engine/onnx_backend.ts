@@ -168,7 +168,10 @@ export class OnnxBackend implements Backend {
   async #step(batch: readonly BatchEntry[]): Promise<StepOutput> {
     const fresh: number[] = [];
     const cont: number[] = [];
+    const seen = new Set<number>();
     batch.forEach((e, i) => {
+      if (seen.has(e.seqId)) throw new Error(`sequence ${e.seqId} appears twice in one step`);
+      seen.add(e.seqId);
       if (e.tokens.length === 0) throw new Error(`sequence ${e.seqId}: empty step`);
       if (e.logitsCount < 1 || e.logitsCount > e.tokens.length) {
         throw new Error(`sequence ${e.seqId}: logitsCount ${e.logitsCount} out of range`);

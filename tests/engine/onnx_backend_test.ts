@@ -162,6 +162,15 @@ Deno.test("onnx: protocol errors are reported, not silently mis-batched", async 
     await backend.step([{ seqId: 1, tokens: [1, 2], cachedLength: 0, logitsCount: 1 }]);
     await assert.rejects(backend.step([{ seqId: 1, tokens: [3], cachedLength: 5, logitsCount: 1 }]), /holds 2/);
     await assert.rejects(backend.step([{ seqId: 2, tokens: [3], cachedLength: 0, logitsCount: 2 }]), /logitsCount/);
+    await assert.rejects(
+      backend.step([{ seqId: 1, tokens: [3], cachedLength: 2, logitsCount: 1 }, {
+        seqId: 1,
+        tokens: [4],
+        cachedLength: 2,
+        logitsCount: 1,
+      }]),
+      /twice/,
+    );
     const tooLong = Array.from({ length: backend.maxPositions + 1 }, () => 5);
     await assert.rejects(backend.step([{ seqId: 3, tokens: tooLong, cachedLength: 0, logitsCount: 1 }]), /context/);
   } finally {
