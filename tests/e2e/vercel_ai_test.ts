@@ -152,3 +152,26 @@ Deno.test("vercel ai (responses): a second turn sends the first answer as item r
     await t.close();
   }
 });
+
+Deno.test("vercel ai (responses): with store false the SDK replays items in full and the tool loop still works", async () => {
+  const t = startTestServer();
+  try {
+    const c = client(t, "responses");
+    const calls: string[] = [];
+    const generated = await generateText({
+      model: c.model,
+      prompt: "Weather in Paris?",
+      tools: { get_weather: weatherTool(calls) },
+      stopWhen: stepCountIs(3),
+      providerOptions: { openai: { store: false } },
+    });
+    assert.equal(generated.text, "It is sunny in Paris.");
+    assert.deepEqual(calls, ["Paris"]);
+    assert.ok(c.sent.every((body) => body.store === false));
+    const followUp = c.sent[1]!.input as { type?: string }[];
+    assert.ok(!followUp.some((item) => item.type === "item_reference"), JSON.stringify(followUp));
+    assert.equal(t.store.get(generated.response.id), undefined);
+  } finally {
+    await t.close();
+  }
+});
