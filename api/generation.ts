@@ -82,10 +82,13 @@ export function startGeneration(engine: Engine, options: GenerationOptions): Gen
       controller.enqueue(chunk);
     },
     async cancel(reason) {
-      const wasSettled = settled;
-      abort.abort();
-      settle(options.promptTokens.length, true);
-      if (!wasSettled) options.onCancel?.();
+      // After the finish chunk the engine has let the sequence go already (the pipeline cancels its source once the
+      // emitter ended, on every request): aborting then would only build an AbortError with its stack trace.
+      if (!settled) {
+        abort.abort();
+        settle(options.promptTokens.length, true);
+        options.onCancel?.();
+      }
       await reader.cancel(reason).catch(() => {});
     },
   }, { highWaterMark: 0 });
