@@ -12,20 +12,34 @@
  * - TTFB: request start → first response bytes, p50/p99;
  * - inter-event latency: per text-delta event, time since its stream's previous delta arrived, p50/p99;
  * - added latency: per text-delta event, arrival − the engine's production of that step (server pipeline, HTTP
- *   and socket delivery; the client's own reading delay is included), p50/p99/max.
+ *   and socket delivery; the client's own reading delay is included), p50/p99/max;
+ * - CPU per streamed event (Linux /proc): the server process's, and the client threads' (this process), so a run
+ *   shows whether the clients, which share the machine's cores with the server, weigh on what they measure.
  * Runs: unpaced (the engine steps as fast as the server pulls: throughput) and paced (all sequences step together
  * every 20 ms like a batching engine: latency, for 256 streams arriving at once and arriving over 500 ms).
  * Target (issue 3): ≥ 100,000 streamed tokens/s over 256 streams at 4 tokens/step, p99 added latency ≤ 10 ms.
  */
 
-import { type ClientJob, oneStream, type StreamResult } from "./http_client.ts";
+import { type ClientJob, type JobResult, oneStream } from "./http_client.ts";
 
 /** Client threads: reading hundreds of sockets on one thread would add its own queueing to the latency. */
 const CLIENT_THREADS = 2;
 
 interface ServerProc {
   readonly url: string;
+  readonly pid: number;
   stop(): Promise<void>;
+}
+
+/** CPU seconds (user + system) a process has used, from /proc; NaN where there is no /proc. */
+function cpuSeconds(pid: number): number {
+  try {
+    const fields = Deno.readTextFileSync(`/proc/${pid}/stat`).split(") ")[1]!.split(" ");
+    // utime and stime (fields 14 and 15 of stat) in clock ticks, 100 per second on Linux.
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return NaN;
+  }
 }
 
 async function startServer(env: Record<string, string>): Promise<ServerProc> {
@@ -50,6 +64,7 @@ async function startServer(env: Record<string, string>): Promise<ServerProc> {
   child.stdout.cancel().catch(() => {});
   return {
     url,
+    pid: child.pid,
     async stop() {
       child.kill("SIGTERM");
       await child.status;
@@ -93,25 +108,40 @@ export async function runOne(spec: RunSpec): Promise<RunResult> {
       { length: Math.min(CLIENT_THREADS, spec.clients) },
       () => new Worker(new URL("./http_client.ts", import.meta.url).href, { type: "module" }),
     );
+    const replies = workers.map((worker) => {
+      const ready = Promise.withResolvers<void>();
+      const done = Promise.withResolvers<JobResult>();
+      worker.onmessage = (e: MessageEvent<JobResult | "ready">) => {
+        if (e.data === "ready") ready.resolve();
+        else done.resolve(e.data);
+      };
+      worker.onerror = (e) => {
+        const error = e.error ?? new Error(e.message);
+        ready.reject(error);
+        done.reject(error);
+      };
+      return { ready: ready.promise, done: done.promise };
+    });
+    await Promise.all(replies.map((r) => r.ready));
     const start = performance.now();
-    const shares = await Promise.all(workers.map((worker, first) =>
-      new Promise<StreamResult[]>((resolve, reject) => {
-        worker.onmessage = (e: MessageEvent<StreamResult[]>) => resolve(e.data);
-        worker.onerror = (e) => reject(e.error ?? new Error(e.message));
-        const job: ClientJob = {
-          url: server.url,
-          store: spec.store,
-          first,
-          step: workers.length,
-          total: spec.clients,
-          rampMs: spec.rampMs,
-        };
-        worker.postMessage(job);
-      })
-    ));
-    for (const worker of workers) worker.terminate();
-    const results = shares.flat();
+    const serverCpu0 = cpuSeconds(server.pid);
+    workers.forEach((worker, first) => {
+      const job: ClientJob = {
+        url: server.url,
+        store: spec.store,
+        first,
+        step: workers.length,
+        total: spec.clients,
+        rampMs: spec.rampMs,
+      };
+      worker.postMessage(job);
+    });
+    const shares = await Promise.all(replies.map((r) => r.done));
     const wall = (performance.now() - start) / 1000;
+    const serverCpu = cpuSeconds(server.pid) - serverCpu0;
+    const clientCpu = shares.reduce((sum, share) => sum + share.cpuSeconds, 0);
+    for (const worker of workers) worker.terminate();
+    const results = shares.flatMap((share) => share.streams);
     const failed = results.filter((r) => r.deltas !== spec.steps).length;
     const tokens = results.reduce((sum, r) => sum + r.deltas * spec.tokensPerStep, 0);
     const tokensPerSecond = tokens / wall;
@@ -125,6 +155,12 @@ export async function runOne(spec: RunSpec): Promise<RunResult> {
       `TTFB p50 ${ms(percentile(ttfbs, 50))} p99 ${ms(percentile(ttfbs, 99))}; ` +
       `inter-event p50 ${ms(percentile(gaps, 50))} p99 ${ms(percentile(gaps, 99))}; ` +
       `added p50 ${ms(percentile(added, 50))} p99 ${ms(percentile(added, 99))} max ${ms(percentile(added, 100))}`;
+    const events = results.reduce((sum, r) => sum + r.deltas, 0);
+    if (events > 0 && !Number.isNaN(serverCpu)) {
+      // Server CPU includes the streams' request handling; 10 ms clock ticks, so short runs read coarse.
+      const us = (seconds: number) => `${((seconds * 1e6) / events).toFixed(1)} µs`;
+      line += `; CPU per event: server ${us(serverCpu)}, clients ${us(clientCpu)}`;
+    }
     if (failed > 0) line += `; ${failed} streams incomplete`;
     console.log(line);
     return { tokensPerSecond, addedP99: percentile(added, 99) };

@@ -88,19 +88,40 @@ export interface ClientJob {
   readonly rampMs: number;
 }
 
-export async function runJob(job: ClientJob): Promise<StreamResult[]> {
+/** A worker's streams, and the CPU seconds its thread spent on them (NaN without Linux /proc). */
+export interface JobResult {
+  readonly streams: StreamResult[];
+  readonly cpuSeconds: number;
+}
+
+/** CPU seconds (user + system) of the calling thread. */
+function threadCpuSeconds(): number {
+  try {
+    const fields = Deno.readTextFileSync("/proc/thread-self/stat").split(") ")[1]!.split(" ");
+    // utime and stime (fields 14 and 15 of stat) in clock ticks, 100 per second on Linux.
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return NaN;
+  }
+}
+
+export async function runJob(job: ClientJob): Promise<JobResult> {
+  const cpu0 = threadCpuSeconds();
   const mine: number[] = [];
   for (let i = job.first; i < job.total; i += job.step) mine.push(i);
-  return await Promise.all(mine.map(async (i) => {
+  const streams = await Promise.all(mine.map(async (i) => {
     if (job.rampMs > 0) await new Promise((resolve) => setTimeout(resolve, (i / job.total) * job.rampMs));
     return await oneStream(job.url, job.store);
   }));
+  return { streams, cpuSeconds: threadCpuSeconds() - cpu0 };
 }
 
 if ("WorkerGlobalScope" in globalThis) {
   const scope = globalThis as unknown as {
     onmessage: ((e: MessageEvent<ClientJob>) => void) | null;
-    postMessage(message: StreamResult[]): void;
+    postMessage(message: JobResult | "ready"): void;
   };
   scope.onmessage = async (e) => scope.postMessage(await runJob(e.data));
+  // Loaded: the bench starts its clock only now, so a thread's start-up is not counted as streaming time.
+  scope.postMessage("ready");
 }
