@@ -1,0 +1,101 @@
+import assert from "node:assert/strict";
+import { ResponseRecorder } from "../../api/response_recorder.ts";
+import { ResponseStore } from "../../api/response_store.ts";
+import { buildResponse, type ResponseTemplate } from "../../events/response_template.ts";
+import type { Response, ResponseStreamEvent } from "../../events/types.ts";
+
+const template: ResponseTemplate = {
+  id: "resp_rec",
+  createdAt: 1,
+  model: "rill-test",
+  instructions: null,
+  tools: [],
+  toolChoice: "auto",
+  parallelToolCalls: true,
+  temperature: 1,
+  topP: 1,
+  maxOutputTokens: null,
+  metadata: {},
+  previousResponseId: null,
+  store: true,
+  background: false,
+  text: { format: { type: "text" } },
+  reasoning: { effort: null, summary: null },
+  truncation: "disabled",
+  user: null,
+  topLogprobs: null,
+  serviceTier: "default",
+};
+
+const response = (status: Response["status"]): Response => buildResponse(template, { status, output: [], usage: null });
+
+function lifecycle(type: string, status: Response["status"], sequence_number: number): ResponseStreamEvent {
+  return { type, response: response(status), sequence_number } as unknown as ResponseStreamEvent;
+}
+
+function delta(sequence_number: number): ResponseStreamEvent {
+  return {
+    type: "response.output_text.delta",
+    item_id: "msg_1",
+    output_index: 0,
+    content_index: 0,
+    delta: "hi",
+    logprobs: [],
+    sequence_number,
+  } as unknown as ResponseStreamEvent;
+}
+
+/** A recorder writing through one connection, and a second connection that sees only what was committed. */
+async function withStores(
+  body: (writer: ResponseStore, reader: ResponseStore) => void | Promise<void>,
+): Promise<void> {
+  const dir = await Deno.makeTempDir();
+  const writer = ResponseStore.open(`${dir}/rill.db`);
+  const reader = ResponseStore.open(`${dir}/rill.db`);
+  try {
+    await body(writer, reader);
+  } finally {
+    writer.close();
+    reader.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+Deno.test("recorder: steps are committed in the next turn; the terminal batch is on disk when record returns", async () => {
+  await withStores(async (writer, reader) => {
+    const initial = response("in_progress");
+    writer.create(initial as unknown as Record<string, unknown>, [], null);
+    const errors: unknown[] = [];
+    const recorder = new ResponseRecorder(initial, writer, { onStoreError: (e) => errors.push(e) });
+    recorder.record([
+      lifecycle("response.created", "in_progress", 0),
+      lifecycle("response.in_progress", "in_progress", 1),
+    ]);
+    recorder.record([delta(2)]);
+    assert.deepEqual(reader.eventsAfter(template.id, -1), []);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    assert.deepEqual(reader.eventsAfter(template.id, -1).map((e) => e.sequence_number), [0, 1, 2]);
+    recorder.record([delta(3)]);
+    recorder.record([lifecycle("response.completed", "completed", 4)]);
+    // No turn of the event loop in between: what a client could see next is already committed.
+    assert.deepEqual(reader.eventsAfter(template.id, 1).map((e) => e.sequence_number), [2, 3, 4]);
+    assert.equal(reader.isTerminal(template.id), true);
+    assert.equal(reader.get(template.id)?.response.status, "completed");
+    assert.equal(recorder.ended, true);
+    assert.deepEqual(errors, []);
+  });
+});
+
+Deno.test("recorder: a cancel commits the queued steps before the cancelled snapshot", async () => {
+  await withStores((writer, reader) => {
+    const initial = response("in_progress");
+    writer.create(initial as unknown as Record<string, unknown>, [], null);
+    let ended = 0;
+    const recorder = new ResponseRecorder(initial, writer, { onEnd: () => ended++ });
+    recorder.record([lifecycle("response.created", "in_progress", 0), delta(1)]);
+    recorder.cancel();
+    assert.deepEqual(reader.eventsAfter(template.id, -1).map((e) => e.sequence_number), [0, 1]);
+    assert.equal(reader.get(template.id)?.response.status, "cancelled");
+    assert.equal(ended, 1);
+  });
+});
