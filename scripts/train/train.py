@@ -1,0 +1,166 @@
+"""Train, export and evaluate one of rill's bundled models from scratch.
+
+    /usr/bin/python3 scripts/train/train.py --model harmony    # -> models/rill-tiny-harmony/
+    /usr/bin/python3 scripts/train/train.py --model chatml     # -> models/rill-tiny-chatml/
+
+Run from the repository root with Debian's python3 (python3-torch 1.13, python3-onnx, python3-regex, python3-jinja2;
+install libopenblas0-openmp too, or torch falls back to the reference BLAS and trains ~30x slower). Everything is
+seeded: data (random.Random(seed)), tokenizer (deterministic BPE over the generated corpus), weights
+(torch.manual_seed), batch order; training runs a fixed number of steps on 2 threads. Float results can differ in the
+last bits across BLAS builds, so a rerun elsewhere gives an equivalent model, not necessarily identical bytes.
+
+Pipeline: data.py generates synthetic conversations rendered exactly as rill renders prompts (harmony per
+harmony.md §1; ChatML via the chat template written to tokenizer_config.json), bpe.py trains a byte-level BPE on them,
+model.py is the decoder; the loss covers only the completion (what the model says after the prompt). Afterwards
+export.py writes config/tokenizer/ONNX/safetensors/golden logits and evaluate.py measures held-out accuracy with
+greedy decoding and writes models/<name>/README.md. `--eval-only` re-runs export and eval from the saved checkpoint
+(scripts/train/.out/<name>.pt, not committed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import random
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import bpe as bpe_mod  # noqa: E402
+import data  # noqa: E402
+from model import Config, TinyLlama  # noqa: E402
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+
+SETTINGS = {
+    "harmony": dict(name="rill-tiny-harmony", specials=data.HARMONY_SPECIALS, seed=1234),
+    "chatml": dict(name="rill-tiny-chatml", specials=data.CHATML_SPECIALS, seed=4321),
+}
+
+
+def build_dataset(fmt: str, seed: int, n: int):
+    r = random.Random(seed)
+    convs = [data.sample_conv(r, fmt) for _ in range(n)]
+    return convs, [data.render(c, fmt) for c in convs]
+
+
+def tokenize_pairs(tok, pairs, max_len):
+    out = []
+    for p, c in pairs:
+        pi, ci = tok.encode(p), tok.encode(c)
+        if len(pi) + len(ci) > max_len:
+            continue
+        out.append((pi, ci))
+    return out
+
+
+def batches(samples, bsz, rng):
+    idx = list(range(len(samples)))
+    rng.shuffle(idx)
+    chunk = bsz * 32
+    groups = []
+    for s in range(0, len(idx), chunk):
+        part = sorted(idx[s:s + chunk], key=lambda i: len(samples[i][0]) + len(samples[i][1]))
+        groups += [part[j:j + bsz] for j in range(0, len(part), bsz)]
+    rng.shuffle(groups)
+    return groups
+
+
+def collate(samples, ids, pad_id):
+    seqs = [samples[i][0] + samples[i][1] for i in ids]
+    t = max(len(s) for s in seqs)
+    x = torch.full((len(ids), t), pad_id, dtype=torch.long)
+    y = torch.full((len(ids), t), -100, dtype=torch.long)
+    for b, i in enumerate(ids):
+        p, c = samples[i]
+        s = p + c
+        x[b, :len(s)] = torch.tensor(s)
+        # predict completion tokens: position k predicts token k+1
+        y[b, len(p) - 1:len(s) - 1] = torch.tensor(c)
+    return x, y
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", choices=sorted(SETTINGS), required=True)
+    ap.add_argument("--steps", type=int, default=1400)
+    ap.add_argument("--batch", type=int, default=48)
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--n-train", type=int, default=80000)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--eval-only", action="store_true")
+    ap.add_argument("--ckpt", help="checkpoint to load with --eval-only (default: scripts/train/.out/<name>.pt)")
+    ap.add_argument("--eval-n", type=int, default=600)
+    args = ap.parse_args()
+    s = SETTINGS[args.model]
+    fmt, seed = args.model, s["seed"]
+    torch.set_num_threads(args.threads)
+    out_dir = os.path.join(ROOT, "models", s["name"])
+    ck_dir = os.path.join(ROOT, "scripts", "train", ".out")
+    os.makedirs(out_dir, exist_ok=True)
+    os.makedirs(ck_dir, exist_ok=True)
+    ckpt = os.path.join(ck_dir, f"{s['name']}.pt")
+
+    t0 = time.time()
+    convs, pairs = build_dataset(fmt, seed, args.n_train)
+    tok = bpe_mod.train_bpe([p + c for p, c in pairs[:4000]], 1024 - 256 - len(s["specials"]), s["specials"])
+    print(f"data+tokenizer {time.time() - t0:.1f}s vocab={tok.size}", flush=True)
+    cfg = Config(vocab_size=tok.size)
+    torch.manual_seed(seed)
+    model = TinyLlama(cfg)
+    n_params = sum(p.numel() for p in model.parameters())
+    print(f"params {n_params}", flush=True)
+
+    if not args.eval_only:
+        samples = tokenize_pairs(tok, pairs, 320)
+        lens = [len(p) + len(c) for p, c in samples]
+        print(f"samples {len(samples)} mean len {sum(lens) / len(lens):.1f} max {max(lens)}", flush=True)
+        pad_id = tok.specials["<|endoftext|>"]
+        opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.01)
+        rng = random.Random(seed + 1)
+        order: list = []
+        warm = 100
+        t1 = time.time()
+        model.train()
+        for step in range(args.steps):
+            if not order:
+                order = batches(samples, args.batch, rng)
+            ids = order.pop()
+            x, y = collate(samples, ids, pad_id)
+            lr = args.lr * min(1.0, (step + 1) / warm) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / args.steps)))
+            for g in opt.param_groups:
+                g["lr"] = lr
+            b, t = x.shape
+            pos = torch.arange(t).unsqueeze(0).expand(b, t)
+            logits, _ = model(x, torch.ones_like(x), pos, model.empty_past(b))
+            loss = torch.nn.functional.cross_entropy(logits.view(-1, logits.shape[-1]), y.view(-1), ignore_index=-100)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            if step % 200 == 199:
+                torch.save(model.state_dict(), ckpt)
+            if step % 50 == 0 or step == args.steps - 1:
+                el = time.time() - t1
+                print(f"step {step} loss {loss.item():.4f} lr {lr:.2e} {el:.0f}s "
+                      f"eta {el / (step + 1) * (args.steps - step - 1):.0f}s", flush=True)
+        torch.save(model.state_dict(), ckpt)
+        print(f"trained in {time.time() - t1:.0f}s", flush=True)
+    else:
+        model.load_state_dict(torch.load(args.ckpt or ckpt))
+    model.eval()
+
+    import evaluate
+    import export
+    export.export_all(model, tok, fmt, out_dir, seed)
+    train_prompts = {p for p, _ in pairs}
+    report = evaluate.evaluate(model, tok, fmt, seed + 99, args.eval_n, train_prompts)
+    evaluate.write_readme(out_dir, s["name"], fmt, report, cfg, n_params, args, seed)
+
+
+if __name__ == "__main__":
+    main()
