@@ -19,7 +19,9 @@ export class NgramProposer {
   readonly window: number;
 
   constructor(options: NgramProposerOptions = {}) {
-    this.minN = options.minN ?? 2;
+    // minN 1 measured best on the bundled harmony model's repeat task (1.95 vs 1.53 tokens/step at K=4): a wrong
+    // 1-gram draft costs only verify compute, which at small batch is nearly free.
+    this.minN = options.minN ?? 1;
     this.maxN = options.maxN ?? 4;
     this.window = options.window ?? 2048;
     if (this.minN < 1 || this.maxN < this.minN) throw new RangeError("ngram proposer: need 1 <= minN <= maxN");
