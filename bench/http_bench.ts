@@ -15,9 +15,9 @@
  *   and socket delivery; the client's own reading delay is included), p50/p99/max;
  * - CPU per streamed event (Linux /proc): the server process's, and the client threads' (this process), so a run
  *   shows whether the clients, which share the machine's cores with the server, weigh on what they measure.
- * Runs: unpaced (the engine steps as fast as the server pulls: throughput; their added latency is mostly time spent
- * in full send buffers, since production outruns the clients) and paced (all sequences step together every 20 ms
- * like a batching engine: latency, for 256 streams arriving at once and arriving over 500 ms).
+ * Runs: unpaced (the engine steps as fast as the server pulls: throughput; production outruns delivery there, so
+ * their added latency is mostly queueing) and paced (all sequences step together every 20 ms like a batching
+ * engine: latency, for 256 streams arriving at once and arriving over 500 ms).
  * Target (issue 3): ≥ 100,000 streamed tokens/s over 256 streams at 4 tokens/step, p99 added latency ≤ 10 ms.
  */
 
