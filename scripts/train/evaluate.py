@@ -140,6 +140,8 @@ def write_readme(out_dir: str, name: str, fmt: str, rep: dict, cfg, n_params: in
     size = 0
     for root, _, files in os.walk(out_dir):
         size += sum(os.path.getsize(os.path.join(root, f)) for f in files)
+    p2 = getattr(args, "phase2_steps", 0)
+    phase2 = (f", then {p2} steps with a fresh AdamW at lr {args.phase2_lr} cosine to 10% (phase 2)" if p2 else "")
     rows = "\n".join(f"| {k} | {_pct(v)} |" for k, v in sorted(rep["per_skill"].items()))
     if fmt == "harmony":
         fmt_text = ("harmony (rendered per `harmony.md` §1: system message with date and `Reasoning:` line, developer "
@@ -188,7 +190,7 @@ Llama-style decoder: vocab {cfg.vocab_size} (own byte-level BPE, no merges acros
 {cfg.hidden_size}, {cfg.num_hidden_layers} layers, {cfg.num_attention_heads} heads (head_dim {cfg.head_dim}),
 SwiGLU {cfg.intermediate_size}, RMSNorm, RoPE (theta {cfg.rope_theta:g}), untied embeddings; {n_params:,}
 parameters, float32. Trained {args.steps} steps of batch {args.batch} (AdamW, lr {args.lr} cosine to 10%, loss on the
-completion only), on {args.threads} CPU thread(s). Directory size {size / 1e6:.1f} MB.
+completion only){phase2}, on {args.threads} CPU thread(s). Directory size {size / 1e6:.1f} MB.
 
 Files: `config.json`, `generation_config.json`, `tokenizer.json`, `tokenizer_config.json`, `onnx/model.onnx` (opset
 17, decoder-with-past), `model.safetensors`, `golden/logits.json` (torch logits of the last 3 positions of 3 prompts).

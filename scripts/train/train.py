@@ -48,6 +48,18 @@ def build_dataset(fmt: str, seed: int, n: int):
     return convs, [data.render(c, fmt) for c in convs]
 
 
+PHASE2_WEIGHTS = {"add": 25, "sub": 25, "mul": 12, "units": 8, "capital": 6, "repeat": 8, "weather": 8,
+                  "weather_result": 8}
+
+
+def build_phase2(fmt: str, seed: int, n: int):
+    """Phase-2 data: fresh conversations, weighted towards the digit-by-digit arithmetic phase 1 leaves weakest."""
+    r = random.Random(seed)
+    kinds = sorted(PHASE2_WEIGHTS)
+    weights = [PHASE2_WEIGHTS[k] for k in kinds]
+    return [data.render(data.sample_conv(r, fmt, r.choices(kinds, weights)[0]), fmt) for _ in range(n)]
+
+
 def tokenize_pairs(tok, pairs, max_len):
     out = []
     for p, c in pairs:
@@ -84,6 +96,37 @@ def collate(samples, ids, pad_id):
     return x, y
 
 
+def train_phase(model, samples, pad_id, steps, bsz, lr0, warm, rng, ckpt):
+    """AdamW, linear warmup then cosine decay to 10% of lr0; loss on completion tokens only."""
+    opt = torch.optim.AdamW(model.parameters(), lr=lr0, betas=(0.9, 0.95), weight_decay=0.01)
+    order: list = []
+    t1 = time.time()
+    model.train()
+    for step in range(steps):
+        if not order:
+            order = batches(samples, bsz, rng)
+        ids = order.pop()
+        x, y = collate(samples, ids, pad_id)
+        lr = lr0 * min(1.0, (step + 1) / warm) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / steps)))
+        for g in opt.param_groups:
+            g["lr"] = lr
+        b, t = x.shape
+        pos = torch.arange(t).unsqueeze(0).expand(b, t)
+        logits, _ = model(x, torch.ones_like(x), pos, model.empty_past(b))
+        loss = torch.nn.functional.cross_entropy(logits.view(-1, logits.shape[-1]), y.view(-1), ignore_index=-100)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        if step % 200 == 199:
+            torch.save(model.state_dict(), ckpt)
+        if step % 50 == 0 or step == steps - 1:
+            el = time.time() - t1
+            print(f"step {step} loss {loss.item():.4f} lr {lr:.2e} {el:.0f}s "
+                  f"eta {el / (step + 1) * (steps - step - 1):.0f}s", flush=True)
+    print(f"phase trained in {time.time() - t1:.0f}s", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", choices=sorted(SETTINGS), required=True)
@@ -92,6 +135,9 @@ def main():
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--n-train", type=int, default=80000)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--phase2-steps", type=int, default=700)
+    ap.add_argument("--phase2-lr", type=float, default=8e-4)
+    ap.add_argument("--from-phase1", help="start from these phase-1 weights and run only phase 2")
     ap.add_argument("--eval-only", action="store_true")
     ap.add_argument("--ckpt", help="checkpoint to load with --eval-only (default: scripts/train/.out/<name>.pt)")
     ap.add_argument("--eval-n", type=int, default=600)
@@ -120,36 +166,19 @@ def main():
         lens = [len(p) + len(c) for p, c in samples]
         print(f"samples {len(samples)} mean len {sum(lens) / len(lens):.1f} max {max(lens)}", flush=True)
         pad_id = tok.specials["<|endoftext|>"]
-        opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.01)
-        rng = random.Random(seed + 1)
-        order: list = []
-        warm = 100
-        t1 = time.time()
-        model.train()
-        for step in range(args.steps):
-            if not order:
-                order = batches(samples, args.batch, rng)
-            ids = order.pop()
-            x, y = collate(samples, ids, pad_id)
-            lr = args.lr * min(1.0, (step + 1) / warm) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / args.steps)))
-            for g in opt.param_groups:
-                g["lr"] = lr
-            b, t = x.shape
-            pos = torch.arange(t).unsqueeze(0).expand(b, t)
-            logits, _ = model(x, torch.ones_like(x), pos, model.empty_past(b))
-            loss = torch.nn.functional.cross_entropy(logits.view(-1, logits.shape[-1]), y.view(-1), ignore_index=-100)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            if step % 200 == 199:
-                torch.save(model.state_dict(), ckpt)
-            if step % 50 == 0 or step == args.steps - 1:
-                el = time.time() - t1
-                print(f"step {step} loss {loss.item():.4f} lr {lr:.2e} {el:.0f}s "
-                      f"eta {el / (step + 1) * (args.steps - step - 1):.0f}s", flush=True)
+        phase1 = os.path.join(ck_dir, f"{s['name']}.phase1.pt")
+        if args.from_phase1:
+            model.load_state_dict(torch.load(args.from_phase1))
+        else:
+            train_phase(model, samples, pad_id, args.steps, args.batch, args.lr, 100, random.Random(seed + 1), ckpt)
+            torch.save(model.state_dict(), phase1)
+        if args.phase2_steps:
+            # Phase 2: a fresh optimizer on fresh, arithmetic-heavy conversations (PHASE2_WEIGHTS): phase 1 leaves
+            # the digit-by-digit sums and digit copying noisy while the other skills are already learned.
+            samples2 = tokenize_pairs(tok, pairs2, 320)
+            train_phase(model, samples2, pad_id, args.phase2_steps, args.batch, args.phase2_lr, 20,
+                        random.Random(seed + 2), ckpt)
         torch.save(model.state_dict(), ckpt)
-        print(f"trained in {time.time() - t1:.0f}s", flush=True)
     else:
         model.load_state_dict(torch.load(args.ckpt or ckpt))
     model.eval()
@@ -157,7 +186,8 @@ def main():
     import evaluate
     import export
     export.export_all(model, tok, fmt, out_dir, seed)
-    train_prompts = {p for p, _ in pairs}
+    pairs2 = build_phase2(fmt, seed + 3, args.phase2_steps * args.batch) if args.phase2_steps else []
+    train_prompts = {p for p, _ in pairs} | {p for p, _ in pairs2}
     report = evaluate.evaluate(model, tok, fmt, seed + 99, args.eval_n, train_prompts)
     evaluate.write_readme(out_dir, s["name"], fmt, report, cfg, n_params, args, seed)
 
