@@ -2,6 +2,7 @@
  * `rill serve` options: each flag has an `RILL_*` environment variable; the command line wins over the environment,
  * the environment over the default. Errors are one line (CliError), printed without a stack trace.
  */
+import { fileURLToPath } from "node:url";
 
 export class CliError extends Error {
   override readonly name = "CliError";
@@ -28,7 +29,12 @@ export interface ServeConfig {
   readonly numSpeculativeTokens: number;
 }
 
-export const DEFAULT_MODEL_DIR = "models/rill-tiny-harmony";
+/**
+ * The bundled model, resolved against this module rather than the working directory, so `rill serve` finds it from
+ * anywhere. In a `deno compile` binary this module and the `--include`d model share the embedded file system, laid
+ * out as in the repository, so the same path resolves inside the binary.
+ */
+export const DEFAULT_MODEL_DIR = fileURLToPath(new URL("../models/rill-tiny-harmony", import.meta.url));
 
 interface OptionSpec {
   readonly flag: string;
@@ -114,7 +120,7 @@ export function serveHelp(): string {
     "Usage: rill serve [MODEL_DIR] [OPTIONS]",
     "",
     "Serves a model directory over the OpenAI Responses and Chat Completions APIs.",
-    `MODEL_DIR defaults to ${DEFAULT_MODEL_DIR} (env RILL_MODEL_DIR).`,
+    "MODEL_DIR defaults to the bundled model, models/rill-tiny-harmony next to the program (env RILL_MODEL_DIR).",
     "",
     "Options (each also settable by the environment variable shown):",
   ];

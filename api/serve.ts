@@ -9,8 +9,10 @@ import { loadModel } from "../engine/load_model.ts";
 import { ModelDirError } from "../engine/model_dir.ts";
 import { CliError, type ServeConfig } from "./cli_options.ts";
 import { Logger } from "./logger.ts";
+import { engineModelDir } from "./model_source.ts";
 import { ResponseStore } from "./response_store.ts";
 import type { SamplingDefaults } from "./responses_request.ts";
+import { readDoSample, samplingDefaults } from "./sampling_defaults.ts";
 import { createServer } from "./server.ts";
 
 /** A ready engine and what the server needs to know about its model. */
@@ -29,8 +31,11 @@ export async function loadServedModel(config: ServeConfig, logger: Logger): Prom
     if (stat === null) throw new CliError(`Model directory '${config.modelDir}' does not exist`);
     if (!stat.isDirectory) throw new CliError(`Model path '${config.modelDir}' is not a directory`);
     const loaded = await loadModel(config.modelDir, { onProgress: (message) => logger.info(message) });
+    const defaults = samplingDefaults(loaded.generationConfig, await readDoSample(config.modelDir));
+    const source = await engineModelDir(config.modelDir, loaded.onnxDataPaths);
+    if (source.copied) logger.info("model is embedded in the binary; the backend reads a copy", { dir: source.dir });
     const engine = await createEngine({
-      modelDir: config.modelDir,
+      modelDir: source.dir,
       tokenizer: loaded.tokenizer,
       modelId: config.servedModelName ?? loaded.modelId,
       maxNumSeqs: config.maxNumSeqs,
@@ -39,14 +44,8 @@ export async function loadServedModel(config: ServeConfig, logger: Logger): Prom
       speculative: config.speculative,
       numSpeculativeTokens: config.numSpeculativeTokens,
       eosTokenIds: loaded.eosTokenIds,
-    });
-    const g = loaded.generationConfig;
-    return {
-      engine,
-      format: loaded.format,
-      modelId: loaded.modelId,
-      defaults: { temperature: g?.temperature ?? 1, topP: g?.topP ?? 1, topK: g?.topK ?? 0 },
-    };
+    }).finally(() => source.release());
+    return { engine, format: loaded.format, modelId: loaded.modelId, defaults };
   } catch (error) {
     if (error instanceof CliError) throw error;
     if (error instanceof ModelDirError) throw new CliError(error.message.split("\n")[0]!);

@@ -14,6 +14,7 @@ import { jsonResponse } from "./http_response.ts";
 import { Metrics } from "./metrics.ts";
 import type { ResponseStore } from "./response_store.ts";
 import type { SamplingDefaults } from "./responses_request.ts";
+import { OPENAI_DEFAULTS } from "./sampling_defaults.ts";
 import { ResponsesService } from "./responses_service.ts";
 import { matchRoute, type RouteMatch } from "./routes.ts";
 
@@ -65,7 +66,7 @@ export interface RillServer {
 
 export function createServer(options: ServerOptions): RillServer {
   const metrics = new Metrics();
-  const defaults = options.defaults ?? { temperature: 1, topP: 1, topK: 0 };
+  const defaults = options.defaults ?? OPENAI_DEFAULTS;
   const maxBody = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
   const auth = options.apiKey === undefined || options.apiKey === "" ? null : new ApiKeyCheck(options.apiKey);
   const createdAt = options.createdAt ?? Math.floor(Date.now() / 1000);

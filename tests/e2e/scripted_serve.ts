@@ -3,11 +3,13 @@
  * ScriptedEngine instead of a model directory, so process-level tests (SIGTERM drain, restart persistence) always
  * run. `RILL_TEST_STEP_DELAY_MS` slows the engine down so a request can be in flight when a signal arrives.
  * With `RILL_TEST_STEPS=S` (and `RILL_TEST_TOKENS_PER_STEP=K`) it serves a PacedEngine whose answer is S
- * time-stamped steps of exactly K tokens, for the HTTP benchmark.
+ * time-stamped steps of exactly K tokens, for the HTTP benchmark. --max-model-len, --max-num-seqs and --max-queue
+ * bound the scripted engine as they bound the real one.
  */
 import { CliError, parseServeArgs } from "../../api/cli_options.ts";
 import { Logger } from "../../api/logger.ts";
 import { serveModel } from "../../api/serve.ts";
+import { OPENAI_DEFAULTS } from "../../api/sampling_defaults.ts";
 import { createHarmonyFormat } from "../../engine/harmony_format.ts";
 import { defaultScript, MODEL, tokenizer } from "../api/test_server.ts";
 import { ScriptedEngine } from "../support/scripted_engine.ts";
@@ -27,6 +29,9 @@ if (import.meta.main) {
         chunking: "one",
         modelId: MODEL,
         stepDelayMs: stepMs,
+        // The engine's limits as rill serve sets them: a batch of --max-num-seqs plus --max-queue waiting.
+        queueSize: config.maxNumSeqs + config.maxQueue,
+        ...(config.maxModelLen === undefined ? {} : { maxModelLen: config.maxModelLen }),
       })
       : new PacedEngine({
         tokenizer: tok,
@@ -34,10 +39,11 @@ if (import.meta.main) {
         tokensPerStep: Number(Deno.env.get("RILL_TEST_TOKENS_PER_STEP") ?? "1"),
         stepMs,
         modelId: MODEL,
+        ...(config.maxModelLen === undefined ? {} : { maxModelLen: config.maxModelLen }),
       });
     const logger = new Logger(config.logFormat);
-    const defaults = { temperature: 1, topP: 1, topK: 0 };
-    Deno.exit(await serveModel(config, { engine, format: createHarmonyFormat(tok), modelId: MODEL, defaults }, logger));
+    const model = { engine, format: createHarmonyFormat(tok), modelId: MODEL, defaults: OPENAI_DEFAULTS };
+    Deno.exit(await serveModel(config, model, logger));
   } catch (error) {
     if (!(error instanceof CliError)) throw error;
     console.error(`rill: ${error.message}`);

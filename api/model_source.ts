@@ -1,0 +1,76 @@
+/**
+ * Where the ONNX backend reads the model from. onnxruntime-node opens the model file by path in native code, which
+ * sees only the real file system: a model `--include`d in a `deno compile` binary lives in Deno's embedded file
+ * system, readable by `Deno.readFile` but invisible to native code. Such a model's engine files are copied to a
+ * temporary directory the backend can open (the backend takes a path only; see the report on engine/onnx_backend.ts).
+ */
+import { resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+/**
+ * The root of the embedded file system when this program runs as a `deno compile` binary, else undefined. Deno
+ * mounts it at `<temp dir>/deno-compile-<binary name>/`, and the main module lives inside it.
+ */
+export function compiledRoot(
+  mainModule: string = Deno.mainModule,
+  execPath: string = Deno.execPath(),
+): string | undefined {
+  if (!mainModule.startsWith("file:")) return undefined;
+  const exe = execPath.split(/[\\/]/).pop() ?? "";
+  const path = fileURLToPath(mainModule);
+  const marker = `/deno-compile-${exe}/`;
+  const at = path.indexOf(marker);
+  return at < 0 ? undefined : path.slice(0, at + marker.length - 1);
+}
+
+/** Whether `path` lies inside the embedded file system rooted at `root`. */
+export function isEmbedded(path: string, root: string | undefined = compiledRoot()): boolean {
+  if (root === undefined) return false;
+  const absolute = resolve(path);
+  return absolute === root || absolute.startsWith(`${root}/`);
+}
+
+/** A model directory the engine can open, and how to let it go once the backend has loaded the model. */
+export interface EngineModelDir {
+  readonly dir: string;
+  readonly copied: boolean;
+  release(): Promise<void>;
+}
+
+/** What the engine reads from a model directory (the tokenizer and chat format are loaded by Deno beforehand). */
+const CONFIG_FILES = ["config.json", "generation_config.json"] as const;
+
+/**
+ * `dir` itself when native code can read it; otherwise a temporary copy of its config files and its ONNX graph with
+ * the external-data files it references (`onnxDataPaths`, inside `dir/onnx/`). Releasing a copy deletes it: once
+ * the session exists onnxruntime holds the weights in memory (or keeps the unlinked file mapped).
+ */
+export async function engineModelDir(
+  dir: string,
+  onnxDataPaths: readonly string[],
+  root: string | undefined = compiledRoot(),
+): Promise<EngineModelDir> {
+  if (!isEmbedded(dir, root)) return { dir, copied: false, release: () => Promise.resolve() };
+  const temp = await Deno.makeTempDir({ prefix: "rill-model-" });
+  const release = () => Deno.remove(temp, { recursive: true }).catch(() => {});
+  try {
+    for (const name of CONFIG_FILES) {
+      const bytes = await Deno.readFile(`${dir}/${name}`).catch((error) => {
+        if (error instanceof Deno.errors.NotFound) return null;
+        throw error;
+      });
+      if (bytes !== null) await Deno.writeFile(`${temp}/${name}`, bytes);
+    }
+    const onnxDir = `${dir}/onnx/`;
+    for (const path of [`${onnxDir}model.onnx`, ...onnxDataPaths]) {
+      if (!path.startsWith(onnxDir)) throw new Error(`ONNX data file '${path}' is outside ${onnxDir}`);
+      const target = `${temp}/onnx/${path.slice(onnxDir.length)}`;
+      await Deno.mkdir(target.slice(0, target.lastIndexOf("/")), { recursive: true });
+      await Deno.writeFile(target, await Deno.readFile(path));
+    }
+  } catch (error) {
+    await release();
+    throw error;
+  }
+  return { dir: temp, copied: true, release };
+}
