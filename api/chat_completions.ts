@@ -12,7 +12,7 @@ import { ParseCore } from "../events/parse_stage.ts";
 import type { ParsedChunk } from "../events/parsed_chunk.ts";
 import type { Usage } from "../events/types.ts";
 import { contextLengthExceeded, modelNotFound, serverError } from "./errors.ts";
-import { startGeneration } from "./generation.ts";
+import { startGeneration, stopOnDisconnect } from "./generation.ts";
 import type { Metrics } from "./metrics.ts";
 import { jsonResponse, SSE_HEADERS } from "./http_response.ts";
 import {
@@ -248,48 +248,43 @@ export class ChatCompletionsService {
       body.logprobs === true,
     );
     const head = { id, created: Math.floor(Date.now() / 1000), model: modelId };
+    stopOnDisconnect(request, generation);
     if (body.stream === true) return this.#stream(body, generation.chunks, parseCore, head);
 
-    const onDisconnect = () => generation.abort.abort();
-    request.signal.addEventListener("abort", onDisconnect, { once: true });
-    try {
-      const reader = generation.chunks.getReader();
-      const core = new ChatDeltaCore();
-      for (;;) {
-        for (const p of await nextParsed(reader, parseCore)) {
-          if (p.type === "segments") {
-            core.push(p.segments);
-            continue;
-          }
-          if (p.reason === "error") throw serverError("The model failed while generating the completion");
-          return jsonResponse({
-            ...head,
-            object: "chat.completion",
-            system_fingerprint: null,
-            choices: [{
-              index: 0,
-              message: {
-                role: "assistant",
-                content: core.content === "" && core.toolCalls.length > 0 ? null : core.content,
-                refusal: null,
-                ...(core.reasoning === "" ? {} : { reasoning_content: core.reasoning }),
-                ...(core.toolCalls.length === 0 ? {} : {
-                  tool_calls: core.toolCalls.map((c) => ({
-                    id: c.id,
-                    type: "function",
-                    function: { name: c.name, arguments: c.arguments },
-                  })),
-                }),
-              },
-              logprobs: body.logprobs === true ? { content: core.logprobs, refusal: null } : null,
-              finish_reason: core.finishReason(p.reason),
-            }],
-            usage: chatUsage(p.usage),
-          });
+    const reader = generation.chunks.getReader();
+    const core = new ChatDeltaCore();
+    for (;;) {
+      for (const p of await nextParsed(reader, parseCore)) {
+        if (p.type === "segments") {
+          core.push(p.segments);
+          continue;
         }
+        if (p.reason === "error") throw serverError("The model failed while generating the completion");
+        return jsonResponse({
+          ...head,
+          object: "chat.completion",
+          system_fingerprint: null,
+          choices: [{
+            index: 0,
+            message: {
+              role: "assistant",
+              content: core.content === "" && core.toolCalls.length > 0 ? null : core.content,
+              refusal: null,
+              ...(core.reasoning === "" ? {} : { reasoning_content: core.reasoning }),
+              ...(core.toolCalls.length === 0 ? {} : {
+                tool_calls: core.toolCalls.map((c) => ({
+                  id: c.id,
+                  type: "function",
+                  function: { name: c.name, arguments: c.arguments },
+                })),
+              }),
+            },
+            logprobs: body.logprobs === true ? { content: core.logprobs, refusal: null } : null,
+            finish_reason: core.finishReason(p.reason),
+          }],
+          usage: chatUsage(p.usage),
+        });
       }
-    } finally {
-      request.signal.removeEventListener("abort", onDisconnect);
     }
   }
 

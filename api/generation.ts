@@ -1,7 +1,7 @@
 /**
  * One engine generation as the HTTP layer sees it: the engine's chunk stream wrapped so that
- * - cancelling the stream (a client that went away) also aborts the request's signal, so the engine stops at its
- *   next step and frees the sequence's KV memory even if it does not watch stream cancellation;
+ * - cancelling the stream, or `stop()` (a client that went away), aborts the request's signal, so the engine stops at
+ *   its next step and frees the sequence's KV memory even if it does not watch stream cancellation;
  * - timing and token counts reach the metrics exactly once, however the generation ends.
  *
  * `engine.generate` is called synchronously by `startGeneration`, so a full queue throws `QueueFullError` before
@@ -13,6 +13,11 @@ import type { Metrics } from "./metrics.ts";
 export interface Generation {
   readonly chunks: ReadableStream<EngineChunk>;
   readonly abort: AbortController;
+  /**
+   * Aborts the generation unless it already finished, exactly as cancelling `chunks` would, for a caller that does not
+   * hold the stream (the HTTP handler when the client's connection closes). Its stream then ends within a step.
+   */
+  stop(): void;
   /** Resolves when the finish chunk passed or the stream was cancelled. */
   readonly done: Promise<void>;
 }
@@ -55,6 +60,14 @@ export function startGeneration(engine: Engine, options: GenerationOptions): Gen
     });
     resolveDone();
   };
+  const stop = () => {
+    // After the finish chunk the engine has let the sequence go already (the pipeline cancels its source once the
+    // emitter ended, on every request): aborting then would only build an AbortError with its stack trace.
+    if (settled) return;
+    abort.abort();
+    settle(options.promptTokens.length, true);
+    options.onCancel?.();
+  };
   const chunks = new ReadableStream<EngineChunk>({
     async pull(controller) {
       let result: ReadableStreamReadResult<EngineChunk>;
@@ -82,15 +95,21 @@ export function startGeneration(engine: Engine, options: GenerationOptions): Gen
       controller.enqueue(chunk);
     },
     async cancel(reason) {
-      // After the finish chunk the engine has let the sequence go already (the pipeline cancels its source once the
-      // emitter ended, on every request): aborting then would only build an AbortError with its stack trace.
-      if (!settled) {
-        abort.abort();
-        settle(options.promptTokens.length, true);
-        options.onCancel?.();
-      }
+      stop();
       await reader.cancel(reason).catch(() => {});
     },
   }, { highWaterMark: 0 });
-  return { chunks, abort, done };
+  return { chunks, abort, done, stop };
+}
+
+/**
+ * Stops `generation` as soon as the client's connection closes, until it finished. Deno aborts `request.signal` at
+ * once on a disconnect, even while nothing is being written: a stream that sends nothing for many steps (a model
+ * still inside a header, a long reasoning with no text yet) would otherwise only notice at its next write.
+ */
+export function stopOnDisconnect(request: Request, generation: Generation): void {
+  const signal = request.signal;
+  const onAbort = () => generation.stop();
+  signal.addEventListener("abort", onAbort, { once: true });
+  generation.done.then(() => signal.removeEventListener("abort", onAbort));
 }

@@ -14,7 +14,7 @@ import { collectResponse, type PipelineOptions, responseEventStream, responseSse
 import { buildResponse } from "../events/response_template.ts";
 import type { IdSource } from "../events/ids.ts";
 import { invalidRequest, modelNotFound, notFound } from "./errors.ts";
-import { startGeneration } from "./generation.ts";
+import { startGeneration, stopOnDisconnect } from "./generation.ts";
 import type { Metrics } from "./metrics.ts";
 import { ResponseRecorder } from "./response_recorder.ts";
 import type { ResponseStore } from "./response_store.ts";
@@ -145,19 +145,17 @@ export class ResponsesService {
     }
 
     this.#foreground.set(id, generation.abort);
+    stopOnDisconnect(request, generation);
     if (prep.stream) {
       const body = responseSseStream(generation.chunks, pipeline, (events) => recorder.record(events));
       return sseResponse(body);
     }
-    const onDisconnect = () => generation.abort.abort();
-    request.signal.addEventListener("abort", onDisconnect, { once: true });
     try {
       const { response, events } = await collectResponse(generation.chunks, pipeline);
       recorder.record(events);
       if (!recorder.ended) recorder.cancel(response);
       return jsonResponse(response);
     } finally {
-      request.signal.removeEventListener("abort", onDisconnect);
       recorder.cancel();
     }
   }

@@ -345,6 +345,7 @@ Deno.test("models, health and Prometheus metrics", async () => {
     assert.match(text, /rill_num_requests_running\{[^}]*\} 0/);
     assert.match(text, /rill_num_requests_waiting\{[^}]*\} 0/);
     assert.match(text, /rill_kv_cache_usage_perc\{[^}]*\} 0/);
+    assert.match(text, /rill_requests_aborted_total\{[^}]*\} 0/);
   } finally {
     await t.close();
   }

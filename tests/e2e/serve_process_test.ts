@@ -215,3 +215,25 @@ Deno.test("stored responses survive kill -9 after the terminal event was sent", 
     await Deno.remove(dataDir, { recursive: true });
   }
 });
+
+Deno.test("the scripted entry honours --max-model-len like rill serve: /v1/models reports it, a longer prompt is a 400", async () => {
+  const p = await spawnServe("tests/e2e/scripted_serve.ts", ["--port", "0", "--data-dir", ":memory:"], {
+    RILL_MAX_MODEL_LEN: "64",
+  });
+  try {
+    const models = await (await fetch(`${p.url}/v1/models`)).json();
+    assert.equal(models.data[0].max_model_len, 64);
+    const r = await fetch(`${p.url}/v1/responses`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: MODEL, input: "word ".repeat(200) }),
+    });
+    assert.equal(r.status, 400);
+    const { error } = await r.json();
+    assert.equal(error.code, "context_length_exceeded");
+    assert.equal(error.param, "input");
+  } finally {
+    p.child.kill("SIGTERM");
+  }
+  assert.equal((await p.finish()).code, 0);
+});
