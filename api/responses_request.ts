@@ -108,6 +108,11 @@ function checkUnsupported(body: CreateResponseBody | InputTokensBody): void {
     throw unsupportedParameter("text.format", `Structured output ('${format}') is not supported by rill yet`);
   }
   if (body.reasoning?.mode != null) throw unsupportedParameter("reasoning.mode", "'reasoning.mode' is not supported");
+  // rill's formats keep only the current tool loop's reasoning in the prompt (harmony's rule): "auto" and
+  // "current_turn" are that; keeping every earlier turn's reasoning is not something they can render.
+  if (body.reasoning?.context === "all_turns") {
+    throw unsupportedParameter("reasoning.context", "'reasoning.context: all_turns' is not supported by rill");
+  }
 }
 
 function checkUnsupportedCreate(body: CreateResponseBody): void {

@@ -21,7 +21,7 @@ import type { ResponseStore } from "./response_store.ts";
 import { tailEvents } from "./event_tail.ts";
 import { CreateResponseSchema, InputTokensSchema } from "./responses_schema.ts";
 import { preparePrompt, prepareResponse, type RequestContext, type SamplingDefaults } from "./responses_request.ts";
-import { parseOrThrow } from "./validation.ts";
+import { checkQuery, parseOrThrow } from "./validation.ts";
 import { jsonResponse, sseResponse } from "./http_response.ts";
 
 export interface ResponsesServiceOptions {
@@ -177,6 +177,8 @@ export class ResponsesService {
   }
 
   retrieve(id: string, url: URL): Response {
+    // include_obfuscation: rill adds no obfuscation padding, which the spec lets a server omit.
+    checkQuery(url, ["stream", "starting_after", "include", "include_obfuscation"]);
     const found = this.#o.store.get(id);
     if (found === undefined) throw notFound(`Response with id '${id}' not found.`);
     const stored = { ...found, response: this.#settleOrphan(id, found) };
@@ -199,13 +201,15 @@ export class ResponsesService {
     return sseResponse(tailEvents(this.#o.store, id, startingAfter, this.#isLive));
   }
 
-  delete(id: string): Response {
+  delete(id: string, url: URL): Response {
+    checkQuery(url, []);
     this.#runs.get(id)?.abort.abort();
     if (!this.#o.store.delete(id)) throw notFound(`Response with id '${id}' not found.`);
     return jsonResponse({ id, object: "response", deleted: true });
   }
 
-  async cancel(id: string): Promise<Response> {
+  async cancel(id: string, url: URL): Promise<Response> {
+    checkQuery(url, []);
     const { store } = this.#o;
     const stored = store.get(id);
     if (stored === undefined) throw notFound(`Response with id '${id}' not found.`);
@@ -223,6 +227,7 @@ export class ResponsesService {
   }
 
   inputItems(id: string, url: URL): Response {
+    checkQuery(url, ["limit", "order", "after", "include"]);
     const q = url.searchParams;
     const limitText = q.get("limit") ?? "20";
     const limit = Number(limitText);

@@ -115,11 +115,11 @@ export function createServer(options: ServerOptions): RillServer {
       case "/v1/responses/input_tokens":
         return responses.inputTokens(await readJsonBody(request, maxBody));
       case "/v1/responses/{id}":
-        return request.method === "DELETE" ? responses.delete(match.id) : responses.retrieve(match.id, url);
+        return request.method === "DELETE" ? responses.delete(match.id, url) : responses.retrieve(match.id, url);
       case "/v1/responses/{id}/input_items":
         return responses.inputItems(match.id, url);
       case "/v1/responses/{id}/cancel":
-        return await responses.cancel(match.id);
+        return await responses.cancel(match.id, url);
       case "/v1/chat/completions":
         if (draining) throw unavailable("The server is shutting down");
         return await chat.create(await readJsonBody(request, maxBody), request, startedAt);

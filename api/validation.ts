@@ -38,3 +38,31 @@ export function parseOrThrow<S extends z.ZodType>(schema: S, value: unknown, bas
   if (!result.success) throw zodToApiError(result.error, base);
   return result.data;
 }
+
+/**
+ * Query parameters of the GET/POST routes that take none in the body: anything outside `allowed` is a 400
+ * `unknown_parameter` naming it (never silently ignored), and `include` / `include[]` values must be ones rill
+ * honours. Stored responses and items already carry what their creating request included, so these hold trivially.
+ */
+export function checkQuery(url: URL, allowed: readonly string[]): void {
+  for (const [key, value] of url.searchParams) {
+    if (key === "include" || key === "include[]") {
+      if (!allowed.includes("include")) {
+        throw invalidRequest(`Unrecognized query parameter: ${key}`, key, "unknown_parameter");
+      }
+      if (!QUERY_INCLUDE_VALUES.has(value)) {
+        throw invalidRequest(`include value '${value}' is not supported by rill`, key, "unsupported_parameter");
+      }
+      continue;
+    }
+    if (!allowed.includes(key)) throw invalidRequest(`Unrecognized query parameter: ${key}`, key, "unknown_parameter");
+    if (key === "include_obfuscation" && value !== "true" && value !== "false") {
+      throw invalidRequest("'include_obfuscation' must be true or false", key, "invalid_value");
+    }
+  }
+}
+
+const QUERY_INCLUDE_VALUES: ReadonlySet<string> = new Set([
+  "message.output_text.logprobs",
+  "reasoning.encrypted_content",
+]);

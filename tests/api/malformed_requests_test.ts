@@ -320,6 +320,45 @@ const CASES: readonly Case[] = [
   },
   { name: "chat unknown field", path: C, body: { ...chat, bogus: true }, status: 400, param: "bogus" },
   { name: "chat unknown model", path: C, body: { ...chat, model: "x" }, status: 404, param: "model" },
+  // Query parameters are never silently ignored either
+  { name: "retrieve unknown query", method: "GET", path: `${R}/resp_x?bogus=1`, status: 400, param: "bogus" },
+  {
+    name: "retrieve include not honoured",
+    method: "GET",
+    path: `${R}/resp_x?include[]=file_search_call.results`,
+    status: 400,
+    param: "include[]",
+    code: "unsupported_parameter",
+  },
+  {
+    name: "retrieve include_obfuscation not a boolean",
+    method: "GET",
+    path: `${R}/resp_x?include_obfuscation=maybe`,
+    status: 400,
+    param: "include_obfuscation",
+  },
+  {
+    name: "input_items unknown query",
+    method: "GET",
+    path: `${R}/resp_x/input_items?page=2`,
+    status: 400,
+    param: "page",
+  },
+  { name: "cancel with a query", path: `${R}/resp_x/cancel?force=1`, status: 400, param: "force" },
+  { name: "delete with a query", method: "DELETE", path: `${R}/resp_x?hard=1`, status: 400, param: "hard" },
+  {
+    name: "reasoning.context all_turns",
+    body: { ...ok, reasoning: { context: "all_turns" } },
+    status: 400,
+    param: "reasoning.context",
+    code: "unsupported_parameter",
+  },
+  {
+    name: "retrieve known query on an unknown id",
+    method: "GET",
+    path: `${R}/resp_x?include_obfuscation=false`,
+    status: 404,
+  },
 ];
 
 Deno.test("malformed requests: status, error shape, and the server stays healthy", async (t) => {
