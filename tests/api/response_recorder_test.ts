@@ -2,30 +2,10 @@ import assert from "node:assert/strict";
 import { ResponseRecorder } from "../../api/response_recorder.ts";
 import { ResponseStore } from "../../api/response_store.ts";
 import { buildResponse, type ResponseTemplate } from "../../events/response_template.ts";
+import { template as sharedTemplate } from "../events/fixtures.ts";
 import type { Response, ResponseStreamEvent } from "../../events/types.ts";
 
-const template: ResponseTemplate = {
-  id: "resp_rec",
-  createdAt: 1,
-  model: "rill-test",
-  instructions: null,
-  tools: [],
-  toolChoice: "auto",
-  parallelToolCalls: true,
-  temperature: 1,
-  topP: 1,
-  maxOutputTokens: null,
-  metadata: {},
-  previousResponseId: null,
-  store: true,
-  background: false,
-  text: { format: { type: "text" } },
-  reasoning: { effort: null, summary: null },
-  truncation: "disabled",
-  user: null,
-  topLogprobs: null,
-  serviceTier: "default",
-};
+const template: ResponseTemplate = { ...sharedTemplate, id: "resp_rec" };
 
 const response = (status: Response["status"]): Response => buildResponse(template, { status, output: [], usage: null });
 

@@ -149,6 +149,7 @@ Deno.test("previous_response_id continues the conversation without the previous 
     const prompt = tokenizer().decode(t.engine.requests[1]!.promptTokens);
     assert.ok(!prompt.includes("SECRET-INSTRUCTIONS"), "previous instructions leaked into the prompt");
     assert.ok(prompt.includes("What is the weather?"));
+    assert.ok(prompt.includes("Need a tool."), "previous reasoning (of the open tool loop) missing");
     assert.ok(prompt.includes('{"city":"Paris"}'), "previous tool call missing");
     assert.ok(prompt.includes('{"sky":"sunny"}'), "tool output missing");
     assert.equal(second.output.at(-1).content[0].text, "It is sunny in Paris.");
