@@ -18,10 +18,16 @@ interface Proc {
 }
 
 /** Starts a serve process and waits for its "serving … at URL" line. */
-async function spawnServe(entry: string, args: string[], env: Record<string, string> = {}): Promise<Proc> {
+async function spawnServe(
+  entry: string,
+  args: string[],
+  env: Record<string, string> = {},
+  cwd?: string,
+): Promise<Proc> {
   const child = new Deno.Command(Deno.execPath(), {
     args: ["run", "-A", entry, "serve", ...args],
     env: { RUST_BACKTRACE: "0", ...env },
+    ...(cwd === undefined ? {} : { cwd }),
     stdout: "piped",
     stderr: "piped",
   }).spawn();
@@ -236,4 +242,18 @@ Deno.test("the scripted entry honours --max-model-len like rill serve: /v1/model
     p.child.kill("SIGTERM");
   }
   assert.equal((await p.finish()).code, 0);
+});
+
+Deno.test("rill serve without MODEL_DIR serves the bundled model, found next to the program from any directory", async () => {
+  const main = new URL("../../main.ts", import.meta.url).pathname;
+  const p = await spawnServe(main, ["--port", "0", "--data-dir", ":memory:"], {}, "/");
+  try {
+    const models = await (await fetch(`${p.url}/v1/models`)).json();
+    assert.equal(models.data[0].id, "rill-tiny-harmony");
+  } finally {
+    p.child.kill("SIGTERM");
+  }
+  const done = await p.finish();
+  assert.equal(done.code, 0, done.stderr);
+  assert.match(done.stdout, /serving model 'rill-tiny-harmony' \(harmony, context \d+\) at http/);
 });
