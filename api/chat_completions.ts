@@ -13,6 +13,7 @@ import type { ParsedChunk } from "../events/parsed_chunk.ts";
 import type { Usage } from "../events/types.ts";
 import { contextLengthExceeded, modelNotFound, serverError } from "./errors.ts";
 import { startGeneration, stopOnDisconnect } from "./generation.ts";
+import { checkParallelToolCalls } from "./parallel_tool_calls.ts";
 import type { Metrics } from "./metrics.ts";
 import { jsonResponse, SSE_HEADERS } from "./http_response.ts";
 import {
@@ -210,6 +211,7 @@ export class ChatCompletionsService {
     }
     checkChatSupported(body);
     const { tools, choice } = chatTools(body);
+    checkParallelToolCalls(format, body.parallel_tool_calls, tools.length);
     const effort = body.reasoning_effort;
     const prompt: PromptInput = {
       messages: chatMessages(body),

@@ -18,8 +18,9 @@
  *   `reasoning.encrypted_content` is accepted: rill encrypts nothing, reasoning travels in clear in `content`,
  *   which clients replay. Other include values are rejected.
  * - `text.verbosity`, `prompt_cache_key`, `prompt_cache_retention: in_memory`, `safety_identifier`, `user`,
- *   `client_metadata`, `max_tool_calls` (rill runs no built-in tools), `parallel_tool_calls` are hints or limits
- *   that hold trivially; they are accepted (and echoed where the Response has the field).
+ *   `client_metadata`, `max_tool_calls` (rill runs no built-in tools) are hints or limits that hold trivially; they
+ *   are accepted (and echoed where the Response has the field). `parallel_tool_calls: false` holds for harmony
+ *   models and is refused for template models (parallel_tool_calls.ts).
  * - `truncation: "auto"` drops the oldest conversation messages until the prompt fits; `disabled` (default) answers
  *   400 `context_length_exceeded` when the prompt leaves no room to generate.
  */
@@ -29,6 +30,7 @@ import type { SamplingParams } from "../engine/engine.ts";
 import type { ResponseTemplate } from "../events/pipeline.ts";
 import { contextLengthExceeded, invalidRequest, modelNotFound, notFound, unsupportedParameter } from "./errors.ts";
 import { itemsToMessages } from "./conversation_items.ts";
+import { checkParallelToolCalls } from "./parallel_tool_calls.ts";
 import {
   type CreateResponseBody,
   type FunctionToolInput,
@@ -317,6 +319,7 @@ function renderFitting(
 export function preparePrompt(body: CreateResponseBody | InputTokensBody, ctx: RequestContext): PreparedPrompt {
   checkUnsupported(body);
   const tools = setupTools(body);
+  checkParallelToolCalls(ctx.format, body.parallel_tool_calls, tools.offered.length);
   if (body.input === undefined && body.previous_response_id == null) {
     throw invalidRequest("Missing required parameter: 'input'", "input", "missing_required_parameter");
   }
