@@ -2,8 +2,21 @@
  * Token ids → SSE bytes through the streaming core on one core, for a harmony and a simple (ChatML) output, at
  * 1, 4 and 8 tokens per engine step. The engine is replaced by pre-built chunks so only the pipeline is measured.
  * Prints `pipeline <harmony|simple> <K> tokens/step: <N> tokens/s`.
+ *
+ * Then the allocation per engine step, which timing noise on a shared machine cannot hide: the HTTP benchmark's
+ * stamped PacedEngine (o200k, harmony) drained bare, through `responseSseStream`, and through the API's path
+ * (`startGeneration` + `responseSseStream` + the recorder, as responses_service streams). It runs in a child process
+ * whose young generation is large enough that no GC runs while it measures, so heap growth is allocation. Prints
+ * `pipeline alloc <engine|pipeline|api> <K> tokens/step: <B> bytes/step (+<E> external), <F> bytes/response`.
  */
+import { Metrics } from "../api/metrics.ts";
+import { startGeneration } from "../api/generation.ts";
+import { ResponseRecorder } from "../api/response_recorder.ts";
 import type { EngineChunk } from "../engine/engine.ts";
+import { createHarmonyFormat } from "../engine/harmony_format.ts";
+import { buildResponse } from "../events/response_template.ts";
+import { O200kTokenizer } from "../tests/support/o200k_tokenizer.ts";
+import { PacedEngine, stampedScript } from "../tests/e2e/paced_engine.ts";
 import type { Tokenizer } from "../engine/tokenizer.ts";
 import type { OutputParser } from "../parsers/segment.ts";
 import { CounterIds } from "../events/ids.ts";
@@ -111,7 +124,101 @@ async function once(c: Case, chunks: readonly EngineChunk[]): Promise<number> {
   return (performance.now() - t0) / 1000;
 }
 
+type AllocPath = "engine" | "pipeline" | "api";
+
+/** Drains one response of `steps` stamped steps of `k` tokens through `path`. */
+async function drain(path: AllocPath, tok: O200kTokenizer, steps: number, k: number): Promise<void> {
+  const engine = new PacedEngine({
+    tokenizer: tok,
+    script: stampedScript(tok, steps),
+    tokensPerStep: k,
+    stepMs: 0,
+    modelId: "bench",
+  });
+  const sampling = {
+    temperature: 0,
+    topP: 1,
+    topK: 0,
+    maxTokens: 1 << 20,
+    stopTokens: [],
+    stopStrings: [],
+    logprobs: -1,
+  };
+  const options = {
+    template,
+    tokenizer: tok,
+    parser: createHarmonyFormat(tok).createParser({ toolNames: [] }),
+  };
+  let body: ReadableStream<unknown>;
+  if (path === "engine") body = engine.generate({ id: "r", promptTokens: [1], sampling });
+  else if (path === "pipeline") {
+    body = responseSseStream(engine.generate({ id: "r", promptTokens: [1], sampling }), options);
+  } else {
+    const initial = buildResponse(template, { status: "in_progress", output: [], usage: null });
+    const recorder = new ResponseRecorder(initial, null);
+    const generation = startGeneration(engine, {
+      id: "r",
+      promptTokens: [1],
+      sampling,
+      metrics: new Metrics(),
+      startedAt: performance.now(),
+      onCancel: () => recorder.cancel(),
+    });
+    body = responseSseStream(generation.chunks, options, (events) => recorder.record(events));
+  }
+  for await (const _ of body);
+}
+
+/** Heap and external bytes allocated by `responses` responses of `steps` steps each (no GC may run meanwhile). */
+async function allocated(path: AllocPath, tok: O200kTokenizer, responses: number, steps: number, k: number) {
+  (globalThis as unknown as { gc(): void }).gc();
+  const before = Deno.memoryUsage();
+  for (let i = 0; i < responses; i++) await drain(path, tok, steps, k);
+  const after = Deno.memoryUsage();
+  return { heap: after.heapUsed - before.heapUsed, external: after.external - before.external };
+}
+
+/** The child process's side: per-step bytes = the growth between short and long responses, per extra step. */
+async function allocChild(): Promise<void> {
+  const tok = new O200kTokenizer();
+  const responses = 20;
+  const [short, long] = [50, 250];
+  for (const k of [1, 4]) {
+    for (const path of ["engine", "pipeline", "api"] as const) {
+      for (let i = 0; i < 3; i++) await allocated(path, tok, responses, long, k); // warm-up: JIT
+      const a = await allocated(path, tok, responses, short, k);
+      const b = await allocated(path, tok, responses, long, k);
+      const perStep = (b.heap - a.heap) / (responses * (long - short));
+      const external = (b.external - a.external) / (responses * (long - short));
+      const fixed = a.heap / responses - perStep * short;
+      console.log(
+        `pipeline alloc ${path} ${k} tokens/step: ${Math.round(perStep)} bytes/step ` +
+          `(+${Math.round(external)} external), ${Math.round(fixed)} bytes/response`,
+      );
+    }
+  }
+}
+
+/** Young generation (MiB per semi-space) that holds a whole measurement, so no scavenge disturbs it. */
+const ALLOC_SEMI_SPACE_MB = 1024;
+
+async function allocReport(): Promise<void> {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "-A",
+      `--v8-flags=--expose-gc,--min-semi-space-size=${ALLOC_SEMI_SPACE_MB},--max-semi-space-size=${ALLOC_SEMI_SPACE_MB}`,
+      new URL(import.meta.url).pathname,
+      "--alloc",
+    ],
+    stderr: "inherit",
+  }).output();
+  Deno.stdout.writeSync(out.stdout);
+  if (!out.success) throw new Error("allocation probe failed");
+}
+
 export async function run(): Promise<void> {
+  await allocReport();
   for (const c of cases()) {
     for (const k of [1, 4, 8]) {
       const chunks = chunksOf(c.tokens, k);
@@ -122,3 +229,5 @@ export async function run(): Promise<void> {
     }
   }
 }
+
+if (import.meta.main && Deno.args[0] === "--alloc") await allocChild();
