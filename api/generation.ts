@@ -1,5 +1,5 @@
 /**
- * One engine generation as the HTTP layer sees it: the engine's chunk stream wrapped so that
+ * One engine generation as the HTTP layer sees it: the engine's chunk stream tapped (events/chunk_tap.ts) so that
  * - cancelling the stream, or `stop()` (a client that went away), aborts the request's signal, so the engine stops at
  *   its next step and frees the sequence's KV memory even if it does not watch stream cancellation;
  * - timing and token counts reach the metrics exactly once, however the generation ends.
@@ -8,6 +8,7 @@
  * any response byte exists (→ 429).
  */
 import type { Engine, EngineChunk, SamplingParams } from "../engine/engine.ts";
+import { tapChunks } from "../events/chunk_tap.ts";
 import type { Metrics } from "./metrics.ts";
 
 export interface Generation {
@@ -41,7 +42,6 @@ export function startGeneration(engine: Engine, options: GenerationOptions): Gen
     sampling: options.sampling,
     signal: abort.signal,
   });
-  const reader = source.getReader();
   let firstTokenAt: number | null = null;
   let lastTokenAt: number | null = null;
   let outputTokens = 0;
@@ -68,21 +68,10 @@ export function startGeneration(engine: Engine, options: GenerationOptions): Gen
     settle(options.promptTokens.length, true);
     options.onCancel?.();
   };
-  const chunks = new ReadableStream<EngineChunk>({
-    async pull(controller) {
-      let result: ReadableStreamReadResult<EngineChunk>;
-      try {
-        result = await reader.read();
-      } catch (error) {
-        settle(options.promptTokens.length, false);
-        throw error;
-      }
-      if (result.done) {
-        settle(options.promptTokens.length, false);
-        controller.close();
-        return;
-      }
-      const chunk = result.value;
+  // A tap, not a wrapping stream: the Responses pipeline calls these hooks inline as it reads the engine's stream,
+  // so a step costs no extra stream hop; any other reader (Chat Completions) gets a stream that calls them.
+  const chunks = tapChunks(source, {
+    chunk(chunk) {
       if (chunk.type === "step") {
         const now = performance.now();
         firstTokenAt ??= now;
@@ -92,13 +81,10 @@ export function startGeneration(engine: Engine, options: GenerationOptions): Gen
         outputTokens = chunk.outputTokens;
         settle(chunk.promptTokens, chunk.reason === "abort");
       }
-      controller.enqueue(chunk);
     },
-    async cancel(reason) {
-      stop();
-      await reader.cancel(reason).catch(() => {});
-    },
-  }, { highWaterMark: 0 });
+    end: () => settle(options.promptTokens.length, false),
+    cancel: stop,
+  });
   return { chunks, abort, done, stop };
 }
 

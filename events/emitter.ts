@@ -17,7 +17,7 @@
  * (the spec has none for cancellation) and `response` reports status "cancelled".
  */
 import type { FinishReason } from "../engine/engine.ts";
-import type { ItemKind, SegmentLogprob } from "../parsers/segment.ts";
+import type { ItemKind, Segment, SegmentLogprob } from "../parsers/segment.ts";
 import * as b from "./builders.ts";
 import type { IdSource } from "./ids.ts";
 import type { ParsedChunk } from "./parsed_chunk.ts";
@@ -91,29 +91,48 @@ export class ResponseEmitter {
    * chunk).
    */
   start(): UnsequencedEvent[] {
-    if (this.#state !== "new") return [];
+    const out: UnsequencedEvent[] = [];
+    this.startInto(out);
+    return out;
+  }
+
+  /** `start`, appending to `out` (the fused pipeline's one array per step). */
+  startInto(out: UnsequencedEvent[]): void {
+    if (this.#state !== "new") return;
     this.#state = "created";
     if (this.#template.background) {
       const queued = this.#snapshot("queued");
-      return [b.responseCreated(queued), b.responseQueued(queued)];
+      out.push(b.responseCreated(queued), b.responseQueued(queued));
+      return;
     }
     const running = this.#snapshot("in_progress");
     this.#state = "running";
-    return [b.responseCreated(running), b.responseInProgress(running)];
+    out.push(b.responseCreated(running), b.responseInProgress(running));
   }
 
   push(chunk: ParsedChunk): UnsequencedEvent[] {
-    const out: UnsequencedEvent[] = this.#state === "new" ? this.start() : [];
-    if (this.#state === "ended") return out;
-    if (this.#state === "created") {
-      this.#state = "running";
-      out.push(b.responseInProgress(this.#snapshot("in_progress")));
-    }
+    const out: UnsequencedEvent[] = [];
+    this.pushInto(chunk, out);
+    return out;
+  }
+
+  /** `push`, appending to `out`. */
+  pushInto(chunk: ParsedChunk, out: UnsequencedEvent[]): void {
     if (chunk.type === "finish") {
-      this.#finish(out, chunk.reason, chunk.usage, chunk.message);
-      return out;
+      if (this.#begin(out)) this.#finish(out, chunk.reason, chunk.usage, chunk.message);
+    } else {
+      this.pushSegments(chunk.segments, chunk.segments.length, out);
     }
-    for (const seg of chunk.segments) {
+  }
+
+  /**
+   * One engine step's segments, the first `count` of `segments` (the fused pipeline reuses one buffer per response;
+   * the emitter keeps no reference to it), appending the events to `out`.
+   */
+  pushSegments(segments: readonly Segment[], count: number, out: UnsequencedEvent[]): void {
+    if (!this.#begin(out)) return;
+    for (let i = 0; i < count; i++) {
+      const seg = segments[i]!;
       switch (seg.kind) {
         case "open":
           this.#closeOpen(out, "completed");
@@ -144,7 +163,17 @@ export class ResponseEmitter {
       }
     }
     this.#flushDelta(out);
-    return out;
+  }
+
+  /** The opening events not sent yet (a push before `start`, a background response's in_progress); false once ended. */
+  #begin(out: UnsequencedEvent[]): boolean {
+    if (this.#state === "new") this.startInto(out);
+    if (this.#state === "ended") return false;
+    if (this.#state === "created") {
+      this.#state = "running";
+      out.push(b.responseInProgress(this.#snapshot("in_progress")));
+    }
+    return true;
   }
 
   #snapshot(status: "queued" | "in_progress"): Response {

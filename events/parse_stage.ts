@@ -35,19 +35,30 @@ export class ParseCore {
     if (chunk.type === "finish") {
       return this.#finish(chunk.reason, chunk.promptTokens, chunk.outputTokens, chunk.cachedTokens ?? 0, chunk.message);
     }
+    const segments: Segment[] = [];
+    this.stepInto(chunk, segments);
+    return [{ type: "segments", segments }];
+  }
+
+  /**
+   * One engine step's segments, written over `buffer` from index 0; returns how many. The fused pipeline reuses one
+   * buffer per response, so a step allocates no array of its own (entries past the count are stale, not cleared).
+   */
+  stepInto(chunk: Extract<EngineChunk, { type: "step" }>, buffer: Segment[]): number {
+    if (this.#finished) return 0;
     const parser = this.#parser;
     const tokens = chunk.tokens;
     const logprobs = this.#includeLogprobs ? chunk.logprobs : undefined;
-    const segments: Segment[] = [];
+    let n = 0;
     for (let i = 0; i < tokens.length; i++) {
       const token = tokens[i]!;
       const before = parser.inReasoning;
       const lp = logprobs?.[i];
       const produced = lp === undefined ? parser.push(token) : parser.push(token, this.#segmentLogprob(token, lp));
       this.#count(before || parser.inReasoning, produced, true);
-      for (let j = 0; j < produced.length; j++) segments.push(produced[j]!);
+      for (let j = 0; j < produced.length; j++) buffer[n++] = produced[j]!;
     }
-    return [{ type: "segments", segments }];
+    return n;
   }
 
   /** End of the engine stream. Without a finish chunk the generation ended abnormally: report it as an error. */

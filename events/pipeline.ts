@@ -8,10 +8,10 @@
  */
 import type { EngineChunk } from "../engine/engine.ts";
 import type { Tokenizer } from "../engine/tokenizer.ts";
-import type { OutputParser } from "../parsers/segment.ts";
+import type { OutputParser, Segment } from "../parsers/segment.ts";
+import { type ChunkTap, untap } from "./chunk_tap.ts";
 import { ResponseEmitter } from "./emitter.ts";
 import { type IdSource, randomIds } from "./ids.ts";
-import type { ParsedChunk } from "./parsed_chunk.ts";
 import { ParseCore } from "./parse_stage.ts";
 import type { ResponseTemplate } from "./response_template.ts";
 import { Sequencer } from "./sequencer.ts";
@@ -24,6 +24,7 @@ export { parseStage } from "./parse_stage.ts";
 export { sseEncoder } from "./sse.ts";
 export { emitterStage } from "./emitter.ts";
 export { sequencerStage } from "./sequencer.ts";
+export { type ChunkTap, tapChunks } from "./chunk_tap.ts";
 
 export interface PipelineOptions {
   readonly template: ResponseTemplate;
@@ -57,40 +58,97 @@ function cores(options: PipelineOptions): Cores {
 }
 
 /**
- * Pulls engine chunks and returns the events of each (unsequenced), ending after the emitter's finish. A failing
- * engine stream becomes an `error` finish so the client still gets `error` + `response.failed` (§5.12 #115).
+ * Pulls engine chunks through parse and emit and hands `deliver` the (unsequenced) events of each step that produced
+ * any, then null after the emitter's finish. A failing engine stream becomes an `error` finish so the client still
+ * gets `error` + `response.failed` (§5.12 #115).
+ *
+ * Per step it allocates one events array and the read's promises, nothing else of its own: promise handlers are
+ * bound once, segments go through one reused buffer, and a tapped source (chunk_tap.ts) is read directly with its
+ * hooks called inline.
  */
-function eventSource(
-  chunks: ReadableStream<EngineChunk>,
-  { parse, emitter }: Cores,
-): { next(): Promise<UnsequencedEvent[] | null>; cancel(reason: unknown): Promise<void> } {
-  const reader = chunks.getReader();
-  return {
-    async next() {
-      for (;;) {
-        if (emitter.ended) {
-          reader.cancel().catch(() => {});
-          return null;
-        }
-        let parsed: ParsedChunk[];
-        try {
-          const r = await reader.read();
-          parsed = r.done ? parse.flush() : parse.push(r.value);
-        } catch (e) {
-          const message = e instanceof Error ? e.message : String(e);
-          parsed = parse.push({ type: "finish", reason: "error", promptTokens: 0, outputTokens: 0, message });
-        }
-        let events: UnsequencedEvent[] | null = null;
-        for (const p of parsed) {
-          const produced = emitter.push(p);
-          if (events === null) events = produced;
-          else for (const e of produced) events.push(e);
-        }
-        if (events !== null && events.length > 0) return events;
+class StepPump {
+  readonly #reader: ReadableStreamDefaultReader<EngineChunk>;
+  readonly #tap: ChunkTap | undefined;
+  readonly #parse: ParseCore;
+  readonly #emitter: ResponseEmitter;
+  readonly #deliver: (events: UnsequencedEvent[] | null) => void;
+  readonly #segments: Segment[] = [];
+  readonly #onRead = (r: ReadableStreamReadResult<EngineChunk>) => this.#read(r);
+  readonly #onError = (e: unknown) => this.#failed(e);
+
+  constructor(
+    chunks: ReadableStream<EngineChunk>,
+    { parse, emitter }: Cores,
+    deliver: (events: UnsequencedEvent[] | null) => void,
+  ) {
+    const tapped = untap(chunks);
+    this.#tap = tapped?.tap;
+    this.#reader = (tapped?.source ?? chunks).getReader();
+    this.#parse = parse;
+    this.#emitter = emitter;
+    this.#deliver = deliver;
+  }
+
+  /** Delivers the opening events. */
+  start(): void {
+    const events: UnsequencedEvent[] = [];
+    this.#emitter.startInto(events);
+    this.#deliver(events);
+  }
+
+  /** Delivers the next step's events, or null once the finish was delivered. */
+  pull(): Promise<void> | undefined {
+    if (this.#emitter.ended) {
+      this.#cancelSource(undefined);
+      this.#deliver(null);
+      return undefined;
+    }
+    return this.#reader.read().then(this.#onRead, this.#onError);
+  }
+
+  cancel(reason: unknown): Promise<void> {
+    this.#tap?.cancel();
+    return this.#reader.cancel(reason);
+  }
+
+  #cancelSource(reason: unknown): void {
+    this.#tap?.cancel();
+    this.#reader.cancel(reason).catch(() => {});
+  }
+
+  #read(r: ReadableStreamReadResult<EngineChunk>): Promise<void> | undefined {
+    const events: UnsequencedEvent[] = [];
+    if (r.done) {
+      this.#tap?.end();
+      for (const p of this.#parse.flush()) this.#emitter.pushInto(p, events);
+    } else {
+      const chunk = r.value;
+      this.#tap?.chunk(chunk);
+      if (chunk.type === "step") {
+        const n = this.#parse.stepInto(chunk, this.#segments);
+        this.#emitter.pushSegments(this.#segments, n, events);
+      } else {
+        for (const p of this.#parse.push(chunk)) this.#emitter.pushInto(p, events);
       }
-    },
-    cancel: (reason) => reader.cancel(reason),
-  };
+    }
+    return this.#settle(events);
+  }
+
+  #failed(e: unknown): Promise<void> | undefined {
+    this.#tap?.end();
+    const message = e instanceof Error ? e.message : String(e);
+    const events: UnsequencedEvent[] = [];
+    const parsed = this.#parse.push({ type: "finish", reason: "error", promptTokens: 0, outputTokens: 0, message });
+    for (const p of parsed) this.#emitter.pushInto(p, events);
+    return this.#settle(events);
+  }
+
+  /** A step that produced no event (e.g. inside a header) is not delivered: the next one is read instead. */
+  #settle(events: UnsequencedEvent[]): Promise<void> | undefined {
+    if (events.length === 0) return this.pull();
+    this.#deliver(events);
+    return undefined;
+  }
 }
 
 /** Streaming: one array of sequenced events per engine step that produced events (never one chunk per token). */
@@ -102,17 +160,17 @@ export function responseEventStream(
 }
 
 function eventStream(chunks: ReadableStream<EngineChunk>, c: Cores): ReadableStream<ResponseStreamEvent[]> {
-  const source = eventSource(chunks, c);
+  let pump!: StepPump;
   return new ReadableStream<ResponseStreamEvent[]>({
     start(controller) {
-      controller.enqueue(c.sequencer.stamp(c.emitter.start()));
+      pump = new StepPump(chunks, c, (events) => {
+        if (events === null) controller.close();
+        else controller.enqueue(c.sequencer.stamp(events));
+      });
+      pump.start();
     },
-    async pull(controller) {
-      const events = await source.next();
-      if (events === null) controller.close();
-      else controller.enqueue(c.sequencer.stamp(events));
-    },
-    cancel: (reason) => source.cancel(reason),
+    pull: () => pump.pull(),
+    cancel: (reason) => pump.cancel(reason),
   }, { highWaterMark: 0 });
 }
 
@@ -127,23 +185,20 @@ export function responseSseStream(
   onEvents?: (events: readonly ResponseStreamEvent[]) => void,
 ): ReadableStream<Uint8Array> {
   const c = cores(options);
-  const source = eventSource(chunks, c);
   const sse = new SseEncoder();
-  const emit = (controller: ReadableStreamDefaultController<Uint8Array>, events: UnsequencedEvent[]) => {
-    const sequenced = c.sequencer.stamp(events);
-    onEvents?.(sequenced);
-    controller.enqueue(sse.encode(sequenced));
-  };
+  let pump!: StepPump;
   return new ReadableStream<Uint8Array>({
     start(controller) {
-      emit(controller, c.emitter.start());
+      pump = new StepPump(chunks, c, (events) => {
+        if (events === null) return controller.close();
+        const sequenced = c.sequencer.stamp(events);
+        onEvents?.(sequenced);
+        controller.enqueue(sse.encode(sequenced));
+      });
+      pump.start();
     },
-    async pull(controller) {
-      const events = await source.next();
-      if (events === null) controller.close();
-      else emit(controller, events);
-    },
-    cancel: (reason) => source.cancel(reason),
+    pull: () => pump.pull(),
+    cancel: (reason) => pump.cancel(reason),
   }, { highWaterMark: 0 });
 }
 

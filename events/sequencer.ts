@@ -13,12 +13,19 @@ export class Sequencer {
     return this.#next;
   }
 
-  stamp(events: readonly UnsequencedEvent[]): ResponseStreamEvent[] {
-    const out: ResponseStreamEvent[] = new Array(events.length);
+  /**
+   * Numbers the events in place and returns the same array as numbered events: the sequencer takes ownership of the
+   * array and its events (no copy per event, which was a large share of a step's allocation). `sequence_number` is
+   * added as the last key, so JSON and SSE bytes have it last, as a copy `{ ...event, sequence_number }` would.
+   * Stamping an event twice is a caller bug and throws.
+   */
+  stamp(events: UnsequencedEvent[]): ResponseStreamEvent[] {
     for (let i = 0; i < events.length; i++) {
-      out[i] = { ...events[i]!, sequence_number: this.#next++ } as ResponseStreamEvent;
+      const e = events[i] as { sequence_number?: number };
+      if (e.sequence_number !== undefined) throw new Error("event already has a sequence number");
+      e.sequence_number = this.#next++;
     }
-    return out;
+    return events as unknown as ResponseStreamEvent[];
   }
 }
 
