@@ -37,8 +37,9 @@ from model import Config, TinyLlama  # noqa: E402
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 SETTINGS = {
-    "harmony": dict(name="rill-tiny-harmony", specials=data.HARMONY_SPECIALS, seed=1234),
-    "chatml": dict(name="rill-tiny-chatml", specials=data.CHATML_SPECIALS, seed=4321),
+    # phase2: steps of the arithmetic-heavy second phase (harmony met its targets after phase 1 alone).
+    "harmony": dict(name="rill-tiny-harmony", specials=data.HARMONY_SPECIALS, seed=1234, phase2=0),
+    "chatml": dict(name="rill-tiny-chatml", specials=data.CHATML_SPECIALS, seed=4321, phase2=700),
 }
 
 
@@ -135,7 +136,7 @@ def main():
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--n-train", type=int, default=80000)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--phase2-steps", type=int, default=700)
+    ap.add_argument("--phase2-steps", type=int, help="default: per model (SETTINGS)")
     ap.add_argument("--phase2-lr", type=float, default=8e-4)
     ap.add_argument("--from-phase1", help="start from these phase-1 weights and run only phase 2")
     ap.add_argument("--eval-only", action="store_true")
@@ -144,6 +145,8 @@ def main():
     args = ap.parse_args()
     s = SETTINGS[args.model]
     fmt, seed = args.model, s["seed"]
+    if args.phase2_steps is None:
+        args.phase2_steps = s["phase2"]
     torch.set_num_threads(args.threads)
     out_dir = os.path.join(ROOT, "models", s["name"])
     ck_dir = os.path.join(ROOT, "scripts", "train", ".out")
@@ -175,7 +178,7 @@ def main():
         if args.phase2_steps:
             # Phase 2: a fresh optimizer on fresh, arithmetic-heavy conversations (PHASE2_WEIGHTS): phase 1 leaves
             # the digit-by-digit sums and digit copying noisy while the other skills are already learned.
-            samples2 = tokenize_pairs(tok, pairs2, 320)
+            samples2 = tokenize_pairs(tok, build_phase2(fmt, seed + 3, args.phase2_steps * args.batch), 320)
             train_phase(model, samples2, pad_id, args.phase2_steps, args.batch, args.phase2_lr, 20,
                         random.Random(seed + 2), ckpt)
         torch.save(model.state_dict(), ckpt)
