@@ -175,6 +175,14 @@ Format: {fmt_text}
   (also compact, or `{{"city": ..., "temp_c": 18, "conditions": "sunny"}}`, or `sunny, 18 C`); it answers
   `It is sunny and 18 C in Paris.` Without tools it says it cannot check the weather.
 
+Prompt variations seen in training: with and without function tools (three wordings of the `get_weather` tool),
+optional instructions (harmony: developer `# Instructions`; ChatML: a system message), the current date present in 90%
+of harmony prompts and a `Reasoning:` line in 95%, one earlier finished turn in 15% of prompts, and the tool loop with
+and without the call's reasoning kept in the history.
+
+Reproduce: `/usr/bin/python3 scripts/train/train.py --model {fmt}` from the repository root (see its docstring);
+`--eval-only` re-runs export and evaluation from the saved checkpoint.
+
 ## Held-out accuracy (greedy, {rep['n']} prompts, none seen in training)
 
 - final answers correct: **{_pct(rep['answers'])}**
