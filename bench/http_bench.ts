@@ -44,6 +44,18 @@ function cpuSeconds(pid: number): number {
 }
 
 /**
+ * The V8 flags `deno task serve` runs rill with (deno.json's serve task), so the benchmark measures the server as
+ * users run it. RILL_BENCH_V8_FLAGS replaces them (comma-separated V8 flags; empty for none), for experiments.
+ */
+export function serveV8Flags(): string[] {
+  const override = Deno.env.get("RILL_BENCH_V8_FLAGS");
+  if (override !== undefined) return override === "" ? [] : [`--v8-flags=${override}`];
+  const config = JSON.parse(Deno.readTextFileSync(new URL("../deno.json", import.meta.url)));
+  const flags = /(?:^|\s)(--v8-flags=\S+)/.exec(String(config?.tasks?.serve ?? ""))?.[1];
+  return flags === undefined ? [] : [flags];
+}
+
+/**
  * `dataDir` null: an in-memory store (nothing is persisted unless a request asks, and these ask only in store runs).
  * Store runs get a fresh data directory on disk, as `rill serve` uses by default, so they pay for real commits.
  */
@@ -54,6 +66,7 @@ async function startServer(env: Record<string, string>, dataDir: string | null):
     args: [
       "run",
       "-A",
+      ...serveV8Flags(),
       ...profile,
       entry,
       "serve",
