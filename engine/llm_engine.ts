@@ -21,6 +21,7 @@ import { OnnxBackend, type OnnxBackendOptions } from "./onnx_backend.ts";
 import { Sampler, tokenLogprob } from "./sampler.ts";
 import { Scheduler } from "./scheduler.ts";
 import { StopMatcher } from "./stop_matcher.ts";
+import { ShardedBackend, WorkerBackend } from "./worker_backend.ts";
 import type { Tokenizer } from "./tokenizer.ts";
 
 export interface EngineOptions {
@@ -33,6 +34,11 @@ export interface EngineOptions {
   readonly tokenizer: Tokenizer;
   readonly modelId?: string;
   readonly backend?: OnnxBackendOptions;
+  /**
+   * Split each step's batch across this many ONNX sessions running at once: the main thread plus `shards - 1` Web
+   * Workers (default 1). Helps large batches on multi-core machines; small batches stay on the main thread.
+   */
+  readonly shards?: number;
   /** Most sequences in one batch (default 32). */
   readonly maxNumSeqs?: number;
   /** Most requests waiting beyond the free batch slots (default 256). */
@@ -483,7 +489,22 @@ export async function createEngine(options: EngineOptions): Promise<LlmEngine> {
       const v = config[key];
       if (v !== undefined) dims[key] = v;
     }
-    backend = await OnnxBackend.create(onnxPath!, options.backend, dims);
+    const shards = options.shards ?? 1;
+    if (!(Number.isInteger(shards) && shards >= 1)) throw new RangeError("shards must be a positive integer");
+    const main = await OnnxBackend.create(onnxPath!, options.backend, dims);
+    if (shards === 1) backend = main;
+    else {
+      const workers: Backend[] = [];
+      try {
+        for (let i = 1; i < shards; i++) {
+          workers.push(await WorkerBackend.create(onnxPath!, options.backend ?? {}, dims));
+        }
+      } catch (e) {
+        await Promise.all([main, ...workers].map((b) => b.close()));
+        throw e;
+      }
+      backend = new ShardedBackend([main, ...workers]);
+    }
   }
   const modelId = options.modelId ??
     (options.modelDir !== undefined

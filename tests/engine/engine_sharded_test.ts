@@ -1,0 +1,52 @@
+import assert from "node:assert/strict";
+import type { EngineChunk } from "../../engine/engine.ts";
+import { HfTokenizer } from "../../engine/hf_tokenizer.ts";
+import { createEngine } from "../../engine/llm_engine.ts";
+
+const FIXTURE = new URL("../fixtures/tiny-random", import.meta.url).pathname;
+const tokenizer = await HfTokenizer.fromFile(`${FIXTURE}/tokenizer.json`);
+
+async function run(shards: number, speculative: "ngram" | "none") {
+  const engine = await createEngine({ modelDir: FIXTURE, tokenizer, eosTokenIds: [], shards, speculative });
+  try {
+    const prompts = ["Hello, world!", "abcabcabc", "x", "The quick brown fox", "1 2 3 1 2 3", "Zürich", "aaaa", "hm"];
+    const outs = await Promise.all(prompts.map(async (p, i) => {
+      const tokens: number[] = [];
+      let reason = "";
+      const stream: ReadableStream<EngineChunk> = engine.generate({
+        id: `r${i}`,
+        promptTokens: tokenizer.encode(p),
+        sampling: {
+          temperature: i % 2 === 0 ? 0 : 0.8,
+          topP: 1,
+          topK: 0,
+          seed: i,
+          maxTokens: 20 + 5 * i,
+          stopTokens: [],
+          stopStrings: [],
+          logprobs: -1,
+        },
+      });
+      for await (const c of stream) {
+        if (c.type === "step") tokens.push(...c.tokens);
+        else reason = c.reason;
+      }
+      return { tokens, reason };
+    }));
+    assert.deepEqual(engine.stats(), { running: 0, waiting: 0, kvCacheUsage: 0 });
+    return outs;
+  } finally {
+    await engine.close();
+  }
+}
+
+Deno.test("engine with 2 shards (main thread + worker) gives the same outputs as one", async () => {
+  const one = await run(1, "none");
+  const two = await run(2, "none");
+  assert.deepEqual(two, one);
+  const twoSpec = await run(2, "ngram");
+  twoSpec.forEach((r, i) => {
+    if (i % 2 === 0) assert.deepEqual(r, one[i], `greedy prompt ${i} with speculation`);
+    assert.equal(r.tokens.length, 20 + 5 * i);
+  });
+});
