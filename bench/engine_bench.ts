@@ -191,7 +191,7 @@ export async function run(): Promise<void> {
     "What is the capital of Canada?",
     "Convert 3 hours to minutes.",
   ];
-  const make = (spec: "ngram" | "none", maxNumSeqs: number, threads = THREADS, k = 4) =>
+  const make = (spec: "ngram" | "none", maxNumSeqs: number, threads = THREADS, k = 4, shards = 1) =>
     createEngine({
       modelPath: model.onnxPath,
       tokenizer: model.tokenizer,
@@ -202,6 +202,7 @@ export async function run(): Promise<void> {
       maxNumSeqs,
       speculative: spec,
       numSpeculativeTokens: k,
+      shards,
     });
 
   const decodeTokens = 128;
@@ -264,6 +265,12 @@ export async function run(): Promise<void> {
         for (const c of [1, 32]) await runConcurrency(two, c, " (intraOpNumThreads 2)");
       } finally {
         await two.close();
+      }
+      const sharded = await make("none", 32, 1, 4, 2);
+      try {
+        for (const c of [8, 32]) await runConcurrency(sharded, c, " (2 shards: main thread + 1 worker)");
+      } finally {
+        await sharded.close();
       }
     }
   } finally {
