@@ -116,7 +116,18 @@ function writeUint(out: Uint8Array, pos: number, n: number): number {
   return end;
 }
 
+/** Bytes per slab: a 4-token step's frame is about 200 bytes, so one slab holds a few dozen steps. */
+const SLAB_BYTES = 8192;
+
 export class SseEncoder {
+  /**
+   * Chunks are views into a slab owned by this encoder (one response's stream), carved one after another and never
+   * written again once handed out, so a step costs a view instead of a fresh ArrayBuffer (its allocation, and its
+   * sweeping at every scavenge). A consumer that transfers a chunk detaches the slab: the next chunk then starts a
+   * new one (a detached slab's length reads 0).
+   */
+  #slab: Uint8Array = new Uint8Array(0);
+  #used = 0;
   /** Cache of the last delta frame prefix, keyed by event type and item id (fixed output/content index per item). */
   #prefixType = "";
   #prefixItem = "";
@@ -158,7 +169,7 @@ export class SseEncoder {
         total += bytes.length;
       }
     }
-    const out = new Uint8Array(total);
+    const out = this.#alloc(total);
     let pos = 0;
     for (let i = 0; i < events.length; i++) {
       const e = events[i]!;
@@ -180,6 +191,16 @@ export class SseEncoder {
       out[pos++] = 0x0a;
     }
     return out;
+  }
+
+  #alloc(n: number): Uint8Array {
+    if (this.#slab.length - this.#used < n) {
+      this.#slab = new Uint8Array(Math.max(SLAB_BYTES, n));
+      this.#used = 0;
+    }
+    const start = this.#used;
+    this.#used += n;
+    return this.#slab.subarray(start, start + n);
   }
 
   #tail(e: DeltaEvent): Uint8Array {
