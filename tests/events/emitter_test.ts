@@ -4,6 +4,7 @@ import { CounterIds } from "../../events/ids.ts";
 import type { ParsedChunk } from "../../events/parsed_chunk.ts";
 import type { ResponseTemplate } from "../../events/response_template.ts";
 import type { UnsequencedEvent } from "../../events/types.ts";
+import type { Segment } from "../../parsers/segment.ts";
 import { clock, finish, segs, template } from "./fixtures.ts";
 
 function run(
@@ -369,4 +370,26 @@ Deno.test("emitter: logprobs attach to their delta, and done/part logprobs are t
   assert.deepEqual(done.logprobs, deltas.flatMap((d) => d.logprobs));
   const part = byType(events, "response.content_part.done")[0]!.part;
   assert.deepEqual(part.type === "output_text" && part.logprobs, done.logprobs);
+});
+
+Deno.test("emitter: pushSegments reads only the first count segments of a reused buffer, appending to out", () => {
+  const steps: Segment[][] = [
+    [{ kind: "open", item: { type: "message" } }, { kind: "delta", text: "Hel" }, { kind: "delta", text: "lo" }],
+    [{ kind: "delta", text: "!" }],
+    [],
+    [{ kind: "close", reason: "end" }],
+  ];
+  const reference = run([...steps.map((s) => segs(...s)), finish("stop")]).events;
+  const emitter = new ResponseEmitter({ template, ids: new CounterIds(), clock });
+  const out: UnsequencedEvent[] = [];
+  emitter.startInto(out);
+  // One buffer for every step, as the fused pipeline uses it: entries past a step's count are stale.
+  const buffer: Segment[] = [];
+  for (const step of steps) {
+    step.forEach((s, i) => buffer[i] = s);
+    emitter.pushSegments(buffer, step.length, out);
+  }
+  emitter.pushInto(finish("stop"), out);
+  assert.deepEqual(out, reference);
+  assert.deepEqual(types(out).filter((t) => t === "output_text.delta").length, 2);
 });
