@@ -1,7 +1,8 @@
 /**
  * Engine throughput on the bundled model (models/rill-tiny-harmony) or, until it exists, the tiny random fixture:
  * - a bare onnxruntime-node greedy loop (present fed back as past, argmax in JS) at batch 1 and 32: the floor;
- * - rill single stream and 1/8/32 concurrent streams (decode tokens/s per stream and aggregate), no speculation;
+ * - rill single stream and 1/8/32 concurrent streams (decode tokens/s per stream and aggregate), no speculation,
+ *   also with intraOpNumThreads 2 and with 2 shards (main-thread session + one Web Worker session);
  * - rill's step overhead versus the bare loop on identical work;
  * - a repetitive task ("repeat the phrase N times") with and without n-gram speculation: acceptance rate, tokens per
  *   step and speedup.
