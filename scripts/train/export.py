@@ -217,8 +217,10 @@ def export_all(model, tok, fmt: str, out_dir: str, seed: int) -> None:
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
     with open(os.path.join(out_dir, "generation_config.json"), "w") as f:
+        # Greedy by default: the models were evaluated greedily and sampling at temperature 1 makes tiny models
+        # wrong far more often; requests can still ask for a temperature.
         json.dump({"bos_token_id": bos, "eos_token_id": gen_eos, "pad_token_id": sp["<|endoftext|>"],
-                   "max_new_tokens": 256}, f, indent=2)
+                   "do_sample": False, "max_new_tokens": 256}, f, indent=2)
     bpe_mod.save_tokenizer(tok, os.path.join(out_dir, "tokenizer.json"))
     tcfg.update({"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": c.max_position_embeddings,
                  "clean_up_tokenization_spaces": False,
