@@ -27,6 +27,22 @@ export interface ServeConfig {
   readonly logFormat: LogFormat;
   readonly speculative: "ngram" | "none";
   readonly numSpeculativeTokens: number;
+  /** ONNX sessions one step is split across (main thread + workers), or "auto" (see resolveShards). */
+  readonly shards: number | "auto";
+}
+
+/**
+ * "auto" shards: two sessions (main thread + one Web Worker) when the machine has at least two cores and batches may
+ * exceed 8 sequences; one otherwise. Small batches gain nothing from a second session (the sharded backend keeps them
+ * on the main thread anyway) and a worker costs a second copy of the weights.
+ */
+export function resolveShards(
+  shards: number | "auto",
+  maxNumSeqs: number,
+  cores: number = navigator.hardwareConcurrency,
+): number {
+  if (shards !== "auto") return shards;
+  return maxNumSeqs > 8 ? Math.max(1, Math.min(2, cores)) : 1;
 }
 
 /**
@@ -112,6 +128,15 @@ const SPECS: readonly OptionSpec[] = [
     help: "Draft tokens per step when speculating.",
     fallback: "4",
   },
+  {
+    flag: "shards",
+    env: "RILL_SHARDS",
+    value: "N|auto",
+    help: "ONNX sessions each step's batch is split across, run at once on separate cores (the main thread plus " +
+      "N-1 workers, each holding its own copy of the weights). auto = 2 when --max-num-seqs > 8 and the machine " +
+      "has 2+ cores, else 1.",
+    fallback: "auto",
+  },
 ];
 
 export function serveHelp(): string {
@@ -145,6 +170,14 @@ function choice<T extends string>(name: string, text: string, allowed: readonly 
     throw new CliError(`--${name} must be one of ${allowed.join(", ")}, got '${text}'`);
   }
   return text as T;
+}
+
+function shardsValue(text: string): number | "auto" {
+  if (text === "auto") return "auto";
+  if (!/^\d+$/.test(text) || Number(text) < 1) {
+    throw new CliError(`--shards must be 'auto' or an integer ≥ 1, got '${text}'`);
+  }
+  return Number(text);
 }
 
 /** Parses the arguments after `serve`. Returns "help" for --help. */
@@ -198,5 +231,6 @@ export function parseServeArgs(
     logFormat: choice("log-format", get("log-format")!, ["text", "json"] as const),
     speculative: choice("speculative", get("speculative")!, ["ngram", "none"] as const),
     numSpeculativeTokens: integer("num-speculative-tokens", get("num-speculative-tokens")!, 1),
+    shards: shardsValue(get("shards")!),
   };
 }

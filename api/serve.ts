@@ -7,9 +7,9 @@ import type { Engine } from "../engine/engine.ts";
 import { createEngine } from "../engine/llm_engine.ts";
 import { loadModel } from "../engine/load_model.ts";
 import { ModelDirError } from "../engine/model_dir.ts";
-import { CliError, type ServeConfig } from "./cli_options.ts";
+import { CliError, resolveShards, type ServeConfig } from "./cli_options.ts";
 import { Logger } from "./logger.ts";
-import { engineModelDir } from "./model_source.ts";
+import { engineModelDir, isEmbedded } from "./model_source.ts";
 import { ResponseStore } from "./response_store.ts";
 import type { SamplingDefaults } from "./responses_request.ts";
 import { readDoSample, samplingDefaults } from "./sampling_defaults.ts";
@@ -32,10 +32,18 @@ export async function loadServedModel(config: ServeConfig, logger: Logger): Prom
     if (!stat.isDirectory) throw new CliError(`Model path '${config.modelDir}' is not a directory`);
     const loaded = await loadModel(config.modelDir, { onProgress: (message) => logger.info(message) });
     const defaults = samplingDefaults(loaded.generationConfig, await readDoSample(config.modelDir));
-    const source = await engineModelDir(config.modelDir, loaded.onnxDataPaths);
+    // A model embedded in a compiled binary is invisible to onnxruntime's native file reads. A self-contained one is
+    // handed over as bytes; one with external data (resolved by path next to the graph) still needs a real copy.
+    const embedded = isEmbedded(config.modelDir);
+    const modelBytes = embedded && loaded.onnxDataPaths.length === 0 ? await Deno.readFile(loaded.onnxPath) : undefined;
+    const source = modelBytes !== undefined
+      ? { dir: config.modelDir, copied: false, release: () => Promise.resolve() }
+      : await engineModelDir(config.modelDir, loaded.onnxDataPaths);
+    if (modelBytes !== undefined) logger.info("model is embedded in the binary; the backend reads it from memory");
     if (source.copied) logger.info("model is embedded in the binary; the backend reads a copy", { dir: source.dir });
     const engine = await createEngine({
       modelDir: source.dir,
+      ...(modelBytes === undefined ? {} : { modelBytes }),
       tokenizer: loaded.tokenizer,
       modelId: config.servedModelName ?? loaded.modelId,
       maxNumSeqs: config.maxNumSeqs,
@@ -43,6 +51,7 @@ export async function loadServedModel(config: ServeConfig, logger: Logger): Prom
       maxModelLen: config.maxModelLen ?? loaded.maxModelLen,
       speculative: config.speculative,
       numSpeculativeTokens: config.numSpeculativeTokens,
+      shards: resolveShards(config.shards, config.maxNumSeqs),
       eosTokenIds: loaded.eosTokenIds,
     }).finally(() => source.release());
     return { engine, format: loaded.format, modelId: loaded.modelId, defaults };

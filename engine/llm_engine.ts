@@ -29,6 +29,12 @@ export interface EngineOptions {
   readonly modelDir?: string;
   /** An ONNX file; config.json is looked up next to it or one directory up. */
   readonly modelPath?: string;
+  /**
+   * The ONNX model's bytes, used instead of reading `onnx/model.onnx` (or `modelPath`) from disk, e.g. a model
+   * embedded in a compiled binary that native code cannot open by path. Must be self-contained (no external data).
+   * modelDir/modelPath then only locate config.json.
+   */
+  readonly modelBytes?: Uint8Array;
   /** A ready backend (e.g. a native one); then modelDir/modelPath only supply config.json, if given. */
   readonly customBackend?: Backend;
   readonly tokenizer: Tokenizer;
@@ -477,13 +483,14 @@ export async function createEngine(options: EngineOptions): Promise<LlmEngine> {
         break;
       }
     }
-  } else if (options.customBackend === undefined) {
-    throw new Error("createEngine: give modelDir, modelPath or customBackend");
+  } else if (options.customBackend === undefined && options.modelBytes === undefined) {
+    throw new Error("createEngine: give modelDir, modelPath, modelBytes or customBackend");
   }
   const config = configDir !== undefined ? await readModelConfig(configDir) : { eos: [] };
   let backend = options.customBackend;
   if (backend === undefined) {
-    if (!(await exists(onnxPath!))) throw new Error(`model file not found: ${onnxPath}`);
+    const model: string | Uint8Array = options.modelBytes ?? onnxPath!;
+    if (typeof model === "string" && !(await exists(model))) throw new Error(`model file not found: ${model}`);
     const dims: Record<string, number> = {};
     for (const key of ["vocabSize", "maxPositions", "numLayers", "kvHeads", "headDim"] as const) {
       const v = config[key];
@@ -491,13 +498,13 @@ export async function createEngine(options: EngineOptions): Promise<LlmEngine> {
     }
     const shards = options.shards ?? 1;
     if (!(Number.isInteger(shards) && shards >= 1)) throw new RangeError("shards must be a positive integer");
-    const main = await OnnxBackend.create(onnxPath!, options.backend, dims);
+    const main = await OnnxBackend.create(model, options.backend, dims);
     if (shards === 1) backend = main;
     else {
       const workers: Backend[] = [];
       try {
         for (let i = 1; i < shards; i++) {
-          workers.push(await WorkerBackend.create(onnxPath!, options.backend ?? {}, dims));
+          workers.push(await WorkerBackend.create(model, options.backend ?? {}, dims));
         }
       } catch (e) {
         await Promise.all([main, ...workers].map((b) => b.close()));

@@ -139,20 +139,25 @@ export class OnnxBackend implements Backend {
   }
 
   /**
-   * Loads an ONNX file. `dims` normally comes from config.json; any field left out is read from the graph's
+   * Loads an ONNX model from a file path, or from the bytes of a self-contained model (one without external data:
+   * onnxruntime resolves external data files relative to the model's path, which bytes do not have). `dims` normally comes from config.json; any field left out is read from the graph's
    * input/output metadata (layer count from the past inputs, heads and head size from their static dims).
    */
   static async create(
-    onnxPath: string,
+    model: string | Uint8Array,
     options: OnnxBackendOptions = {},
     dims: Partial<ModelDims> = {},
   ): Promise<OnnxBackend> {
-    const session = await ort.InferenceSession.create(onnxPath, {
+    const sessionOptions: ort.InferenceSession.SessionOptions = {
       intraOpNumThreads: options.intraOpNumThreads ?? 1,
       interOpNumThreads: options.interOpNumThreads ?? 1,
       executionMode: "sequential",
       graphOptimizationLevel: "all",
-    });
+    };
+    // Two calls because ort's overloads take a path or a buffer, not their union.
+    const session = typeof model === "string"
+      ? await ort.InferenceSession.create(model, sessionOptions)
+      : await ort.InferenceSession.create(model, sessionOptions);
     return new OnnxBackend(session, resolveDims(session, dims));
   }
 

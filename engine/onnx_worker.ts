@@ -9,7 +9,8 @@ import type { BatchEntry } from "./backend.ts";
 export type WorkerRequest =
   | {
     readonly op: "init";
-    readonly path: string;
+    /** A model file path, or the bytes of a self-contained model (copied into the worker). */
+    readonly model: string | Uint8Array;
     readonly options: OnnxBackendOptions;
     readonly dims: Partial<ModelDims>;
   }
@@ -37,7 +38,7 @@ let queue: Promise<void> = Promise.resolve();
 async function handle(msg: WorkerRequest): Promise<void> {
   switch (msg.op) {
     case "init":
-      backend = await OnnxBackend.create(msg.path, msg.options, msg.dims);
+      backend = await OnnxBackend.create(msg.model, msg.options, msg.dims);
       scope.postMessage({ op: "ready", dims: backend.dims });
       return;
     case "step": {

@@ -30,7 +30,11 @@ export class WorkerBackend implements Backend {
     };
   }
 
-  static async create(path: string, options: OnnxBackendOptions, dims: Partial<ModelDims>): Promise<WorkerBackend> {
+  static async create(
+    model: string | Uint8Array,
+    options: OnnxBackendOptions,
+    dims: Partial<ModelDims>,
+  ): Promise<WorkerBackend> {
     const worker = new Worker(new URL("./onnx_worker.ts", import.meta.url).href, { type: "module" });
     const ready = await new Promise<WorkerReply>((resolve, reject) => {
       worker.onmessage = (e: MessageEvent<WorkerReply>) => resolve(e.data);
@@ -38,7 +42,7 @@ export class WorkerBackend implements Backend {
         e.preventDefault();
         reject(new Error(`onnx worker failed to start: ${e.message}`));
       };
-      worker.postMessage({ op: "init", path, options, dims } satisfies WorkerRequest);
+      worker.postMessage({ op: "init", model, options, dims } satisfies WorkerRequest);
     });
     if (ready.op !== "ready") {
       worker.terminate();

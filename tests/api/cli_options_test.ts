@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { CliError, DEFAULT_MODEL_DIR, parseServeArgs, serveHelp } from "../../api/cli_options.ts";
+import { CliError, DEFAULT_MODEL_DIR, parseServeArgs, resolveShards, serveHelp } from "../../api/cli_options.ts";
 
 const noEnv = () => undefined;
 
@@ -15,6 +15,22 @@ Deno.test("parseServeArgs: defaults", () => {
   assert.equal(c.logFormat, "text");
   assert.equal(c.speculative, "none");
   assert.equal(c.maxModelLen, undefined);
+  assert.equal(c.shards, "auto");
+});
+
+Deno.test("--shards: a positive integer or auto (RILL_SHARDS); auto is 2 for batches over 8 on 2+ cores", () => {
+  const c = parseServeArgs(["--shards", "3"], noEnv);
+  assert.ok(c !== "help");
+  assert.equal(c.shards, 3);
+  const e = parseServeArgs([], (n) => n === "RILL_SHARDS" ? "1" : undefined);
+  assert.ok(e !== "help");
+  assert.equal(e.shards, 1);
+  assert.equal(resolveShards("auto", 32, 2), 2);
+  assert.equal(resolveShards("auto", 32, 16), 2);
+  assert.equal(resolveShards("auto", 32, 1), 1);
+  assert.equal(resolveShards("auto", 8, 2), 1);
+  assert.equal(resolveShards(3, 4, 1), 3);
+  assert.match(serveHelp(), /--shards N\|auto .*\[default: auto\] \(RILL_SHARDS\)/);
 });
 
 Deno.test("parseServeArgs: flags beat RILL_* variables, which beat defaults; --x=y and --x y both work", () => {
@@ -42,6 +58,8 @@ Deno.test("parseServeArgs: bad values are one-line CliErrors naming the option",
     [["--backend", "cuda"], /--backend/],
     [["--speculative", "eagle"], /--speculative/],
     [["--max-num-seqs", "0"], /--max-num-seqs/],
+    [["--shards", "0"], /--shards must be 'auto' or an integer/],
+    [["--shards", "two"], /--shards/],
     [["--nope"], /--nope/],
     [["--host"], /--host needs a value/],
     [["a", "b"], /one MODEL_DIR/],

@@ -6,8 +6,12 @@ import { createEngine } from "../../engine/llm_engine.ts";
 const FIXTURE = new URL("../fixtures/tiny-random", import.meta.url).pathname;
 const tokenizer = await HfTokenizer.fromFile(`${FIXTURE}/tokenizer.json`);
 
-async function run(shards: number, speculative: "ngram" | "none") {
-  const engine = await createEngine({ modelDir: FIXTURE, tokenizer, eosTokenIds: [], shards, speculative });
+async function run(
+  shards: number,
+  speculative: "ngram" | "none",
+  source: { modelDir: string; modelBytes?: Uint8Array },
+) {
+  const engine = await createEngine({ ...source, tokenizer, eosTokenIds: [], shards, speculative });
   try {
     const prompts = ["Hello, world!", "abcabcabc", "x", "The quick brown fox", "1 2 3 1 2 3", "Zürich", "aaaa", "hm"];
     const outs = await Promise.all(prompts.map(async (p, i) => {
@@ -41,12 +45,30 @@ async function run(shards: number, speculative: "ngram" | "none") {
 }
 
 Deno.test("engine with 2 shards (main thread + worker) gives the same outputs as one", async () => {
-  const one = await run(1, "none");
-  const two = await run(2, "none");
+  const one = await run(1, "none", { modelDir: FIXTURE });
+  const two = await run(2, "none", { modelDir: FIXTURE });
   assert.deepEqual(two, one);
-  const twoSpec = await run(2, "ngram");
+  const twoSpec = await run(2, "ngram", { modelDir: FIXTURE });
   twoSpec.forEach((r, i) => {
     if (i % 2 === 0) assert.deepEqual(r, one[i], `greedy prompt ${i} with speculation`);
     assert.equal(r.tokens.length, 20 + 5 * i);
   });
+});
+
+Deno.test("engine from model bytes (no onnx/model.onnx on disk), on one and two shards, matches the file", async () => {
+  const one = await run(1, "none", { modelDir: FIXTURE });
+  const dir = await Deno.makeTempDir({ prefix: "rill-bytes-" });
+  try {
+    // Only config.json: the directory supplies the dims and context length, the bytes supply the graph.
+    await Deno.copyFile(`${FIXTURE}/config.json`, `${dir}/config.json`);
+    const modelBytes = await Deno.readFile(`${FIXTURE}/onnx/model.onnx`);
+    assert.deepEqual(await run(1, "none", { modelDir: dir, modelBytes }), one);
+    assert.deepEqual(await run(2, "none", { modelDir: dir, modelBytes }), one);
+    await assert.rejects(
+      () => createEngine({ modelDir: dir, tokenizer }),
+      (e: unknown) => e instanceof Error && e.message.includes(`${dir}/onnx/model.onnx`),
+    );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 });
