@@ -9,7 +9,7 @@ import { loadModel } from "../engine/load_model.ts";
 import { ModelDirError } from "../engine/model_dir.ts";
 import { CliError, resolveShards, type ServeConfig } from "./cli_options.ts";
 import { Logger } from "./logger.ts";
-import { engineModelDir, isEmbedded } from "./model_source.ts";
+import { compiledRoot, engineModelDir, isEmbedded } from "./model_source.ts";
 import { ResponseStore } from "./response_store.ts";
 import type { SamplingDefaults } from "./responses_request.ts";
 import { readDoSample, samplingDefaults } from "./sampling_defaults.ts";
@@ -51,7 +51,10 @@ export async function loadServedModel(config: ServeConfig, logger: Logger): Prom
       maxModelLen: config.maxModelLen ?? loaded.maxModelLen,
       speculative: config.speculative,
       numSpeculativeTokens: config.numSpeculativeTokens,
-      shards: resolveShards(config.shards, config.maxNumSeqs),
+      // The compile task does not embed engine/onnx_worker.ts, so a binary cannot start workers: auto means 1 there.
+      shards: compiledRoot() !== undefined && config.shards === "auto"
+        ? 1
+        : resolveShards(config.shards, config.maxNumSeqs),
       eosTokenIds: loaded.eosTokenIds,
     }).finally(() => source.release());
     return { engine, format: loaded.format, modelId: loaded.modelId, defaults };

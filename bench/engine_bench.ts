@@ -269,7 +269,8 @@ export async function run(): Promise<void> {
       }
       const sharded = await make("none", 32, 1, 4, 2);
       try {
-        for (const c of [8, 32]) await runConcurrency(sharded, c, " (2 shards: main thread + 1 worker)");
+        // 2 shards is what `rill serve` runs by default (--shards auto with --max-num-seqs 32 on 2+ cores).
+        for (const c of [1, 8, 32]) await runConcurrency(sharded, c, " (2 shards: main thread + 1 worker)");
       } finally {
         await sharded.close();
       }

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import type { EngineChunk } from "../../engine/engine.ts";
 import { HfTokenizer } from "../../engine/hf_tokenizer.ts";
 import { createEngine } from "../../engine/llm_engine.ts";
+import { withTempDir } from "./temp_dir.ts";
 
 const FIXTURE = new URL("../fixtures/tiny-random", import.meta.url).pathname;
 const tokenizer = await HfTokenizer.fromFile(`${FIXTURE}/tokenizer.json`);
@@ -13,7 +14,21 @@ async function run(
 ) {
   const engine = await createEngine({ ...source, tokenizer, eosTokenIds: [], shards, speculative });
   try {
-    const prompts = ["Hello, world!", "abcabcabc", "x", "The quick brown fox", "1 2 3 1 2 3", "Zürich", "aaaa", "hm"];
+    // 12 at once: with two shards the main thread takes the first 8, the worker the other 4.
+    const prompts = [
+      "Hello, world!",
+      "abcabcabc",
+      "x",
+      "The quick brown fox",
+      "1 2 3 1 2 3",
+      "Zürich",
+      "aaaa",
+      "hm",
+      "lorem ipsum",
+      "ok ok ok",
+      "🙂 smile",
+      "end",
+    ];
     const outs = await Promise.all(prompts.map(async (p, i) => {
       const tokens: number[] = [];
       let reason = "";
@@ -57,10 +72,9 @@ Deno.test("engine with 2 shards (main thread + worker) gives the same outputs as
 
 Deno.test("engine from model bytes (no onnx/model.onnx on disk), on one and two shards, matches the file", async () => {
   const one = await run(1, "none", { modelDir: FIXTURE });
-  const dir = await Deno.makeTempDir({ prefix: "rill-bytes-" });
-  try {
-    // Only config.json: the directory supplies the dims and context length, the bytes supply the graph.
-    await Deno.copyFile(`${FIXTURE}/config.json`, `${dir}/config.json`);
+  // Only config.json on disk: the directory supplies the dims and context length, the bytes supply the graph.
+  const setup = (dir: string) => Deno.copyFile(`${FIXTURE}/config.json`, `${dir}/config.json`);
+  await withTempDir(setup, async (dir) => {
     const modelBytes = await Deno.readFile(`${FIXTURE}/onnx/model.onnx`);
     assert.deepEqual(await run(1, "none", { modelDir: dir, modelBytes }), one);
     assert.deepEqual(await run(2, "none", { modelDir: dir, modelBytes }), one);
@@ -68,7 +82,5 @@ Deno.test("engine from model bytes (no onnx/model.onnx on disk), on one and two 
       () => createEngine({ modelDir: dir, tokenizer }),
       (e: unknown) => e instanceof Error && e.message.includes(`${dir}/onnx/model.onnx`),
     );
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
+  });
 });

@@ -1,26 +1,11 @@
 import assert from "node:assert/strict";
 import { loadModel } from "../../engine/load_model.ts";
 import { ModelDirError } from "../../engine/model_dir.ts";
+import { editJson, withTempDir } from "./temp_dir.ts";
 
 const TINY = new URL("../fixtures/tiny-random/", import.meta.url).pathname.replace(/\/$/, "");
 const TOKENIZERS = new URL("../fixtures/tokenizers/", import.meta.url).pathname;
 const MODELS = new URL("../../models/", import.meta.url).pathname;
-
-async function withDir(setup: (dir: string) => Promise<void>, body: (dir: string) => Promise<void>): Promise<void> {
-  const dir = await Deno.makeTempDir({ prefix: "rill-load-" });
-  try {
-    await setup(dir);
-    await body(dir);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-}
-
-async function editJson(path: string, edit: (j: Record<string, unknown>) => void): Promise<void> {
-  const j = JSON.parse(await Deno.readTextFile(path));
-  edit(j);
-  await Deno.writeTextFile(path, JSON.stringify(j));
-}
 
 /** The tiny-random config and ONNX file around the ChatML fixture tokenizer and Qwen3-style template. */
 async function chatmlDir(dir: string, template: boolean): Promise<void> {
@@ -56,7 +41,7 @@ Deno.test("loadModel: tiny-random is a harmony model (rill.chat_format) with pro
 });
 
 Deno.test("loadModel: harmony is detected from a <|channel|> special without rill.chat_format", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     for (const f of ["config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json"]) {
       await Deno.copyFile(`${TINY}/${f}`, `${dir}/${f}`);
     }
@@ -72,7 +57,7 @@ Deno.test("loadModel: harmony is detected from a <|channel|> special without ril
 });
 
 Deno.test("loadModel: a ChatML model uses its chat template and config EOS", async () => {
-  await withDir((d) => chatmlDir(d, true), async (dir) => {
+  await withTempDir((d) => chatmlDir(d, true), async (dir) => {
     const m = await loadModel(dir);
     assert.equal(m.formatName, "chatml");
     assert.equal(m.format.name, "chatml");
@@ -86,7 +71,7 @@ Deno.test("loadModel: a ChatML model uses its chat template and config EOS", asy
 });
 
 Deno.test("loadModel: a missing chat template and missing harmony specials are named", async () => {
-  await withDir((d) => chatmlDir(d, false), async (dir) => {
+  await withTempDir((d) => chatmlDir(d, false), async (dir) => {
     await assert.rejects(loadModel(dir), (e: unknown) => {
       assert.ok(e instanceof ModelDirError);
       assert.equal(

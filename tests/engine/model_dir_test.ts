@@ -1,31 +1,19 @@
 import assert from "node:assert/strict";
 import { externalDataLocations, ModelDirError, readModelDir } from "../../engine/model_dir.ts";
+import { editJson, withTempDir } from "./temp_dir.ts";
 
 const TINY = new URL("../fixtures/tiny-random/", import.meta.url).pathname.replace(/\/$/, "");
 
 /** A copy of tests/fixtures/tiny-random in a temp dir, edited by `edit`, removed afterwards. */
-async function withModelCopy(
-  edit: (dir: string) => Promise<void>,
-  body: (dir: string) => Promise<void>,
-): Promise<void> {
-  const dir = await Deno.makeTempDir({ prefix: "rill-model-" });
-  try {
+function withModelCopy(edit: (dir: string) => Promise<void>, body: (dir: string) => Promise<void>): Promise<void> {
+  return withTempDir(async (dir) => {
     for (const name of ["config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json"]) {
       await Deno.copyFile(`${TINY}/${name}`, `${dir}/${name}`);
     }
     await Deno.mkdir(`${dir}/onnx`);
     await Deno.copyFile(`${TINY}/onnx/model.onnx`, `${dir}/onnx/model.onnx`);
     await edit(dir);
-    await body(dir);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-}
-
-async function editJson(path: string, edit: (j: Record<string, unknown>) => void): Promise<void> {
-  const j = JSON.parse(await Deno.readTextFile(path));
-  edit(j);
-  await Deno.writeTextFile(path, JSON.stringify(j));
+  }, body);
 }
 
 async function expectError(edit: (dir: string) => Promise<void>, message: (dir: string) => string): Promise<void> {
