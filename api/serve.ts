@@ -41,6 +41,10 @@ export async function loadServedModel(config: ServeConfig, logger: Logger): Prom
       : await engineModelDir(config.modelDir, loaded.onnxDataPaths);
     if (modelBytes !== undefined) logger.info("model is embedded in the binary; the backend reads it from memory");
     if (source.copied) logger.info("model is embedded in the binary; the backend reads a copy", { dir: source.dir });
+    const shards = compiledRoot() !== undefined && config.shards === "auto"
+      ? 1 // the compile task does not embed engine/onnx_worker.ts, so a binary cannot start workers
+      : resolveShards(config.shards, config.maxNumSeqs);
+    const started = performance.now();
     const engine = await createEngine({
       modelDir: source.dir,
       ...(modelBytes === undefined ? {} : { modelBytes }),
@@ -51,12 +55,13 @@ export async function loadServedModel(config: ServeConfig, logger: Logger): Prom
       maxModelLen: config.maxModelLen ?? loaded.maxModelLen,
       speculative: config.speculative,
       numSpeculativeTokens: config.numSpeculativeTokens,
-      // The compile task does not embed engine/onnx_worker.ts, so a binary cannot start workers: auto means 1 there.
-      shards: compiledRoot() !== undefined && config.shards === "auto"
-        ? 1
-        : resolveShards(config.shards, config.maxNumSeqs),
+      shards,
       eosTokenIds: loaded.eosTokenIds,
     }).finally(() => source.release());
+    logger.info(
+      `onnx backend: ${shards} session${shards === 1 ? "" : "s"}, max ${config.maxNumSeqs} sequences per step, ` +
+        `speculative ${config.speculative} (${Math.round(performance.now() - started)} ms)`,
+    );
     return { engine, format: loaded.format, modelId: loaded.modelId, defaults };
   } catch (error) {
     if (error instanceof CliError) throw error;
