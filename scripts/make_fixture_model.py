@@ -4,7 +4,7 @@
 The fixture exists so engine tests run in milliseconds without the bundled trained models. It follows
 notes/model_contract.md exactly (config.json, generation_config.json, byte-level tokenizer.json, tokenizer_config.json,
 onnx/model.onnx in the Optimum decoder-with-past layout, model.safetensors, golden/logits.json), so code that loads it
-loads real models unchanged.
+loads real models unchanged. onnx-external/ holds the same graph with its weights in external data (model.onnx_data).
 
 Run with Debian's python (it has torch 1.13 and onnx):  /usr/bin/python3 scripts/make_fixture_model.py [out_dir]
 Deterministic: a fixed torch seed gives byte-identical weights (the ONNX protobuf may differ only in producer fields).
@@ -186,6 +186,16 @@ def write_safetensors(path, model):
             f.write(b)
 
 
+def write_external_variant(onnx_path, out_dir):
+    """Writes the same graph with every weight moved to external data (`model.onnx` + `model.onnx_data`), the layout
+    large Optimum exports use, so tests can load a model whose weights live outside the protobuf."""
+    import onnx
+    os.makedirs(out_dir, exist_ok=True)
+    model = onnx.load(onnx_path)
+    onnx.save_model(model, os.path.join(out_dir, "model.onnx"), save_as_external_data=True,
+                    all_tensors_to_one_file=True, location="model.onnx_data", size_threshold=0)
+
+
 def main():
     global HIDDEN, LAYERS, HEADS, KV_HEADS, HEAD_DIM, INTERMEDIATE, VOCAB
     ap = argparse.ArgumentParser()
@@ -280,6 +290,7 @@ def main():
     torch.onnx.export(model, dummy, onnx_path, input_names=["input_ids", "attention_mask", "position_ids", *names_past],
                       output_names=["logits", *names_present], dynamic_axes=dyn, opset_version=17,
                       do_constant_folding=True)
+    write_external_variant(onnx_path, os.path.join(out, "onnx-external"))
 
     prompts = ["Hello, world!", "<|start|>user<|message|>hi", "repeat repeat repeat", "Zürich ☃ 7+5=12"]
     cases = []
