@@ -12,7 +12,9 @@
  * While the set of running sequences is unchanged, each step's `present.*` outputs are fed back as the next
  * `past_key_values.*` as they are (zero copy). When sequences join or leave, or holes waste too many slots, the
  * block is rebuilt by gathering each live row's valid slots into a fresh, compact, left-padded block. Fresh
- * sequences are prefilled in their own run (left-padded) and merged at their first decode step.
+ * sequences are prefilled in their own run (left-padded) and merged at their first decode step: a step that admits
+ * prompts is two runs, because the layout has no ragged token dimension, so one run would pad every decoding row to
+ * the longest prompt and multiply its compute by that length.
  */
 import * as ort from "onnxruntime-node";
 import type { Backend, BatchEntry, StepOutput } from "./backend.ts";
