@@ -28,8 +28,9 @@ const CLIENT_THREADS = 2;
 
 /**
  * Streams run all at once before each measurement, so V8 has optimised the streaming path when the clock starts, as
- * in a server that has been up for a while. A single warm-up stream left the code to tier up during the measured
- * run, and the one tick in which that happened (about 400 ms in) set the paced p99 by itself.
+ * in a server that has been up for a while. After a single warm-up stream V8 was still optimising during the measured
+ * run, which made the ramp's worst tick (about 400 ms in, ~216 streams) worse still. One paced tick holds over 1% of
+ * a run's events, so that one tick can set the paced p99 by itself.
  */
 const WARM_UP_STREAMS = 64;
 
