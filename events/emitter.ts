@@ -17,11 +17,12 @@
  * (the spec has none for cancellation) and `response` reports status "cancelled".
  */
 import type { FinishReason } from "../engine/engine.ts";
-import type { ItemKind, Segment, SegmentLogprob } from "../parsers/segment.ts";
+import type { ItemKind, Segment } from "../parsers/segment.ts";
 import * as b from "./builders.ts";
 import type { IdSource } from "./ids.ts";
 import type { ParsedChunk } from "./parsed_chunk.ts";
 import { buildResponse, type ResponseTemplate } from "./response_template.ts";
+import { wireLogprob } from "./wire_logprob.ts";
 import type {
   ItemStatus,
   Logprob,
@@ -431,15 +432,6 @@ function webSearchAction(action: string, args: string): WebSearchAction {
     default:
       return { type: "search", ...str("query") };
   }
-}
-
-function wireLogprob(l: SegmentLogprob): Logprob {
-  return {
-    token: l.token,
-    bytes: l.bytes,
-    logprob: l.logprob,
-    top_logprobs: l.top.map((t) => ({ token: t.token, bytes: t.bytes, logprob: t.logprob })),
-  };
 }
 
 /** The emit stage as a stream: the opening events at start, then one event array per parsed chunk. */
