@@ -24,31 +24,11 @@ import { responseSseStream, type ResponseTemplate } from "../events/pipeline.ts"
 import { ChatmlParser } from "../parsers/chatml_parser.ts";
 import { HarmonyParser } from "../parsers/harmony_parser.ts";
 import { ToyTokenizer } from "../tests/support/toy_tokenizer.ts";
+import { template as testTemplate } from "../tests/events/fixtures.ts";
 
 const TOKENS = 200_000;
 
-const template: ResponseTemplate = {
-  id: "resp_bench",
-  createdAt: 1_700_000_000,
-  model: "bench",
-  instructions: null,
-  tools: [],
-  toolChoice: "auto",
-  parallelToolCalls: true,
-  temperature: 1,
-  topP: 1,
-  maxOutputTokens: null,
-  metadata: {},
-  previousResponseId: null,
-  store: false,
-  background: false,
-  text: { format: { type: "text" } },
-  reasoning: { effort: null, summary: null },
-  truncation: "disabled",
-  user: null,
-  topLogprobs: null,
-  serviceTier: "default",
-};
+const template: ResponseTemplate = { ...testTemplate, id: "resp_bench", model: "bench", store: false };
 
 interface Case {
   readonly name: "harmony" | "simple";
