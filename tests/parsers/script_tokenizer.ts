@@ -9,6 +9,7 @@
  * pieces carry single bytes; `tokenBytes` maps pieces to bytes the way a real SentencePiece tokenizer must.
  */
 import type { Tokenizer } from "../../engine/tokenizer.ts";
+import { decodeTokens, encodeWithSpecials } from "../support/tokenizer_text.ts";
 
 const utf8 = new TextEncoder();
 
@@ -79,38 +80,11 @@ export class ScriptTokenizer implements Tokenizer {
   }
 
   encode(text: string): number[] {
-    const names = [...this.#specials.keys()].sort((a, b) => b.length - a.length);
-    const ids: number[] = [];
-    let rest = text;
-    while (rest.length > 0) {
-      let at = -1;
-      let which = "";
-      for (const n of names) {
-        const i = rest.indexOf(n);
-        if (i >= 0 && (at < 0 || i < at)) {
-          at = i;
-          which = n;
-        }
-      }
-      if (at < 0) {
-        ids.push(...this.encodeOrdinary(rest));
-        break;
-      }
-      ids.push(...this.encodeOrdinary(rest.slice(0, at)), this.#specials.get(which)!);
-      rest = rest.slice(at + which.length);
-    }
-    return ids;
+    return encodeWithSpecials(text, this.#specials, (plain) => this.encodeOrdinary(plain));
   }
 
   decode(ids: readonly number[]): string {
-    const parts = ids.map((id) => this.tokenBytes(id));
-    const all = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-    let o = 0;
-    for (const p of parts) {
-      all.set(p, o);
-      o += p.length;
-    }
-    return new TextDecoder().decode(all);
+    return decodeTokens(this, ids);
   }
 
   tokenBytes(id: number): Uint8Array {
@@ -185,14 +159,7 @@ export class SentencePieceTokenizer implements Tokenizer {
   }
 
   decode(ids: readonly number[]): string {
-    const parts = ids.map((id) => this.tokenBytes(id));
-    const all = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-    let o = 0;
-    for (const p of parts) {
-      all.set(p, o);
-      o += p.length;
-    }
-    return new TextDecoder().decode(all);
+    return decodeTokens(this, ids);
   }
 
   tokenBytes(id: number): Uint8Array {

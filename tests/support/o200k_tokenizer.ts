@@ -9,6 +9,7 @@
 import { encode as encodeO200k } from "gpt-tokenizer/encoding/o200k_harmony";
 import bpeRanks from "gpt-tokenizer/bpeRanks/o200k_base";
 import type { Tokenizer } from "../../engine/tokenizer.ts";
+import { decodeTokens } from "./tokenizer_text.ts";
 
 /** Ids 0..199997 are BPE ranks; 199998.. are specials (harmony.md §1.1). */
 const FIRST_SPECIAL = 199998;
@@ -75,15 +76,7 @@ export class O200kTokenizer implements Tokenizer {
   }
 
   decode(ids: readonly number[]): string {
-    const parts: Uint8Array[] = ids.map((id) => this.tokenBytes(id));
-    const total = parts.reduce((n, p) => n + p.length, 0);
-    const all = new Uint8Array(total);
-    let at = 0;
-    for (const p of parts) {
-      all.set(p, at);
-      at += p.length;
-    }
-    return new TextDecoder().decode(all);
+    return decodeTokens(this, ids);
   }
 
   tokenBytes(id: number): Uint8Array {

@@ -5,6 +5,7 @@
  * character so detokenizers are exercised on splits inside a token as well as between tokens.
  */
 import type { Tokenizer } from "../../engine/tokenizer.ts";
+import { decodeTokens, encodeWithSpecials } from "./tokenizer_text.ts";
 
 export const TOY_SPECIALS = [
   "<|start|>",
@@ -72,7 +73,6 @@ export class ToyTokenizer implements Tokenizer {
   readonly #firstWord: number;
   /** Words sorted longest first, for greedy longest-match encoding. */
   readonly #wordsByLength: { id: number; bytes: Uint8Array }[];
-  readonly #decoder = new TextDecoder();
 
   constructor() {
     for (let b = 0; b < 256; b++) this.#bytes.push(new Uint8Array([b]));
@@ -92,26 +92,7 @@ export class ToyTokenizer implements Tokenizer {
   }
 
   encode(text: string): number[] {
-    const out: number[] = [];
-    let rest = text;
-    while (rest.length > 0) {
-      let cut = -1;
-      let special = "";
-      for (const s of TOY_SPECIALS) {
-        const at = rest.indexOf(s);
-        if (at >= 0 && (cut < 0 || at < cut)) {
-          cut = at;
-          special = s;
-        }
-      }
-      if (cut < 0) {
-        out.push(...this.encodeOrdinary(rest));
-        break;
-      }
-      out.push(...this.encodeOrdinary(rest.slice(0, cut)), this.#specialByText.get(special)!);
-      rest = rest.slice(cut + special.length);
-    }
-    return out;
+    return encodeWithSpecials(text, this.#specialByText, (plain) => this.encodeOrdinary(plain));
   }
 
   encodeOrdinary(text: string): number[] {
@@ -133,14 +114,7 @@ export class ToyTokenizer implements Tokenizer {
   }
 
   decode(ids: readonly number[]): string {
-    const parts = ids.map((id) => this.tokenBytes(id));
-    const all = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-    let at = 0;
-    for (const p of parts) {
-      all.set(p, at);
-      at += p.length;
-    }
-    return this.#decoder.decode(all);
+    return decodeTokens(this, ids);
   }
 
   tokenBytes(id: number): Uint8Array {
