@@ -12,7 +12,7 @@ import { ParseCore } from "../events/parse_stage.ts";
 import type { ParsedChunk } from "../events/parsed_chunk.ts";
 import type { Usage } from "../events/types.ts";
 import { contextLengthExceeded, modelNotFound, serverError } from "./errors.ts";
-import { startGeneration, stopOnDisconnect } from "./generation.ts";
+import { type Generation, startGeneration, stopOnDisconnect } from "./generation.ts";
 import { checkParallelToolCalls } from "./parallel_tool_calls.ts";
 import type { Metrics } from "./metrics.ts";
 import { jsonResponse, SSE_HEADERS } from "./http_response.ts";
@@ -198,9 +198,21 @@ async function nextParsed(
 
 export class ChatCompletionsService {
   readonly #o: ChatCompletionsOptions;
+  /** Generations in flight, so shutdown can abort what outlives its grace period. */
+  readonly #inFlight = new Set<Generation>();
 
   constructor(options: ChatCompletionsOptions) {
     this.#o = options;
+  }
+
+  /** Completions being generated. */
+  get active(): number {
+    return this.#inFlight.size;
+  }
+
+  /** Aborts every completion in flight (end of the shutdown grace period). */
+  abortAll(): void {
+    for (const generation of this.#inFlight) generation.stop();
   }
 
   async create(raw: Record<string, unknown>, request: Request, startedAt: number): Promise<Response> {
@@ -244,6 +256,8 @@ export class ChatCompletionsService {
       metrics: this.#o.metrics,
       startedAt,
     });
+    this.#inFlight.add(generation);
+    generation.done.then(() => this.#inFlight.delete(generation));
     const parseCore = new ParseCore(
       engine.tokenizer,
       format.createParser({ toolNames: tools.map((t) => t.name) }),

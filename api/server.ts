@@ -167,7 +167,7 @@ export function createServer(options: ServerOptions): RillServer {
     port: addr.port,
     hostname: addr.hostname,
     metrics,
-    active: () => responses.active,
+    active: () => responses.active + chat.active,
     finished: server.finished,
     async shutdown(timeoutMs: number) {
       draining = true;
@@ -178,6 +178,7 @@ export function createServer(options: ServerOptions): RillServer {
       clearTimeout(timer);
       // Whatever is still generating after the grace period is aborted; its streams then end within one step.
       responses.abortAll();
+      chat.abortAll();
       await stopped;
     },
   };
