@@ -77,6 +77,11 @@ function addedItem(events: Json[], nth = 0): Json {
   return find(events, "response.output_item.added", nth)["item"] as Json;
 }
 
+/** The item at `index` of the terminal `response.output`. */
+function finalItem(events: Json[], index: number): Json {
+  return (final(events)["output"] as Json[])[index]!;
+}
+
 /** A reasoning item with one summary part, built by hand (rill's parsers do not emit summaries). */
 function summarised(): Json[] {
   const ref = { item_id: "rs_s1", output_index: 0, summary_index: 0 };
@@ -123,7 +128,7 @@ function withLogprobs(): Json[] {
   const withBytes = entries.map((e) => ({ ...e, bytes: [...new TextEncoder().encode(e.token)] }));
   ((find(events, "response.content_part.done")["part"]) as Json)["logprobs"] = clone(withBytes);
   ((doneItem(events)["content"] as Json[])[0]!)["logprobs"] = clone(withBytes);
-  ((final(events)["output"] as Json[])[0]!["content"] as Json[])[0]!["logprobs"] = clone(withBytes);
+  (finalItem(events, 0)["content"] as Json[])[0]!["logprobs"] = clone(withBytes);
   return events;
 }
 
@@ -325,7 +330,7 @@ const CASES: Case[] = [
     build: () =>
       edit(goldenTextOnly(), (e) => {
         doneItem(e)["id"] = "msg_other";
-        (final(e)["output"] as Json[])[0]!["id"] = "msg_other";
+        finalItem(e, 0)["id"] = "msg_other";
       }),
   },
   {
@@ -335,7 +340,7 @@ const CASES: Case[] = [
       edit(goldenReasoningFunctionCall(), (e) => {
         delete addedItem(e, 1)["id"];
         delete doneItem(e, 1)["id"];
-        delete (final(e)["output"] as Json[])[1]!["id"];
+        delete finalItem(e, 1)["id"];
       }),
   },
   {
@@ -368,7 +373,7 @@ const CASES: Case[] = [
     build: () =>
       edit(goldenReasoningFunctionCall(), (e) => {
         doneItem(e, 1)["call_id"] = "call_other";
-        (final(e)["output"] as Json[])[1]!["call_id"] = "call_other";
+        finalItem(e, 1)["call_id"] = "call_other";
       }),
   },
   {
@@ -387,7 +392,7 @@ const CASES: Case[] = [
     build: () =>
       edit(goldenTextOnly(), (e) => {
         doneItem(e)["status"] = "in_progress";
-        (final(e)["output"] as Json[])[0]!["status"] = "in_progress";
+        finalItem(e, 0)["status"] = "in_progress";
       }),
   },
   {
@@ -554,7 +559,7 @@ const CASES: Case[] = [
     build: () =>
       edit(goldenTextOnly(), (e) => {
         ((doneItem(e)["content"] as Json[])[0]!)["text"] = "Hello, world!";
-        (((final(e)["output"] as Json[])[0]!["content"]) as Json[])[0]!["text"] = "Hello, world!";
+        (finalItem(e, 0)["content"] as Json[])[0]!["text"] = "Hello, world!";
       }),
   },
   {
@@ -694,7 +699,7 @@ const CASES: Case[] = [
     build: () =>
       edit(goldenReasoningMessage(), (e) => {
         ((doneItem(e)["content"] as Json[])[0]!)["text"] = "other";
-        (((final(e)["output"] as Json[])[0]!["content"]) as Json[])[0]!["text"] = "other";
+        (finalItem(e, 0)["content"] as Json[])[0]!["text"] = "other";
       }),
   },
   {
@@ -722,7 +727,7 @@ const CASES: Case[] = [
     build: () =>
       edit(goldenReasoningFunctionCall(), (e) => {
         doneItem(e, 1)["arguments"] = "{}";
-        (final(e)["output"] as Json[])[1]!["arguments"] = "{}";
+        finalItem(e, 1)["arguments"] = "{}";
       }),
   },
   {
@@ -798,7 +803,7 @@ const CASES: Case[] = [
       edit(goldenTools(), (e) => {
         addedItem(e, 1)["container_id"] = "";
         doneItem(e, 1)["container_id"] = "";
-        (final(e)["output"] as Json[])[1]!["container_id"] = "";
+        finalItem(e, 1)["container_id"] = "";
       }),
   },
   {
@@ -829,7 +834,7 @@ const CASES: Case[] = [
     build: () =>
       edit(goldenTools(), (e) => {
         doneItem(e, 0)["action"] = { type: "browse" };
-        (final(e)["output"] as Json[])[0]!["action"] = { type: "browse" };
+        finalItem(e, 0)["action"] = { type: "browse" };
       }),
   },
   {
@@ -838,7 +843,7 @@ const CASES: Case[] = [
     build: () =>
       edit(envelope([mcpCall(0, "mcp_1", ["{}"], true)], { over: { tools: [{ type: "mcp" }] } }), (e) => {
         doneItem(e)["status"] = "completed";
-        (final(e)["output"] as Json[])[0]!["status"] = "completed";
+        finalItem(e, 0)["status"] = "completed";
       }),
   },
   {
@@ -849,7 +854,7 @@ const CASES: Case[] = [
   {
     invariant: 82,
     name: "response.output item differs from the done item",
-    build: () => edit(goldenTextOnly(), (e) => (final(e)["output"] as Json[])[0]!["status"] = "incomplete"),
+    build: () => edit(goldenTextOnly(), (e) => finalItem(e, 0)["status"] = "incomplete"),
   },
   {
     invariant: 84,
@@ -1165,7 +1170,7 @@ Deno.test("validateStream accepts refusal parts and annotations carried into the
   });
   (find(events, "response.content_part.done")["part"] as Json)["annotations"] = [clone(annotation)];
   ((doneItem(events)["content"] as Json[])[0]!)["annotations"] = [clone(annotation)];
-  (((final(events)["output"] as Json[])[0]!["content"]) as Json[])[0]!["annotations"] = [clone(annotation)];
+  (finalItem(events, 0)["content"] as Json[])[0]!["annotations"] = [clone(annotation)];
   assert.deepEqual(validateStream(sequence(events)), []);
 
   const ref = { item_id: "msg_r", output_index: 0, content_index: 0 };
