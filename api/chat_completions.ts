@@ -11,7 +11,7 @@ import type { Segment, SegmentLogprob } from "../parsers/segment.ts";
 import { ParseCore } from "../events/parse_stage.ts";
 import type { ParsedChunk } from "../events/parsed_chunk.ts";
 import type { Usage } from "../events/types.ts";
-import { contextLengthExceeded, modelNotFound, serverError } from "./errors.ts";
+import { type ApiError, contextLengthExceeded, modelNotFound, serverError, unavailable } from "./errors.ts";
 import { type Generation, startGeneration, stopOnDisconnect } from "./generation.ts";
 import { checkParallelToolCalls } from "./parallel_tool_calls.ts";
 import type { Metrics } from "./metrics.ts";
@@ -182,6 +182,16 @@ function chatUsage(u: Usage) {
   };
 }
 
+/**
+ * The error a completion that did not run to its end answers with. An abort is the server shutting down (a client
+ * that went away reads nothing): a truncated message must not look finished (`finish_reason: "stop"`).
+ */
+function unfinished(reason: FinishReason): ApiError | null {
+  if (reason === "error") return serverError("The model failed while generating the completion");
+  if (reason === "abort") return unavailable("The server stopped before the completion finished");
+  return null;
+}
+
 /** Reads engine chunks into parsed chunks; a failing engine stream becomes an `error` finish. */
 async function nextParsed(
   reader: ReadableStreamDefaultReader<EngineChunk>,
@@ -275,7 +285,8 @@ export class ChatCompletionsService {
           core.push(p.segments);
           continue;
         }
-        if (p.reason === "error") throw serverError("The model failed while generating the completion");
+        const failure = unfinished(p.reason);
+        if (failure !== null) throw failure;
         return jsonResponse({
           ...head,
           object: "chat.completion",
@@ -338,14 +349,9 @@ export class ChatCompletionsService {
               continue;
             }
             done = true;
-            if (p.reason === "error") {
-              const error = {
-                message: "The model failed while generating the completion",
-                type: "server_error",
-                param: null,
-                code: "server_error",
-              };
-              text += `data: ${JSON.stringify({ error })}\n\n`;
+            const failure = unfinished(p.reason);
+            if (failure !== null) {
+              text += `data: ${JSON.stringify(failure.toJSON())}\n\n`;
             } else {
               text += frame({}, null, core.finishReason(p.reason));
               if (includeUsage) {
