@@ -3,6 +3,7 @@ import fc from "fast-check";
 import { HarmonyParser } from "../../parsers/harmony_parser.ts";
 import type { Segment } from "../../parsers/segment.ts";
 import { o200kTokenizer } from "../support/o200k_tokenizer.ts";
+import { runParser } from "./collect_items.ts";
 
 const tok = o200kTokenizer();
 const special = (text: string): number => {
@@ -53,11 +54,7 @@ const scriptArb = fc.array(fc.oneof(fc.array(tokenArb, { maxLength: 8 }), messag
 ) => parts.flat());
 
 function run(tokens: readonly number[]): Segment[] {
-  const parser = new HarmonyParser(tok, { toolNames: ["get_weather"] });
-  const out: Segment[] = [];
-  for (const t of tokens) out.push(...parser.push(t));
-  out.push(...parser.flush());
-  return out;
+  return runParser(new HarmonyParser(tok, { toolNames: ["get_weather"] }), tokens);
 }
 
 /** Runs of text tokens right after a `<|message|>`: the parser must show each of them, decoded on its own. */

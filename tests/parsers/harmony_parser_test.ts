@@ -3,6 +3,7 @@ import { HarmonyParser } from "../../parsers/harmony_parser.ts";
 import type { CloseReason, ItemKind, Segment, SegmentLogprob } from "../../parsers/segment.ts";
 import { o200kTokenizer } from "../support/o200k_tokenizer.ts";
 import { ToyTokenizer } from "../support/toy_tokenizer.ts";
+import { collectItems, runParser } from "./collect_items.ts";
 
 const tok = o200kTokenizer();
 
@@ -13,41 +14,12 @@ interface Item {
 }
 
 function parse(tokens: readonly number[], toolNames: readonly string[] = []): Segment[] {
-  const parser = new HarmonyParser(tok, { toolNames });
-  const out: Segment[] = [];
-  for (const t of tokens) out.push(...parser.push(t));
-  out.push(...parser.flush());
-  return out;
+  return runParser(new HarmonyParser(tok, { toolNames }), tokens);
 }
 
-/** Folds segments into items, asserting the open → delta* → close discipline on the way. */
+/** Folds segments into items; `collectItems` checks the open → delta* → close discipline on the way. */
 function items(segments: readonly Segment[]): Item[] {
-  const result: Item[] = [];
-  let open: { item: ItemKind; text: string } | undefined;
-  for (const s of segments) {
-    switch (s.kind) {
-      case "open":
-        assert.equal(open, undefined, "open while an item is open");
-        open = { item: s.item, text: "" };
-        break;
-      case "delta":
-        assert.ok(open !== undefined, "delta outside an item");
-        assert.ok(s.text.length > 0, "empty delta");
-        open.text += s.text;
-        break;
-      case "close":
-        assert.ok(open !== undefined, "close without open");
-        result.push({ ...open, reason: s.reason });
-        open = undefined;
-        break;
-      default: {
-        const never: never = s;
-        throw new Error(`unknown segment ${String(never)}`);
-      }
-    }
-  }
-  assert.equal(open, undefined, "item left open after flush");
-  return result;
+  return collectItems(segments).map(({ item, text, reason }) => ({ item, text, reason: reason! }));
 }
 
 function deltas(segments: readonly Segment[]): string[] {
@@ -790,7 +762,6 @@ Deno.test("HarmonyParser: inReasoning is true exactly while an analysis message 
 Deno.test("HarmonyParser: a delta is the text of whole tokens and carries exactly their logprobs", () => {
   const lp = (token: string, logprob: number): SegmentLogprob => ({ token, bytes: [], logprob, top: [] });
   const parser = new HarmonyParser(tok, { toolNames: [] });
-  const out: Segment[] = [];
   const script: [number, SegmentLogprob][] = [
     [200005, lp("<|channel|>", -0.1)],
     [17196, lp("final", -0.2)],
@@ -800,8 +771,7 @@ Deno.test("HarmonyParser: a delta is the text of whole tokens and carries exactl
     [244, lp("\x96", -3)],
     [200002, lp("<|return|>", -4)],
   ];
-  for (const [t, l] of script) out.push(...parser.push(t, l));
-  out.push(...parser.flush());
+  const out = runParser(parser, script.map(([t]) => t), script.map(([, l]) => l));
   const withLogprobs = out.flatMap((s) => s.kind === "delta" ? [[s.text, s.logprobs?.map((l) => l.logprob)]] : []);
   assert.deepEqual(withLogprobs, [["I", [-1]], [" 💖", [-2, -3]]]);
 });
@@ -809,12 +779,9 @@ Deno.test("HarmonyParser: a delta is the text of whole tokens and carries exactl
 Deno.test("HarmonyParser: a character cut off at the message end leaves with the token that began it", () => {
   const lp = (logprob: number): SegmentLogprob => ({ token: "", bytes: [], logprob, top: [] });
   const parser = new HarmonyParser(tok, { toolNames: [] });
-  const out: Segment[] = [];
   // 9552 = 20 F0 9F: a space and half an emoji; `<|constrain|>` inside content ends the bytes, then `<|end|>`.
-  for (const [i, t] of [200005, 17196, 200008, 12194, 9552, 200003, 9552].entries()) {
-    out.push(...parser.push(t, lp(-i)));
-  }
-  out.push(...parser.flush());
+  const tokens = [200005, 17196, 200008, 12194, 9552, 200003, 9552];
+  const out = runParser(parser, tokens, tokens.map((_, i) => lp(-i)));
   const withLogprobs = out.flatMap((s) => s.kind === "delta" ? [[s.text, s.logprobs?.map((l) => l.logprob)]] : []);
   assert.deepEqual(withLogprobs, [["Hi", [-3]], [" \uFFFD", [-4]], [" \uFFFD", [-6]]]);
 });
@@ -842,10 +809,7 @@ Deno.test("HarmonyParser: special tokens are looked up by text, not by id", () =
     isSpecial: (id: number) => back.has(id) || tok.isSpecial(id),
   };
   const parser = new HarmonyParser(shifted, { toolNames: [] });
-  const out: Segment[] = [];
-  for (const t of [1, 17196, 2, 12194, 3]) out.push(...parser.push(t));
-  out.push(...parser.flush());
-  assert.deepEqual(items(out), [final("Hi")]);
+  assert.deepEqual(items(runParser(parser, [1, 17196, 2, 12194, 3])), [final("Hi")]);
 });
 
 Deno.test("HarmonyParser works over the byte-level toy tokenizer (no o200k assumptions)", () => {
@@ -854,8 +818,8 @@ Deno.test("HarmonyParser works over the byte-level toy tokenizer (no o200k assum
   const script = toy.encode(
     '<|channel|>analysis<|message|>Think é€😀<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"Paris"}<|call|>',
   );
-  const out: Segment[] = [];
-  for (const t of script) out.push(...parser.push(t));
-  out.push(...parser.flush());
-  assert.deepEqual(items(out), [reasoning("Think é€😀"), call("get_weather", '{"city":"Paris"}')]);
+  assert.deepEqual(items(runParser(parser, script)), [
+    reasoning("Think é€😀"),
+    call("get_weather", '{"city":"Paris"}'),
+  ]);
 });
