@@ -56,11 +56,6 @@ export function firstDifference(a: unknown, b: unknown, path = ""): string | und
   return undefined;
 }
 
-/** Structural equality of two JSON values. */
-export function jsonEqual(a: unknown, b: unknown): boolean {
-  return firstDifference(a, b) === undefined;
-}
-
 /** A short, bounded rendering of a value for violation messages. */
 export function show(value: unknown): string {
   let text: string;
