@@ -75,6 +75,7 @@ export class ResponseStore {
   readonly #updateResponse: StatementSync;
   readonly #markTerminal: StatementSync;
   readonly #selectResponse: StatementSync;
+  readonly #responseExists: StatementSync;
   readonly #selectEventsAfter: StatementSync;
   readonly #selectItems: StatementSync;
   readonly #upsertOutputItem: StatementSync;
@@ -96,6 +97,7 @@ export class ResponseStore {
     this.#updateResponse = db.prepare("UPDATE responses SET response = ? WHERE id = ?");
     this.#markTerminal = db.prepare("UPDATE responses SET terminal = 1 WHERE id = ?");
     this.#selectResponse = db.prepare("SELECT response, conversation, terminal FROM responses WHERE id = ?");
+    this.#responseExists = db.prepare("SELECT 1 FROM responses WHERE id = ?");
     this.#selectEventsAfter = db.prepare("SELECT event FROM events WHERE response_id = ? AND seq > ? ORDER BY seq");
     this.#selectItems = db.prepare("SELECT item_id, item FROM input_items WHERE response_id = ? ORDER BY position");
     this.#upsertOutputItem = db.prepare(
@@ -133,12 +135,16 @@ export class ResponseStore {
     });
   }
 
-  /** Appends events in order; a terminal event marks the response terminal in the same transaction. */
+  /**
+   * Appends events in order; a terminal event marks the response terminal in the same transaction. Like `update`, a
+   * no-op once the response was deleted: its generation may still be ending, and must not leave rows behind.
+   */
   appendEvents(id: string, events: readonly StoredEvent[]): void {
     this.flush();
     if (events.length === 0) return;
     let terminal = false;
     this.#transaction(() => {
+      if (this.#responseExists.get(id) === undefined) return;
       for (const event of events) {
         this.#insertEvent.run(id, event.sequence_number, JSON.stringify(event));
         if (TERMINAL_TYPES.has(event.type)) terminal = true;
@@ -156,7 +162,8 @@ export class ResponseStore {
       this.#updateResponse.run(JSON.stringify(response), id);
     } else {
       this.#transaction(() => {
-        this.#updateResponse.run(JSON.stringify(response), id);
+        // No row updated: the response was deleted, and its items must not become referenceable again.
+        if (Number(this.#updateResponse.run(JSON.stringify(response), id).changes) === 0) return;
         for (const item of output) {
           const itemId = (item as { id?: unknown } | null)?.id;
           if (typeof itemId === "string" && itemId !== "") this.#upsertOutputItem.run(itemId, id, JSON.stringify(item));

@@ -122,3 +122,27 @@ Deno.test("store: a terminal event survives kill -9 of the writing process", asy
   store.close();
   await Deno.remove(dir, { recursive: true });
 });
+
+Deno.test("store: writes for a deleted response (its generation still ending) leave nothing behind", () => {
+  const store = ResponseStore.open(":memory:");
+  store.create(response("resp_gone"), [], null);
+  store.appendEvents("resp_gone", [event(0, "response.created")]);
+  assert.equal(store.delete("resp_gone"), true);
+  const item = { id: "msg_gone", type: "message", role: "assistant", content: [] };
+  store.appendEvents("resp_gone", [event(1, "response.output_item.done")]);
+  store.appendLater(
+    "resp_gone",
+    [event(2, "response.completed")],
+    { ...response("resp_gone"), output: [item] },
+    (e) => {
+      throw e;
+    },
+  );
+  store.update("resp_gone", { ...response("resp_gone", "cancelled"), output: [item] });
+  store.flush();
+  assert.equal(store.get("resp_gone"), undefined);
+  assert.deepEqual(store.eventsAfter("resp_gone", -1), []);
+  assert.equal(store.isTerminal("resp_gone"), false);
+  assert.equal(store.item("msg_gone"), undefined, "an item of a deleted response must not be referenceable");
+  store.close();
+});
