@@ -15,7 +15,7 @@ import { type ApiError, contextLengthExceeded, modelNotFound, serverError, unava
 import { type Generation, startGeneration, stopOnDisconnect } from "./generation.ts";
 import { checkParallelToolCalls } from "./parallel_tool_calls.ts";
 import type { Metrics } from "./metrics.ts";
-import { jsonResponse, SSE_HEADERS } from "./http_response.ts";
+import { jsonResponse, sseResponse } from "./http_response.ts";
 import {
   type ChatCompletionBody,
   ChatCompletionSchema,
@@ -374,6 +374,6 @@ export class ChatCompletionsService {
       },
       cancel: (reason) => reader.cancel(reason),
     }, { highWaterMark: 0 });
-    return new Response(stream, { status: 200, headers: SSE_HEADERS });
+    return sseResponse(stream);
   }
 }

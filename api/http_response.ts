@@ -5,7 +5,7 @@
  * sends Accept-Encoding and the response has no Content-Encoding (denoland/deno#19889). `content-encoding:
  * identity` opts out of that, and `no-transform` asks proxies not to re-encode either.
  */
-export const SSE_HEADERS: Readonly<Record<string, string>> = {
+const SSE_HEADERS: Readonly<Record<string, string>> = {
   "content-type": "text/event-stream",
   "cache-control": "no-cache, no-transform",
   "content-encoding": "identity",
