@@ -4,7 +4,8 @@
  * Honoured: messages (system/developer/user/assistant/tool, text content, assistant `tool_calls` and
  * `reasoning_content`), function tools, tool_choice, parallel_tool_calls, max_tokens / max_completion_tokens,
  * temperature, top_p, seed, stop, logprobs/top_logprobs, stream, stream_options.include_usage, reasoning_effort,
- * metadata/user (echo-free hints), n = 1, zero penalties, response_format text. Anything else is a 400 naming it.
+ * n = 1, zero penalties, response_format text. Accepted as hints that hold trivially (nothing to echo): metadata,
+ * user, safety_identifier, prompt_cache_key, verbosity, service_tier auto/default. Anything else is a 400 naming it.
  */
 import { z } from "zod";
 import type { ConversationMessage, FunctionTool, ToolChoice } from "../engine/conversation.ts";
