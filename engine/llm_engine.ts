@@ -109,7 +109,6 @@ class Sequence {
     id: number,
     request: GenerateRequest,
     maxModelLen: number,
-    vocabSize: number,
     stops: number[],
     tk: Tokenizer,
   ) {
@@ -117,7 +116,7 @@ class Sequence {
     this.request = request;
     this.promptLength = request.promptTokens.length;
     this.reserveTokens = Math.min(this.promptLength + request.sampling.maxTokens, maxModelLen);
-    this.sampler = new Sampler(request.sampling, vocabSize);
+    this.sampler = new Sampler(request.sampling);
     this.matcher = new StopMatcher(stops, request.sampling.stopStrings, (id) => tk.tokenBytes(id));
     this.tokens = new Int32Array(Math.max(this.reserveTokens, this.promptLength));
     this.tokens.set(request.promptTokens);
@@ -182,7 +181,7 @@ export class LlmEngine implements Engine {
   generate(request: GenerateRequest): ReadableStream<EngineChunk> {
     if (this.#closing) throw new Error("engine is closed");
     const stops = [...request.sampling.stopTokens, ...this.#eos];
-    const seq = new Sequence(this.#nextId++, request, this.maxModelLen, this.backend.vocabSize, stops, this.tokenizer);
+    const seq = new Sequence(this.#nextId++, request, this.maxModelLen, stops, this.tokenizer);
     const invalid = this.#validate(seq);
     if (invalid === undefined) this.#scheduler.enqueue(seq); // throws QueueFullError before a stream exists
     return new ReadableStream<EngineChunk>({

@@ -115,15 +115,16 @@ export interface VerifyResult {
 export class Sampler {
   readonly params: SamplingParams;
   readonly #rng: Prng | undefined;
-  /** Scratch probability vector, reused across calls (allocation-free hot path). */
-  #probs: Float64Array;
-  #candidates: Int32Array;
+  /**
+   * Scratch vectors, reused across calls (allocation-free hot path). Sized by the first `distribution` call, so a
+   * greedy request, which never needs them, allocates nothing.
+   */
+  #probs = new Float64Array(0);
+  #candidates = new Int32Array(0);
 
-  constructor(params: SamplingParams, vocabSize: number) {
+  constructor(params: SamplingParams) {
     this.params = params;
     this.#rng = params.temperature > 0 ? new Prng(params.seed ?? randomSeed()) : undefined;
-    this.#probs = new Float64Array(vocabSize);
-    this.#candidates = new Int32Array(vocabSize);
   }
 
   get greedy(): boolean {

@@ -46,7 +46,7 @@ Deno.test("Prng: same seed, same stream; different seeds differ; values in [0, 1
 
 Deno.test("argmax breaks ties towards the lowest id; greedy sampler ignores the seed", () => {
   assert.equal(argmax(Float32Array.from([1, 3, 3, 2])), 1);
-  const s = new Sampler(params({ temperature: 0, seed: 7 }), 4);
+  const s = new Sampler(params({ temperature: 0, seed: 7 }));
   assert.equal(s.greedy, true);
   assert.equal(s.sample(Float32Array.from([0, -1, 5, 5])), 2);
 });
@@ -77,17 +77,17 @@ Deno.test("tokenLogprob is the temperature-1 log-softmax of the raw logits", () 
 
 Deno.test("distribution applies temperature, top-k and top-p", () => {
   const logits = Float32Array.from([1, 2, 3, 4]);
-  const t = new Sampler(params({ temperature: 0.5 }), 4).distribution(logits);
+  const t = new Sampler(params({ temperature: 0.5 })).distribution(logits);
   softmax([...logits], 0.5).forEach((p, i) => assert.ok(Math.abs(t[i]! - p) < 1e-9));
-  const k = new Sampler(params({ topK: 2 }), 4).distribution(logits);
+  const k = new Sampler(params({ topK: 2 })).distribution(logits);
   const p2 = softmax([3, 4]);
   assert.deepEqual([k[0], k[1]], [0, 0]);
   assert.ok(Math.abs(k[2]! - p2[0]!) < 1e-9 && Math.abs(k[3]! - p2[1]!) < 1e-9);
   // softmax([1,2,3,4]) ≈ [.032, .087, .237, .644]: top_p 0.8 keeps {3, 2}; 0.5 keeps {3} only.
-  const n = new Sampler(params({ topP: 0.8 }), 4).distribution(logits);
+  const n = new Sampler(params({ topP: 0.8 })).distribution(logits);
   assert.deepEqual([n[0], n[1]], [0, 0]);
   assert.ok(Math.abs(n[2]! + n[3]! - 1) < 1e-9);
-  const one = new Sampler(params({ topP: 0.5 }), 4).distribution(logits);
+  const one = new Sampler(params({ topP: 0.5 })).distribution(logits);
   assert.deepEqual([...one], [0, 0, 0, 1]);
 });
 
@@ -96,7 +96,7 @@ Deno.test("seeded sampling matches the target distribution and is reproducible",
   const probs = softmax([...logits]);
   const n = 20000;
   const draw = (seed: number) => {
-    const s = new Sampler(params({ seed }), 5);
+    const s = new Sampler(params({ seed }));
     return Array.from({ length: n }, () => s.sample(logits));
   };
   const a = draw(11);
@@ -110,10 +110,10 @@ Deno.test("rejection sampling of a draft keeps the target distribution (every dr
   const logits = Float32Array.from([0.2, 1.5, -0.7, 1.1, 0.0, 0.9]);
   const bonus = Float32Array.from([0, 0, 0, 0, 0, 0]);
   for (const [topK, df] of [[0, 5], [4, 3]] as const) {
-    const target = new Sampler(params({ topK, temperature: 0.8, seed: 1 }), 6).distribution(logits);
+    const target = new Sampler(params({ topK, temperature: 0.8, seed: 1 })).distribution(logits);
     const probs = [...target];
     for (let draft = 0; draft < 6; draft++) {
-      const s = new Sampler(params({ topK, temperature: 0.8, seed: 100 + draft }), 6);
+      const s = new Sampler(params({ topK, temperature: 0.8, seed: 100 + draft }));
       const n = 12000;
       const counts = [0, 0, 0, 0, 0, 0];
       let accepted = 0;
@@ -133,7 +133,7 @@ Deno.test("rejection sampling of a draft keeps the target distribution (every dr
 });
 
 Deno.test("greedy verify accepts exactly the drafts that match the argmax chain", () => {
-  const s = new Sampler(params({ temperature: 0 }), 3);
+  const s = new Sampler(params({ temperature: 0 }));
   const rows = [Float32Array.from([0, 5, 1]), Float32Array.from([3, 0, 1]), Float32Array.from([0, 0, 9])];
   assert.deepEqual(s.verify(rows, [1, 0]), { tokens: [1, 0, 2], acceptedDrafts: 2 });
   assert.deepEqual(s.verify(rows, [1, 2]), { tokens: [1, 0], acceptedDrafts: 1 });
