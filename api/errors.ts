@@ -3,9 +3,11 @@
  *
  * Every non-2xx answer of the server has the OpenAI error shape `{"error":{"message","type","param","code"}}` with all
  * four keys present (`param`/`code` may be null; `code` is a string, never the HTTP status). Anything that is not an
- * `ApiError` is answered 500 with a fixed message: internal details (stack traces, paths) never reach the client.
+ * `ApiError` (or an engine error with a meaning for the client: a full queue, a chat template refusing the conversation)
+ * is answered 500 with a fixed message: internal details (stack traces, paths) never reach the client.
  */
 import { QueueFullError } from "../engine/engine.ts";
+import { TemplateFormatError } from "../engine/template_format.ts";
 
 export type ErrorType =
   | "invalid_request_error"
@@ -152,6 +154,9 @@ export function toApiError(error: unknown): ApiError {
   if (error instanceof QueueFullError) {
     return rateLimited(`The server is at capacity; try again in ${RETRY_AFTER_SECONDS}s`);
   }
+  // Templates are compiled at load time, so at request time this is the template refusing the conversation (a
+  // Hugging Face `raise_exception`, e.g. roles that do not alternate): the client's to fix, in the template's words.
+  if (error instanceof TemplateFormatError) return invalidRequest(`The model's ${error.message}`, null);
   return serverError();
 }
 

@@ -4,11 +4,11 @@
  * `errorResponse` (errors.ts); failures after SSE headers are the pipeline's `error` + `response.failed`.
  */
 import type { ChatFormat } from "../engine/chat_format.ts";
-import { type Engine, QueueFullError } from "../engine/engine.ts";
+import type { Engine } from "../engine/engine.ts";
 import type { IdSource } from "../events/ids.ts";
 import { ApiKeyCheck } from "./auth.ts";
 import { ChatCompletionsService } from "./chat_completions.ts";
-import { ApiError, errorResponse, methodNotAllowed, notFound, unavailable } from "./errors.ts";
+import { ApiError, errorResponse, methodNotAllowed, notFound, toApiError, unavailable } from "./errors.ts";
 import { DEFAULT_MAX_BODY_BYTES, readJsonBody } from "./http_body.ts";
 import { jsonResponse } from "./http_response.ts";
 import { Metrics } from "./metrics.ts";
@@ -142,7 +142,8 @@ export function createServer(options: ServerOptions): RillServer {
       if (auth !== null && found.match.route !== "/health") await auth.verify(request);
       response = await dispatch(found.match, request, url, startedAt);
     } catch (error) {
-      if (!(error instanceof ApiError) && !(error instanceof QueueFullError)) options.onError?.(error);
+      // Only what became the generic 500 is unexpected, and logged.
+      if (!(error instanceof ApiError) && toApiError(error).status === 500) options.onError?.(error);
       response = errorResponse(error);
     }
     metrics.countRequest(route, response.status);
