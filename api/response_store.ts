@@ -270,7 +270,7 @@ export class ResponseStore {
     query: { readonly limit: number; readonly order: "asc" | "desc"; readonly after?: string },
   ): InputItemsPage | undefined {
     this.flush();
-    if (!this.#selectResponse.get(id)) return undefined;
+    if (this.#responseExists.get(id) === undefined) return undefined;
     const rows = this.#selectItems.all(id) as { item_id: string; item: string }[];
     if (query.order === "desc") rows.reverse();
     let start = 0;
