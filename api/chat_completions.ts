@@ -7,10 +7,11 @@
 import type { ChatFormat } from "../engine/chat_format.ts";
 import type { Engine, EngineChunk, FinishReason } from "../engine/engine.ts";
 import type { PromptInput } from "../engine/conversation.ts";
-import type { Segment, SegmentLogprob } from "../parsers/segment.ts";
+import type { Segment } from "../parsers/segment.ts";
 import { ParseCore } from "../events/parse_stage.ts";
 import type { ParsedChunk } from "../events/parsed_chunk.ts";
-import type { Usage } from "../events/types.ts";
+import type { Logprob, Usage } from "../events/types.ts";
+import { wireLogprob } from "../events/wire_logprob.ts";
 import { type ApiError, contextLengthExceeded, modelNotFound, serverError, unavailable } from "./errors.ts";
 import { type Generation, startGeneration, stopOnDisconnect } from "./generation.ts";
 import { checkParallelToolCalls } from "./parallel_tool_calls.ts";
@@ -49,13 +50,6 @@ interface Delta {
   tool_calls?: ToolCallDelta[];
 }
 
-interface ChatLogprob {
-  token: string;
-  logprob: number;
-  bytes: readonly number[];
-  top_logprobs: { token: string; logprob: number; bytes: readonly number[] }[];
-}
-
 type Mode = "none" | "content" | "reasoning" | "tool" | "other";
 
 /** Segments → chat deltas, accumulating the whole message for the non-streamed form. */
@@ -64,19 +58,18 @@ export class ChatDeltaCore {
   content = "";
   reasoning = "";
   readonly toolCalls: { id: string; name: string; arguments: string }[] = [];
-  readonly logprobs: ChatLogprob[] = [];
+  readonly logprobs: Logprob[] = [];
 
   /** One engine step's segments → deltas; consecutive deltas of the same field are merged. */
-  push(segments: readonly Segment[]): { delta: Delta; logprobs: ChatLogprob[] }[] {
-    const out: { delta: Delta; logprobs: ChatLogprob[] }[] = [];
-    const append = (field: "content" | "reasoning_content", text: string, lps: readonly SegmentLogprob[] = []) => {
+  push(segments: readonly Segment[]): { delta: Delta; logprobs: Logprob[] }[] {
+    const out: { delta: Delta; logprobs: Logprob[] }[] = [];
+    const append = (field: "content" | "reasoning_content", text: string, lps: readonly Logprob[] = []) => {
       const last = out[out.length - 1];
-      const converted = lps.map(toChatLogprob);
       if (last !== undefined && last.delta[field] !== undefined && last.delta.tool_calls === undefined) {
         last.delta[field] += text;
-        last.logprobs.push(...converted);
+        last.logprobs.push(...lps);
       } else {
-        out.push({ delta: { [field]: text }, logprobs: converted });
+        out.push({ delta: { [field]: text }, logprobs: [...lps] });
       }
     };
     for (const s of segments) {
@@ -119,11 +112,13 @@ export class ChatDeltaCore {
           break;
         case "delta":
           switch (this.#mode) {
-            case "content":
+            case "content": {
               this.content += s.text;
-              if (s.logprobs !== undefined) this.logprobs.push(...s.logprobs.map(toChatLogprob));
-              append("content", s.text, s.logprobs);
+              const lps = s.logprobs?.map(wireLogprob) ?? [];
+              this.logprobs.push(...lps);
+              append("content", s.text, lps);
               break;
+            }
             case "reasoning":
               this.reasoning += s.text;
               append("reasoning_content", s.text);
@@ -161,15 +156,6 @@ export class ChatDeltaCore {
     if (reason === "length") return "length";
     return this.toolCalls.length > 0 ? "tool_calls" : "stop";
   }
-}
-
-function toChatLogprob(lp: SegmentLogprob): ChatLogprob {
-  return {
-    token: lp.token,
-    logprob: lp.logprob,
-    bytes: lp.bytes,
-    top_logprobs: lp.top.map((t) => ({ token: t.token, logprob: t.logprob, bytes: t.bytes })),
-  };
 }
 
 function chatUsage(u: Usage) {
@@ -327,7 +313,7 @@ export class ChatCompletionsService {
     const prefix = `{"id":${JSON.stringify(head.id)},"object":"chat.completion.chunk","created":${head.created},` +
       `"model":${JSON.stringify(head.model)},"system_fingerprint":null,"choices":[{"index":0,`;
     const suffix = includeUsage ? `}],"usage":null}` : `}]}`;
-    const frame = (delta: Delta, lps: ChatLogprob[] | null, finish: string | null) =>
+    const frame = (delta: Delta, lps: Logprob[] | null, finish: string | null) =>
       `data: ${prefix}"delta":${JSON.stringify(delta)},"logprobs":${
         lps === null ? "null" : JSON.stringify({ content: lps, refusal: null })
       },"finish_reason":${finish === null ? "null" : JSON.stringify(finish)}${suffix}\n\n`;
