@@ -27,13 +27,15 @@ interface Entry {
 }
 
 const ID = "([A-Za-z0-9_.:-]{1,200})";
+/** Served model names are often `org/name`: a model id may hold slashes, raw or percent-encoded (as the SDK sends). */
+const MODEL_ID = "([^?#]{1,400})";
 
 /** Order matters: literal segments before `{id}`. */
 const TABLE: readonly Entry[] = [
   { pattern: /^\/health$/, route: "/health", methods: ["GET"] },
   { pattern: /^\/metrics$/, route: "/metrics", methods: ["GET"] },
   { pattern: /^\/v1\/models$/, route: "/v1/models", methods: ["GET"] },
-  { pattern: new RegExp(`^/v1/models/${ID}$`), route: "/v1/models/{id}", methods: ["GET"] },
+  { pattern: new RegExp(`^/v1/models/${MODEL_ID}$`), route: "/v1/models/{id}", methods: ["GET"] },
   { pattern: /^\/v1\/responses$/, route: "/v1/responses", methods: ["POST"] },
   { pattern: /^\/v1\/responses\/input_tokens$/, route: "/v1/responses/input_tokens", methods: ["POST"] },
   { pattern: new RegExp(`^/v1/responses/${ID}$`), route: "/v1/responses/{id}", methods: ["GET", "DELETE"] },
@@ -53,11 +55,20 @@ export function matchRoute(method: string, pathname: string): RouteLookup {
     const m = entry.pattern.exec(path);
     if (m === null) continue;
     if (!entry.methods.includes(method)) return { kind: "method", route: entry.route, allow: entry.methods };
-    const id = m[1] === undefined ? undefined : decodeURIComponent(m[1]);
+    const id = m[1] === undefined ? undefined : decodeId(m[1]);
     return {
       kind: "match",
       match: (id === undefined ? { route: entry.route } : { route: entry.route, id }) as RouteMatch,
     };
   }
   return { kind: "none" };
+}
+
+/** A malformed escape stays as sent: it names no resource, so the route answers 404 rather than failing. */
+function decodeId(raw: string): string {
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    return raw;
+  }
 }

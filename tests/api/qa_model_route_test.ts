@@ -1,0 +1,37 @@
+/**
+ * Served model names are often Hugging Face style (`org/name`): `GET /v1/models/{id}` must find them whether the
+ * client sends the slash as is or percent-encoded (the OpenAI SDK encodes it), and chat requests naming them work.
+ */
+import assert from "node:assert/strict";
+import OpenAI from "openai";
+import { matchRoute } from "../../api/routes.ts";
+import { startTestServer } from "./test_server.ts";
+
+Deno.test("matchRoute: a model id may contain '/' (raw or %2F)", () => {
+  for (const path of ["/v1/models/openai/tiny-chat", "/v1/models/openai%2Ftiny-chat"]) {
+    const found = matchRoute("GET", path);
+    assert.equal(found.kind, "match", path);
+    if (found.kind === "match") assert.deepEqual(found.match, { route: "/v1/models/{id}", id: "openai/tiny-chat" });
+  }
+  assert.deepEqual(matchRoute("POST", "/v1/models/a/b"), { kind: "method", route: "/v1/models/{id}", allow: ["GET"] });
+  // A malformed escape is an unknown model, not a crash.
+  const bad = matchRoute("GET", "/v1/models/%E0%A4%A");
+  assert.equal(bad.kind, "match");
+});
+
+Deno.test("GET /v1/models/{id} serves a model name with a slash, through the OpenAI SDK too", async () => {
+  const t = startTestServer({ server: { modelId: "openai/tiny-chat" } });
+  try {
+    const client = new OpenAI({ baseURL: t.baseURL, apiKey: "unused" });
+    const model = await client.models.retrieve("openai/tiny-chat");
+    assert.equal(model.id, "openai/tiny-chat");
+    const raw = await fetch(`${t.baseURL}/models/openai/tiny-chat`);
+    assert.equal(raw.status, 200);
+    assert.equal((await raw.json()).id, "openai/tiny-chat");
+    const bad = await fetch(`${t.baseURL}/models/%E0%A4%A`);
+    assert.equal(bad.status, 404);
+    assert.equal((await bad.json()).error.code, "not_found");
+  } finally {
+    await t.close();
+  }
+});
