@@ -164,11 +164,19 @@ export function chatMessages(body: ChatCompletionBody): ConversationMessage[] {
       }
       case "tool": {
         const name = names.get(m.tool_call_id);
+        // Only a call of an earlier assistant message can be answered: the prompt names the function it came from.
+        if (name === undefined) {
+          throw invalidRequest(
+            `Invalid parameter: a 'tool' message must answer a tool call of an earlier assistant message; ` +
+              `no tool call has the id '${m.tool_call_id}'`,
+            `messages[${i}].tool_call_id`,
+          );
+        }
         return {
           role: "tool",
           callId: m.tool_call_id,
           content: contentText(m.content, param),
-          ...(name === undefined ? {} : { name }),
+          name,
         };
       }
       default: {
