@@ -124,7 +124,7 @@ export class ResponsesService {
     const pipeline: PipelineOptions = {
       template: prep.template,
       tokenizer: engine.tokenizer,
-      parser: format.createParser({ toolNames: prep.toolNames }),
+      parser: format.createParser({ toolNames: prep.toolNames, toolChoice: prep.prompt.toolChoice }),
       includeLogprobs: prep.includeLogprobs,
       ...(this.#o.ids === undefined ? {} : { ids: this.#o.ids }),
     };
@@ -173,6 +173,11 @@ export class ResponsesService {
       error: { code: "server_error", message: "The server stopped before this response finished" },
     };
     this.#o.store.update(id, failed);
+    // The log gets its terminal event too, so a replay (`?stream=true`) ends like every other stream: with
+    // `response.failed`, not mid-response.
+    const last = this.#o.store.eventsAfter(id, -1).at(-1)?.sequence_number ?? -1;
+    const terminal = { type: "response.failed", sequence_number: last + 1, response: failed };
+    this.#o.store.appendEvents(id, [terminal]);
     return failed;
   }
 
