@@ -256,7 +256,7 @@ export class ChatCompletionsService {
     generation.done.then(() => this.#inFlight.delete(generation));
     const parseCore = new ParseCore(
       engine.tokenizer,
-      format.createParser({ toolNames: tools.map((t) => t.name) }),
+      format.createParser({ toolNames: tools.map((t) => t.name), toolChoice: choice }),
       body.logprobs === true,
     );
     const head = { id, created: Math.floor(Date.now() / 1000), model: modelId };

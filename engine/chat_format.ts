@@ -1,4 +1,4 @@
-import type { PromptInput } from "./conversation.ts";
+import type { PromptInput, ToolChoice } from "./conversation.ts";
 import type { OutputParser } from "../parsers/segment.ts";
 
 /**
@@ -9,8 +9,12 @@ export interface ChatFormat {
   readonly name: string;
   /** Token ids of the whole prompt, ending where the assistant's generation begins. */
   render(input: PromptInput): number[];
-  /** A fresh parser for one generation. `toolNames` are the function tools of the request (bare names count). */
-  createParser(options: { readonly toolNames: readonly string[] }): OutputParser;
+  /**
+   * A fresh parser for one generation. `toolNames` are the function tools of the request (bare names count).
+   * `toolChoice` must be the one `render` saw: a forcing choice ends the prompt inside a tool call's opening, and the
+   * parser must read that opening too.
+   */
+  createParser(options: { readonly toolNames: readonly string[]; readonly toolChoice?: ToolChoice }): OutputParser;
   /** Tokens that end generation (harmony: `<|return|>`, `<|call|>`; ChatML: `<|im_end|>`, EOS). */
   readonly stopTokens: readonly number[];
 }

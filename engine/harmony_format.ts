@@ -3,11 +3,13 @@
  * Every control token is resolved by its text in the model's tokenizer, so no id is hard-coded here.
  */
 import type { ChatFormat } from "./chat_format.ts";
-import type { PromptInput } from "./conversation.ts";
+import type { PromptInput, ToolChoice } from "./conversation.ts";
+import { forcedCall } from "./forced_tool_call.ts";
 import type { Tokenizer } from "./tokenizer.ts";
 import { HarmonyParser } from "../parsers/harmony_parser.ts";
 import { type HarmonyRenderOptions, renderHarmony } from "../parsers/harmony_renderer.ts";
 import type { OutputParser } from "../parsers/segment.ts";
+import { PrefilledParser } from "../parsers/prefilled_parser.ts";
 
 export type HarmonyFormatOptions = HarmonyRenderOptions;
 
@@ -33,19 +35,50 @@ export function createHarmonyFormat(tokenizer: Tokenizer, options: HarmonyFormat
     ) => [t, requireSpecial(tokenizer, t)]),
   );
 
+  const special = (text: string): number => specials.get(text)!;
+  /**
+   * The header a forcing tool_choice prefills after `<|start|>assistant`, written as the renderer writes history
+   * calls: a named call up to `<|message|>` (the model writes only the arguments), any call up to `functions.`.
+   */
+  const prefill = (choice: ToolChoice | undefined, toolNames: readonly string[]): number[] => {
+    const forced = forcedCall(choice, toolNames);
+    switch (forced.kind) {
+      case "free":
+        return [];
+      case "any":
+        return tokenizer.encodeOrdinary(" to=functions.");
+      case "named":
+        return [
+          ...tokenizer.encodeOrdinary(` to=functions.${forced.name}`),
+          special("<|channel|>"),
+          ...tokenizer.encodeOrdinary("commentary "),
+          special("<|constrain|>"),
+          ...tokenizer.encodeOrdinary("json"),
+          special("<|message|>"),
+        ];
+      default: {
+        const never: never = forced;
+        throw new Error(`Unreachable forced call ${String(never)}`);
+      }
+    }
+  };
+
   return {
     name: "harmony",
     stopTokens,
     render(input: PromptInput): number[] {
       const ids: number[] = [];
       for (const piece of renderHarmony(input, options)) {
-        if (piece.kind === "special") ids.push(specials.get(piece.token)!);
+        if (piece.kind === "special") ids.push(special(piece.token));
         else for (const id of tokenizer.encodeOrdinary(piece.text)) ids.push(id);
       }
+      for (const id of prefill(input.toolChoice, input.tools.map((t) => t.name))) ids.push(id);
       return ids;
     },
-    createParser(parserOptions: { readonly toolNames: readonly string[] }): OutputParser {
-      return new HarmonyParser(tokenizer, { toolNames: parserOptions.toolNames });
+    createParser(parserOptions: { readonly toolNames: readonly string[]; readonly toolChoice?: ToolChoice }) {
+      const parser: OutputParser = new HarmonyParser(tokenizer, { toolNames: parserOptions.toolNames });
+      const ids = prefill(parserOptions.toolChoice, parserOptions.toolNames);
+      return ids.length === 0 ? parser : new PrefilledParser(parser, ids);
     },
   };
 }

@@ -1,7 +1,9 @@
 import { Template } from "@huggingface/jinja";
 import { ChatmlParser } from "../parsers/chatml_parser.ts";
 import type { ChatFormat } from "./chat_format.ts";
-import type { ConversationMessage, FunctionTool, PromptInput } from "./conversation.ts";
+import type { ConversationMessage, FunctionTool, PromptInput, ToolChoice } from "./conversation.ts";
+import { forcedCall } from "./forced_tool_call.ts";
+import { PrefilledParser } from "../parsers/prefilled_parser.ts";
 import type { Tokenizer } from "./tokenizer.ts";
 
 /**
@@ -187,16 +189,30 @@ export function createTemplateFormat(
   } catch {
     // A template that rejects the probe (e.g. one demanding a system message) renders real prompts or fails then.
   }
+  /**
+   * The opening of a Hermes call a forcing tool_choice prefills, in the form templates write history calls: a named
+   * call up to its arguments, any call up to its name. A prompt left inside `<think>` closes it first.
+   */
+  const prefill = (choice: ToolChoice | undefined, toolNames: readonly string[]): number[] => {
+    const forced = forcedCall(choice, toolNames);
+    if (forced.kind === "free") return [];
+    // Ends right after a colon: the space that follows belongs to the model's next token (` {"`, ` "`), so a prefill
+    // ending in a space would force a tokenization the model never saw.
+    const head = `${startInReasoning ? "" : `${REASONING_START}\n`}\n${REASONING_END}\n\n${TOOL_CALL_START}{"name":`;
+    return tokenizer.encode(forced.kind === "named" ? `${head} ${JSON.stringify(forced.name)}, "arguments":` : head);
+  };
+
   return {
     name: tokenizer.specialId("<|im_start|>") !== undefined ? "chatml" : "chat-template",
     stopTokens: [...stopIds],
     renderText,
     startsInReasoning: startInReasoning,
     render(input: PromptInput): number[] {
-      return tokenizer.encode(renderText(input));
+      return [...tokenizer.encode(renderText(input)), ...prefill(input.toolChoice, input.tools.map((t) => t.name))];
     },
-    createParser({ toolNames }) {
-      return new ChatmlParser(tokenizer, {
+    createParser({ toolNames, toolChoice }) {
+      const ids = prefill(toolChoice, toolNames);
+      const parser = new ChatmlParser(tokenizer, {
         reasoningStart: REASONING_START,
         reasoningEnd: REASONING_END,
         startInReasoning,
@@ -205,6 +221,7 @@ export function createTemplateFormat(
         toolNames,
         stopTexts: parserStopTexts,
       });
+      return ids.length === 0 ? parser : new PrefilledParser(parser, ids);
     },
   };
 }

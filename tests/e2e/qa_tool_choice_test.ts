@@ -1,0 +1,112 @@
+/**
+ * tool_choice "required" and a named choice on each bundled model over HTTP: the response holds a call to an offered
+ * tool (the named one for a named choice), streamed and not, and every stream passes the validator with no
+ * allowances (invariant 73). Before, both choices were only hints: asked "What is 2 plus 3?" with
+ * `tool_choice: "required"`, the models answered in text; with a named choice they called the tool the question
+ * suggested instead of the named one.
+ */
+import assert from "node:assert/strict";
+import { parseServeArgs, type ServeConfig } from "../../api/cli_options.ts";
+import { Logger } from "../../api/logger.ts";
+import { ResponseStore } from "../../api/response_store.ts";
+import { loadServedModel } from "../../api/serve.ts";
+import { createServer } from "../../api/server.ts";
+import { validateSSE } from "../../events/validator.ts";
+
+const ROOT = new URL("../../", import.meta.url).pathname;
+
+const GET_WEATHER = {
+  type: "function",
+  name: "get_weather",
+  description: "Get the current weather for a city.",
+  parameters: {
+    type: "object",
+    properties: { city: { type: "string", description: "The city name." } },
+    required: ["city"],
+  },
+};
+const LOOKUP = {
+  type: "function",
+  name: "lookup",
+  description: "Look something up.",
+  parameters: { type: "object", properties: { q: { type: "string" } } },
+};
+
+interface Item {
+  type: string;
+  name?: string;
+  arguments?: string;
+}
+
+async function post(url: string, body: Record<string, unknown>): Promise<Item[]> {
+  const res = await fetch(`${url}/v1/responses`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+  const text = await res.text();
+  assert.equal(res.status, 200, text);
+  if (body["stream"] !== true) return (JSON.parse(text) as { output: Item[] }).output;
+  const { events, violations } = validateSSE(text);
+  assert.deepEqual(violations, [], JSON.stringify(body));
+  const last = events.at(-1) as { type: string; response: { output: Item[] } };
+  assert.equal(last.type, "response.completed");
+  return last.response.output;
+}
+
+function calls(output: Item[]): (string | undefined)[] {
+  return output.filter((i) => i.type === "function_call").map((i) => i.name);
+}
+
+for (const name of ["rill-tiny-harmony", "rill-tiny-chatml"]) {
+  const dir = `${ROOT}models/${name}`;
+  Deno.test(`${name} over HTTP: tool_choice required and named force a call to the right tool`, async () => {
+    const config = parseServeArgs(
+      [dir, "--port", "0", "--data-dir", ":memory:", "--max-num-seqs", "8", "--shards", "1"],
+      () => undefined,
+    ) as ServeConfig;
+    const model = await loadServedModel(config, new Logger("text", () => {}));
+    const store = ResponseStore.open(":memory:");
+    const server = createServer({ ...model, store, port: 0 });
+    try {
+      const base = { model: model.modelId, temperature: 0, max_output_tokens: 64 };
+      const cases = [
+        { input: "What is 2 plus 3?", tools: [GET_WEATHER], tool_choice: "required", want: "get_weather" },
+        {
+          input: "What is the weather in Paris?",
+          tools: [GET_WEATHER, LOOKUP],
+          tool_choice: { type: "function", name: "lookup" },
+          want: "lookup",
+        },
+        {
+          input: "What is the capital of France?",
+          tools: [GET_WEATHER, LOOKUP],
+          tool_choice: { type: "function", name: "get_weather" },
+          want: "get_weather",
+        },
+      ];
+      const runs = cases.flatMap(({ want, ...body }) =>
+        [false, true].map(async (stream) => ({ want, output: await post(server.url, { ...base, ...body, stream }) }))
+      );
+      for (const { want, output } of await Promise.all(runs)) {
+        const names = calls(output);
+        assert.ok(names.length > 0, `expected a call to ${want}, got ${JSON.stringify(output)}`);
+        assert.ok(names.every((n) => n === want), `expected only ${want}, got ${JSON.stringify(output)}`);
+        // The prompt's prefill is not model output: no empty reasoning item leads the response, the call does.
+        assert.equal(output[0]?.type, "function_call", JSON.stringify(output));
+      }
+      // auto is untouched: the model still reasons before its call.
+      const auto = await post(server.url, {
+        ...base,
+        input: "What is the weather in Paris?",
+        tools: [GET_WEATHER],
+        stream: true,
+      });
+      assert.deepEqual(auto.map((i) => i.type), ["reasoning", "function_call"]);
+    } finally {
+      await server.shutdown(1000);
+      await model.engine.close();
+      store.close();
+    }
+  });
+}
