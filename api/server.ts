@@ -8,7 +8,15 @@ import type { Engine } from "../engine/engine.ts";
 import type { IdSource } from "../events/ids.ts";
 import { ApiKeyCheck } from "./auth.ts";
 import { ChatCompletionsService } from "./chat_completions.ts";
-import { ApiError, errorResponse, methodNotAllowed, notFound, toApiError, unavailable } from "./errors.ts";
+import {
+  ApiError,
+  errorResponse,
+  methodNotAllowed,
+  modelNotFound,
+  notFound,
+  toApiError,
+  unavailable,
+} from "./errors.ts";
 import { DEFAULT_MAX_BODY_BYTES, readJsonBody } from "./http_body.ts";
 import { jsonResponse } from "./http_response.ts";
 import { Metrics } from "./metrics.ts";
@@ -107,7 +115,7 @@ export function createServer(options: ServerOptions): RillServer {
       case "/v1/models":
         return jsonResponse({ object: "list", data: [model] });
       case "/v1/models/{id}":
-        if (match.id !== options.modelId) throw notFound(`The model '${match.id}' does not exist`, "model");
+        if (match.id !== options.modelId) throw modelNotFound(match.id, options.modelId);
         return jsonResponse(model);
       case "/v1/responses":
         if (draining) throw unavailable("The server is shutting down");

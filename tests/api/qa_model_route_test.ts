@@ -30,7 +30,24 @@ Deno.test("GET /v1/models/{id} serves a model name with a slash, through the Ope
     assert.equal((await raw.json()).id, "openai/tiny-chat");
     const bad = await fetch(`${t.baseURL}/models/%E0%A4%A`);
     assert.equal(bad.status, 404);
-    assert.equal((await bad.json()).error.code, "not_found");
+    assert.equal((await bad.json()).error.code, "model_not_found");
+  } finally {
+    await t.close();
+  }
+});
+
+Deno.test("GET /v1/models/{id} of an unknown model: 404 with code model_not_found, like a request naming it", async () => {
+  const t = startTestServer();
+  try {
+    const r = await fetch(`${t.baseURL}/models/nope`);
+    assert.equal(r.status, 404);
+    const body = await r.json();
+    assert.deepEqual([body.error.type, body.error.param, body.error.code], [
+      "invalid_request_error",
+      "model",
+      "model_not_found",
+    ]);
+    assert.match(body.error.message, /'nope'/);
   } finally {
     await t.close();
   }
