@@ -54,7 +54,9 @@ export function matchRoute(method: string, pathname: string): RouteLookup {
   for (const entry of TABLE) {
     const m = entry.pattern.exec(path);
     if (m === null) continue;
-    if (!entry.methods.includes(method)) return { kind: "method", route: entry.route, allow: entry.methods };
+    // HEAD is GET without the body (RFC 9110 §9.3.2); Deno.serve drops the body of a HEAD response.
+    const asMethod = method === "HEAD" && entry.methods.includes("GET") ? "GET" : method;
+    if (!entry.methods.includes(asMethod)) return { kind: "method", route: entry.route, allow: entry.methods };
     const id = m[1] === undefined ? undefined : decodeId(m[1]);
     return {
       kind: "match",

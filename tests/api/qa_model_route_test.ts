@@ -52,3 +52,22 @@ Deno.test("GET /v1/models/{id} of an unknown model: 404 with code model_not_foun
     await t.close();
   }
 });
+
+Deno.test("HEAD is answered like GET on GET routes (health checks, monitors), with no body", async () => {
+  assert.equal(matchRoute("HEAD", "/health").kind, "match");
+  assert.deepEqual(matchRoute("HEAD", "/v1/chat/completions"), {
+    kind: "method",
+    route: "/v1/chat/completions",
+    allow: ["POST"],
+  });
+  const t = startTestServer();
+  try {
+    for (const path of ["/health", "/v1/models", "/metrics"]) {
+      const r = await fetch(`${t.url}${path}`, { method: "HEAD" });
+      assert.equal(r.status, 200, path);
+      assert.equal(await r.text(), "");
+    }
+  } finally {
+    await t.close();
+  }
+});
