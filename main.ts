@@ -18,7 +18,14 @@ async function main(args: readonly string[]): Promise<number> {
     return 0;
   }
   const logger = new Logger(config.logFormat);
-  return await serveModel(config, await loadServedModel(config, logger), logger);
+  try {
+    return await serveModel(config, await loadServedModel(config, logger), logger);
+  } catch (error) {
+    // Once the log format is known, a fatal error is a log line like any other (a JSON object with `json`).
+    if (!(error instanceof CliError) || config.logFormat !== "json") throw error;
+    logger.error(error.message);
+    return 1;
+  }
 }
 
 if (import.meta.main) {

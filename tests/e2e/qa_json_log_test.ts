@@ -61,3 +61,17 @@ Deno.test("--log-format json: every stderr line of a served, streamed and stoppe
     assert.doesNotThrow(() => JSON.parse(line), `not a JSON log line: ${line}`);
   }
 });
+
+Deno.test("--log-format json: a fatal startup error is a JSON log line too, and the exit code is 1", async () => {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", "main.ts", "serve", "/nonexistent-model-dir", "--log-format", "json", "--port", "0"],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assert.equal(out.code, 1);
+  const lines = new TextDecoder().decode(out.stderr).split("\n").filter((l) => l !== "");
+  assert.equal(lines.length, 1, lines.join("\n"));
+  const entry = JSON.parse(lines[0]!);
+  assert.equal(entry.level, "error");
+  assert.match(entry.msg, /\/nonexistent-model-dir/);
+});
