@@ -235,7 +235,7 @@ export class ChatCompletionsService {
       throw contextLengthExceeded(promptTokens.length, engine.maxModelLen, "messages");
     }
     const stop = body.stop == null ? [] : typeof body.stop === "string" ? [body.stop] : body.stop;
-    const id = newId("chatcmpl");
+    const id = newId("chatcmpl", "-"); // OpenAI's chat ids use a hyphen, unlike its Responses ids (resp_, msg_)
     const generation = startGeneration(engine, {
       id,
       promptTokens,

@@ -42,8 +42,8 @@ interface BackgroundRun {
   readonly finished: Promise<void>;
 }
 
-export function newId(prefix: string): string {
-  return `${prefix}_${crypto.randomUUID().replaceAll("-", "")}`;
+export function newId(prefix: string, separator: "_" | "-" = "_"): string {
+  return `${prefix}${separator}${crypto.randomUUID().replaceAll("-", "")}`;
 }
 
 function nowSeconds(): number {
