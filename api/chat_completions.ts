@@ -25,6 +25,7 @@ import {
   checkChatSupported,
 } from "./chat_schema.ts";
 import type { SamplingDefaults } from "./responses_request.ts";
+import { samplerTopP } from "./sampling_defaults.ts";
 import { parseOrThrow } from "./validation.ts";
 import { newId } from "./responses_service.ts";
 
@@ -241,7 +242,7 @@ export class ChatCompletionsService {
       promptTokens,
       sampling: {
         temperature: body.temperature ?? defaults.temperature,
-        topP: body.top_p ?? defaults.topP,
+        topP: samplerTopP(body.top_p ?? defaults.topP),
         topK: defaults.topK,
         ...(body.seed == null ? {} : { seed: body.seed }),
         maxTokens: Math.min(body.max_completion_tokens ?? body.max_tokens ?? room, room),

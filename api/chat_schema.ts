@@ -59,7 +59,7 @@ export const ChatCompletionSchema = z.strictObject({
   max_tokens: nullish(z.number().int().min(1)),
   max_completion_tokens: nullish(z.number().int().min(1)),
   temperature: nullish(z.number().min(0).max(2)),
-  top_p: nullish(z.number().gt(0).max(1)),
+  top_p: nullish(z.number().min(0).max(1)),
   seed: nullish(z.number().int()),
   stop: nullish(z.union([z.string(), z.array(z.string()).max(4)])),
   n: nullish(z.number().int().min(1)),

@@ -29,6 +29,7 @@ import type { ChatFormat } from "../engine/chat_format.ts";
 import type { SamplingParams } from "../engine/engine.ts";
 import type { ResponseTemplate } from "../events/pipeline.ts";
 import { contextLengthExceeded, invalidRequest, modelNotFound, notFound, unsupportedParameter } from "./errors.ts";
+import { samplerTopP } from "./sampling_defaults.ts";
 import { itemsToMessages } from "./conversation_items.ts";
 import { checkParallelToolCalls } from "./parallel_tool_calls.ts";
 import {
@@ -361,7 +362,7 @@ export function prepareResponse(body: CreateResponseBody, ctx: RequestContext): 
   const topP = body.top_p ?? ctx.defaults.topP;
   const sampling: SamplingParams = {
     temperature,
-    topP,
+    topP: samplerTopP(topP),
     topK: ctx.defaults.topK,
     maxTokens: Math.min(body.max_output_tokens ?? room, room),
     stopTokens: ctx.format.stopTokens,

@@ -312,7 +312,7 @@ export const CreateResponseSchema = z.strictObject({
   max_output_tokens: nullish(z.number().int().min(1)),
   max_tool_calls: nullish(z.number().int().min(0)),
   temperature: nullish(z.number().min(0).max(2)),
-  top_p: nullish(z.number().gt(0).max(1)),
+  top_p: nullish(z.number().min(0).max(1)),
   top_logprobs: nullish(z.number().int().min(0).max(20)),
   include: nullish(z.array(z.enum(INCLUDE_VALUES))),
   metadata: nullish(Metadata),

@@ -9,6 +9,16 @@ import type { SamplingDefaults } from "./responses_request.ts";
 
 export const OPENAI_DEFAULTS: SamplingDefaults = { temperature: 1, topP: 1, topK: 0 };
 
+/**
+ * The top_p handed to the engine for a request's `top_p`. OpenAI accepts 0 and means "only the most likely token",
+ * but the sampler treats topP <= 0 as "no nucleus cut" (it filters only for 0 < topP < 1), so 0 would sample from the
+ * whole distribution. The smallest positive double keeps exactly the top token: its mass alone reaches the cut.
+ * The response still echoes the 0 the client sent.
+ */
+export function samplerTopP(topP: number): number {
+  return topP === 0 ? Number.MIN_VALUE : topP;
+}
+
 export function samplingDefaults(
   config: GenerationConfig | undefined,
   doSample: boolean | undefined,

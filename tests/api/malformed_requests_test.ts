@@ -56,7 +56,8 @@ const CASES: readonly Case[] = [
   { name: "unknown top-level field", body: { ...ok, foo: 1 }, status: 400, param: "foo", code: "unknown_parameter" },
   { name: "temperature too high", body: { ...ok, temperature: 2.5 }, status: 400, param: "temperature" },
   { name: "temperature is a string", body: { ...ok, temperature: "hot" }, status: 400, param: "temperature" },
-  { name: "top_p zero", body: { ...ok, top_p: 0 }, status: 400, param: "top_p" },
+  { name: "top_p negative", body: { ...ok, top_p: -0.1 }, status: 400, param: "top_p" },
+  { name: "top_p above 1", body: { ...ok, top_p: 1.1 }, status: 400, param: "top_p" },
   { name: "max_output_tokens zero", body: { ...ok, max_output_tokens: 0 }, status: 400, param: "max_output_tokens" },
   {
     name: "max_output_tokens fractional",
