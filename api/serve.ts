@@ -31,6 +31,10 @@ export async function loadServedModel(config: ServeConfig, logger: Logger): Prom
     if (stat === null) throw new CliError(`Model directory '${config.modelDir}' does not exist`);
     if (!stat.isDirectory) throw new CliError(`Model path '${config.modelDir}' is not a directory`);
     const loaded = await loadModel(config.modelDir, { onProgress: (message) => logger.info(message) });
+    // A longer context than the model has would be capped by the engine; saying so beats serving a smaller one.
+    if (config.maxModelLen !== undefined && config.maxModelLen > loaded.maxModelLen) {
+      throw maxModelLenTooLong(config.maxModelLen, loaded.maxModelLen);
+    }
     const defaults = samplingDefaults(loaded.generationConfig, await readDoSample(config.modelDir));
     // A model embedded in a compiled binary is invisible to onnxruntime's native file reads. A self-contained one is
     // handed over as bytes; one with external data (resolved by path next to the graph) still needs a real copy.
@@ -58,6 +62,11 @@ export async function loadServedModel(config: ServeConfig, logger: Logger): Prom
       shards,
       eosTokenIds: loaded.eosTokenIds,
     }).finally(() => source.release());
+    // The backend may know a shorter limit than config.json (the graph's own position bound).
+    if (config.maxModelLen !== undefined && config.maxModelLen > engine.maxModelLen) {
+      await engine.close();
+      throw maxModelLenTooLong(config.maxModelLen, engine.maxModelLen);
+    }
     logger.info(
       `onnx backend: ${shards} session${shards === 1 ? "" : "s"}, max ${config.maxNumSeqs} sequences per step, ` +
         `speculative ${config.speculative} (${Math.round(performance.now() - started)} ms)`,
@@ -68,6 +77,10 @@ export async function loadServedModel(config: ServeConfig, logger: Logger): Prom
     if (error instanceof ModelDirError) throw new CliError(error.message.split("\n")[0]!);
     throw new CliError(`Cannot load model '${config.modelDir}': ${error instanceof Error ? error.message : error}`);
   }
+}
+
+function maxModelLenTooLong(requested: number, modelMax: number): CliError {
+  return new CliError(`--max-model-len ${requested} exceeds the model's context length of ${modelMax} tokens`);
 }
 
 function openStore(dataDir: string): ResponseStore {
