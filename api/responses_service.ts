@@ -206,11 +206,24 @@ export class ResponsesService {
     return sseResponse(tailEvents(this.#o.store, id, startingAfter, this.#isLive));
   }
 
-  delete(id: string, url: URL): Response {
+  /**
+   * Deleting a running background response cancels it first, exactly like `POST /cancel`: the generation is
+   * aborted and the response recorded as cancelled (which ends open tails: no cancellation event exists, so they
+   * close after the last stored event) before its rows go.
+   */
+  async delete(id: string, url: URL): Promise<Response> {
     checkQuery(url, []);
-    this.#runs.get(id)?.abort.abort();
+    await this.#stopRun(id);
     if (!this.#o.store.delete(id)) throw notFound(`Response with id '${id}' not found.`);
     return jsonResponse({ id, object: "response", deleted: true });
+  }
+
+  /** Aborts the background run of `id`, if any, and waits until it recorded its end. */
+  async #stopRun(id: string): Promise<void> {
+    const run = this.#runs.get(id);
+    if (run === undefined) return;
+    run.abort.abort();
+    await run.finished;
   }
 
   async cancel(id: string, url: URL): Promise<Response> {
@@ -221,11 +234,7 @@ export class ResponsesService {
     if (stored.response.background !== true) {
       throw invalidRequest("Only responses created with 'background: true' can be cancelled", null);
     }
-    const run = this.#runs.get(id);
-    if (run !== undefined) {
-      run.abort.abort();
-      await run.finished;
-    }
+    await this.#stopRun(id);
     const after = store.get(id);
     if (after === undefined) throw notFound(`Response with id '${id}' not found.`);
     return jsonResponse(this.#settleOrphan(id, after));

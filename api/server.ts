@@ -123,7 +123,7 @@ export function createServer(options: ServerOptions): RillServer {
       case "/v1/responses/input_tokens":
         return responses.inputTokens(await readJsonBody(request, maxBody));
       case "/v1/responses/{id}":
-        return request.method === "DELETE" ? responses.delete(match.id, url) : responses.retrieve(match.id, url);
+        return request.method === "DELETE" ? await responses.delete(match.id, url) : responses.retrieve(match.id, url);
       case "/v1/responses/{id}/input_items":
         return responses.inputItems(match.id, url);
       case "/v1/responses/{id}/cancel":
