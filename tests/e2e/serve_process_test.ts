@@ -5,68 +5,9 @@
 import assert from "node:assert/strict";
 import { validateSSE } from "../../events/validator.ts";
 import { MODEL } from "../api/test_server.ts";
+import { runToExit, spawnServe } from "./serve_process.ts";
 
 const FIXTURE_MODEL = "tests/fixtures/tiny-random";
-
-interface Proc {
-  readonly child: Deno.ChildProcess;
-  readonly url: string;
-  /** All stderr text read so far (logs). */
-  stderr(): string;
-  /** Waits for exit; returns the code and the output. */
-  finish(): Promise<{ code: number; signal: Deno.Signal | null; stdout: string; stderr: string }>;
-}
-
-/** Starts a serve process and waits for its "serving … at URL" line. */
-async function spawnServe(
-  entry: string,
-  args: string[],
-  env: Record<string, string> = {},
-  cwd?: string,
-): Promise<Proc> {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", entry, "serve", ...args],
-    env: { RUST_BACKTRACE: "0", ...env },
-    ...(cwd === undefined ? {} : { cwd }),
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  const decoder = new TextDecoder();
-  let out = "";
-  let err = "";
-  const stdoutDone = (async () => {
-    for await (const chunk of child.stdout) out += decoder.decode(chunk, { stream: true });
-  })();
-  const stderrDone = (async () => {
-    for await (const chunk of child.stderr) err += decoder.decode(chunk, { stream: true });
-  })();
-  let url: string | undefined;
-  for (let i = 0; i < 600 && url === undefined; i++) {
-    url = /at (http:\/\/[^\s]+)/.exec(out)?.[1];
-    if (url === undefined) await new Promise((r) => setTimeout(r, 25));
-  }
-  const finish = async () => {
-    const status = await child.status;
-    await Promise.all([stdoutDone, stderrDone]);
-    return { code: status.code, signal: status.signal, stdout: out, stderr: err };
-  };
-  if (url === undefined) {
-    child.kill("SIGKILL");
-    const r = await finish();
-    throw new Error(`server did not start:\n${r.stdout}\n${r.stderr}`);
-  }
-  return { child, url, stderr: () => err, finish };
-}
-
-async function runToExit(entry: string, args: string[]) {
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", entry, ...args],
-    env: { RUST_BACKTRACE: "0" },
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  return { code: out.code, stdout: new TextDecoder().decode(out.stdout), stderr: new TextDecoder().decode(out.stderr) };
-}
 
 Deno.test("main.ts serve: a missing or invalid model directory is a one-line error, no stack trace", async () => {
   for (const dir of ["/nonexistent/model", "tests"]) {
