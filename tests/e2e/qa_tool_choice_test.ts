@@ -6,25 +6,9 @@
  * suggested instead of the named one.
  */
 import assert from "node:assert/strict";
-import { parseServeArgs, type ServeConfig } from "../../api/cli_options.ts";
-import { Logger } from "../../api/logger.ts";
-import { ResponseStore } from "../../api/response_store.ts";
-import { loadServedModel } from "../../api/serve.ts";
-import { createServer } from "../../api/server.ts";
 import { validateSSE } from "../../events/validator.ts";
+import { BUNDLED_MODELS, GET_WEATHER, withBundledServer } from "./bundled_server.ts";
 
-const ROOT = new URL("../../", import.meta.url).pathname;
-
-const GET_WEATHER = {
-  type: "function",
-  name: "get_weather",
-  description: "Get the current weather for a city.",
-  parameters: {
-    type: "object",
-    properties: { city: { type: "string", description: "The city name." } },
-    required: ["city"],
-  },
-};
 const LOOKUP = {
   type: "function",
   name: "lookup",
@@ -58,17 +42,9 @@ function calls(output: Item[]): (string | undefined)[] {
   return output.filter((i) => i.type === "function_call").map((i) => i.name);
 }
 
-for (const name of ["rill-tiny-harmony", "rill-tiny-chatml"]) {
-  const dir = `${ROOT}models/${name}`;
+for (const name of BUNDLED_MODELS) {
   Deno.test(`${name} over HTTP: tool_choice required and named force a call to the right tool`, async () => {
-    const config = parseServeArgs(
-      [dir, "--port", "0", "--data-dir", ":memory:", "--max-num-seqs", "8", "--shards", "1"],
-      () => undefined,
-    ) as ServeConfig;
-    const model = await loadServedModel(config, new Logger("text", () => {}));
-    const store = ResponseStore.open(":memory:");
-    const server = createServer({ ...model, store, port: 0 });
-    try {
+    await withBundledServer(name, 8, async (url, model) => {
       const base = { model: model.modelId, temperature: 0, max_output_tokens: 64 };
       const cases = [
         { input: "What is 2 plus 3?", tools: [GET_WEATHER], tool_choice: "required", want: "get_weather" },
@@ -86,7 +62,7 @@ for (const name of ["rill-tiny-harmony", "rill-tiny-chatml"]) {
         },
       ];
       const runs = cases.flatMap(({ want, ...body }) =>
-        [false, true].map(async (stream) => ({ want, output: await post(server.url, { ...base, ...body, stream }) }))
+        [false, true].map(async (stream) => ({ want, output: await post(url, { ...base, ...body, stream }) }))
       );
       for (const { want, output } of await Promise.all(runs)) {
         const names = calls(output);
@@ -96,17 +72,13 @@ for (const name of ["rill-tiny-harmony", "rill-tiny-chatml"]) {
         assert.equal(output[0]?.type, "function_call", JSON.stringify(output));
       }
       // auto is untouched: the model still reasons before its call.
-      const auto = await post(server.url, {
+      const auto = await post(url, {
         ...base,
         input: "What is the weather in Paris?",
         tools: [GET_WEATHER],
         stream: true,
       });
       assert.deepEqual(auto.map((i) => i.type), ["reasoning", "function_call"]);
-    } finally {
-      await server.shutdown(1000);
-      await model.engine.close();
-      store.close();
-    }
+    });
   });
 }

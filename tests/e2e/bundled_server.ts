@@ -1,0 +1,54 @@
+/** Test support: rill's real server (createServer over loadServedModel, as `rill serve` builds it) on a bundled model. */
+import { parseServeArgs, type ServeConfig } from "../../api/cli_options.ts";
+import { Logger } from "../../api/logger.ts";
+import { ResponseStore } from "../../api/response_store.ts";
+import { loadServedModel, type ServedModel } from "../../api/serve.ts";
+import { createServer } from "../../api/server.ts";
+
+const ROOT = new URL("../../", import.meta.url).pathname;
+
+export const BUNDLED_MODELS = ["rill-tiny-harmony", "rill-tiny-chatml"] as const;
+
+/** The tool exactly as models/rill-tiny-harmony/README.md documents it (one of the wordings seen in training). */
+export const GET_WEATHER = {
+  type: "function",
+  name: "get_weather",
+  description: "Get the current weather for a city.",
+  parameters: {
+    type: "object",
+    properties: { city: { type: "string", description: "The city name." } },
+    required: ["city"],
+  },
+};
+
+/** Serves models/NAME on a free port for the duration of `body`, then shuts everything down. */
+export async function withBundledServer(
+  name: string,
+  maxNumSeqs: number,
+  body: (url: string, model: ServedModel) => Promise<void>,
+): Promise<void> {
+  const config = parseServeArgs(
+    [
+      `${ROOT}models/${name}`,
+      "--port",
+      "0",
+      "--data-dir",
+      ":memory:",
+      "--max-num-seqs",
+      `${maxNumSeqs}`,
+      "--shards",
+      "1",
+    ],
+    () => undefined,
+  ) as ServeConfig;
+  const model = await loadServedModel(config, new Logger("text", () => {}));
+  const store = ResponseStore.open(":memory:");
+  const server = createServer({ ...model, store, port: 0 });
+  try {
+    await body(server.url, model);
+  } finally {
+    await server.shutdown(1000);
+    await model.engine.close();
+    store.close();
+  }
+}
