@@ -117,7 +117,12 @@ class Sequence {
     this.promptLength = request.promptTokens.length;
     this.reserveTokens = Math.min(this.promptLength + request.sampling.maxTokens, maxModelLen);
     this.sampler = new Sampler(request.sampling);
-    this.matcher = new StopMatcher(stops, request.sampling.stopStrings, (id) => tk.tokenBytes(id));
+    this.matcher = new StopMatcher(
+      stops,
+      request.sampling.stopStrings,
+      (id) => tk.tokenBytes(id),
+      (text) => tk.encodeOrdinary(text),
+    );
     this.tokens = new Int32Array(Math.max(this.reserveTokens, this.promptLength));
     this.tokens.set(request.promptTokens);
     this.length = this.promptLength;
@@ -361,7 +366,19 @@ export class LlmEngine implements Engine {
       if (wantLogprobs) seq.heldLogprobs.push(tokenLogprob(rows[k]!, token, sp.logprobs));
       const verdict = seq.matcher.push(token);
       emit.push(...verdict.tokens);
-      if (wantLogprobs) emitLogprobs.push(...seq.heldLogprobs.splice(0, verdict.tokens.length));
+      const synthesized = verdict.kind === "stop" ? verdict.synthesized ?? 0 : 0;
+      if (wantLogprobs) {
+        emitLogprobs.push(...seq.heldLogprobs.splice(0, verdict.tokens.length - synthesized));
+        // Synthesized tokens re-encode the text of the generated token T in which a stop string starts, before the
+        // stop string; the model never scored them. Rule: the first carries T's entry (logprob and top list, which
+        // describe the choice that produced that text), the others carry T's logprob with an empty top list, so
+        // there is still exactly one entry per emitted token and no alternative is invented. Usage (`generated`)
+        // keeps counting what the model generated, through the token that completed the stop string.
+        const t = seq.heldLogprobs[0];
+        for (let i = 0; i < synthesized && t !== undefined; i++) {
+          emitLogprobs.push(i === 0 ? t : { logprob: t.logprob, top: [] });
+        }
+      }
       if (verdict.kind === "stop") {
         reason = "stop";
         break;
