@@ -1,0 +1,95 @@
+/**
+ * The packed batch of one engine step and what a backend returns for it (docs/backend-step.md is the contract).
+ * Struct of arrays, typed arrays only, so a native backend passes the buffers to C unchanged. The engine allocates
+ * these once at their largest size and reuses them: counts (`numSeqs`, `numTokens`) say how much of each is live.
+ */
+
+/** Per-sequence sampling parameters, one entry per sequence of the batch. */
+export interface SamplingArrays {
+  /** 0 = greedy. */
+  readonly temperature: Float32Array;
+  /** 1 = off. */
+  readonly topP: Float32Array;
+  /** 0 = off. */
+  readonly topK: Int32Array;
+  /** 0 = off. */
+  readonly minP: Float32Array;
+  readonly presencePenalty: Float32Array;
+  readonly frequencyPenalty: Float32Array;
+  /** 1 = off. */
+  readonly repetitionPenalty: Float32Array;
+  /** Philox key of each sequence (docs/random.md); always set, random when the request gave no seed. */
+  readonly seeds: BigUint64Array;
+  /** -1 none, 0 the sampled token's only, n alternatives (n ≤ maxTopLogprobs). */
+  readonly logprobs: Int32Array;
+}
+
+export interface StepBatch {
+  readonly numSeqs: number;
+  readonly numTokens: number;
+  readonly seqIds: Int32Array;
+  readonly tokens: Int32Array;
+  readonly positions: Int32Array;
+  /** numSeqs + 1 entries: sequence i feeds tokens[queryStart[i] .. queryStart[i + 1]). */
+  readonly queryStart: Int32Array;
+  /** KV tokens of each sequence after this step (cached before + fed now). */
+  readonly contextLens: Int32Array;
+  /** Trailing fed tokens that are drafts to verify. */
+  readonly draftCounts: Int32Array;
+  /** 1: sample this sequence this step; 0: an intermediate prefill chunk. */
+  readonly sampleFlags: Uint8Array;
+  /** numSeqs × blockTableStride block ids; -1 past a sequence's last block. */
+  readonly blockTables: Int32Array;
+  readonly blockTableStride: number;
+  readonly sampling: SamplingArrays;
+  /** -1: unconstrained; else the first of the sequence's draftCounts + 1 rows of `allowedMask`. */
+  readonly maskRowStart: Int32Array;
+  /** Rows of ceil(vocabSize / 32) words; bit t set ⇒ token t allowed. */
+  readonly allowedMask: Uint32Array;
+  /** numSeqs + 1 entries into `history` (penalties only; empty ranges for sequences without penalties). */
+  readonly historyStart: Int32Array;
+  readonly history: Int32Array;
+  readonly historyPromptLens: Int32Array;
+}
+
+/** Caller-owned result buffers; row i of each has room for maxDrafts + 1 tokens. */
+export interface StepResult {
+  /** Accepted tokens of sequence i (1..draftCounts[i] + 1 when sampled, 0 otherwise). */
+  readonly counts: Int32Array;
+  readonly tokens: Int32Array;
+  /** Log-softmax of the raw logits (temperature 1, before penalties and masks) at each accepted token. */
+  readonly logprobs: Float32Array;
+  /** numSeqs × (maxDrafts + 1) × maxTopLogprobs, most likely first, ties to the lower id. */
+  readonly topIds: Int32Array;
+  readonly topLogprobs: Float32Array;
+}
+
+export interface BackendInfo {
+  readonly vocabSize: number;
+  readonly maxPositions: number;
+  /** Tokens per KV block. */
+  readonly blockSize: number;
+  /** Blocks in the backend's KV pool (block ids are 0 .. numBlocks - 1). */
+  readonly numBlocks: number;
+  /** Most fed tokens in one step. */
+  readonly maxBatchTokens: number;
+  /** Most sequences in one step. */
+  readonly maxSeqs: number;
+  readonly maxDrafts: number;
+  readonly maxTopLogprobs: number;
+  /** True when sequences may share identical prefix blocks (the engine then runs a prefix cache). */
+  readonly sharesPrefixBlocks: boolean;
+}
+
+/**
+ * What every backend implements: one call per engine step. A backend that only yields logits (ONNX Runtime) is
+ * wrapped in the host sampler, which implements this interface around it.
+ */
+export interface Backend {
+  readonly info: BackendInfo;
+  /** Runs the step and fills `result` for its `numSeqs` sequences. Rejects a malformed batch with an Error naming the field. */
+  step(batch: StepBatch, result: StepResult): Promise<void>;
+  /** Forgets per-sequence state kept beyond the KV blocks. Unknown ids are ignored. */
+  release(seqId: number): void;
+  close(): Promise<void>;
+}

@@ -1,0 +1,156 @@
+/*
+ * rill's native engine library: one C ABI for every device (CPU now, CUDA next).
+ *
+ * Contract (docs/backend-step.md): the caller (rill's engine, over Deno FFI) owns scheduling, block tables and the
+ * token history; the library owns weights, the paged KV pool and sampling. One `rill_step` per engine step runs the
+ * forward pass for a packed batch and writes accepted tokens, logprobs and top alternatives into caller-owned
+ * buffers. Rollback is implicit: the next step's context lengths say what each sequence keeps.
+ *
+ * Every function returns a status; the library never exits, aborts or prints. On an error the message is available
+ * from rill_last_error (per engine) or rill_global_error (for rill_engine_create, before an engine exists). All
+ * inputs are validated before any index is used.
+ */
+#ifndef RILL_H
+#define RILL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RILL_ABI_VERSION 1
+
+#if defined(_WIN32)
+#define RILL_API __declspec(dllexport)
+#else
+#define RILL_API __attribute__((visibility("default")))
+#endif
+
+typedef enum rill_status {
+  RILL_OK = 0,
+  RILL_ERR_INVALID_ARGUMENT = 1, /* a bad batch, option or pointer */
+  RILL_ERR_MODEL = 2,            /* the model directory cannot be loaded (file, tensor, shape, dtype) */
+  RILL_ERR_OUT_OF_MEMORY = 3,
+  RILL_ERR_DEVICE = 4,           /* the device is unavailable or failed */
+  RILL_ERR_UNSUPPORTED = 5,      /* valid, but not supported by this build or device */
+  RILL_ERR_INTERNAL = 6
+} rill_status;
+
+typedef struct rill_engine rill_engine;
+
+/* Engine options. Zero-initialise and set what you need; 0 means "the default" for every field. */
+typedef struct rill_options {
+  const char *device;          /* "cpu" (default), "cuda", "auto" */
+  const char *dtype;           /* weights: "fp32", "bf16", "int8"; NULL = the checkpoint's (bf16 for bf16) */
+  const char *kv_dtype;        /* "fp32" (default on cpu) or "bf16" */
+  const char *draft_model_dir; /* optional draft model (same tokenizer) for speculative decoding */
+  int32_t threads;             /* CPU threads; 0 = all cores */
+  int32_t block_size;          /* tokens per KV block; 0 = 16 */
+  int32_t num_blocks;          /* KV pool size in blocks; 0 = from kv_bytes */
+  int64_t kv_bytes;            /* KV pool budget in bytes when num_blocks is 0; 0 = enough for max_seqs full contexts, capped at 1/4 of RAM */
+  int32_t max_seqs;            /* most sequences per step; 0 = 256 */
+  int32_t max_batch_tokens;    /* most fed tokens per step; 0 = 8192 */
+  int32_t max_drafts;          /* most drafts per sequence per step; 0 = 8 */
+  int32_t max_top_logprobs;    /* 0 = 20 */
+  int32_t max_model_len;       /* 0 = the model's max_position_embeddings */
+  float gpu_memory_fraction;   /* CUDA: fraction of free memory for weights + KV; 0 = 0.9 */
+} rill_options;
+
+/* What the engine serves; filled by rill_engine_info. */
+typedef struct rill_info {
+  int32_t abi_version;
+  int32_t vocab_size;
+  int32_t max_positions;
+  int32_t block_size;
+  int32_t num_blocks;
+  int32_t max_batch_tokens;
+  int32_t max_seqs;
+  int32_t max_drafts;
+  int32_t max_top_logprobs;
+  int32_t shares_prefix_blocks; /* 1: two sequences may list the same block */
+  int32_t num_layers;
+  int32_t hidden_size;
+  int32_t num_heads;
+  int32_t num_kv_heads;
+  int32_t head_dim;
+  int32_t threads;
+  int64_t weight_bytes; /* bytes of weights as held on the device */
+  int64_t kv_bytes;     /* bytes of the KV pool */
+  char device[32];      /* e.g. "cpu", "cuda:0" */
+  char isa[32];         /* CPU: "avx512bf16", "avx512", "avx2", "portable"; CUDA: "sm_90" */
+  char dtype[16];       /* weights as held: "fp32", "bf16", "int8" */
+  char kv_dtype[16];
+  char architecture[64];
+} rill_info;
+
+/*
+ * One engine step (docs/backend-step.md). All arrays are caller-owned; sizes in brackets.
+ * B = num_seqs, T = num_tokens, V = vocab size, W = ceil(V / 32), K1 = max_drafts + 1, L = max_top_logprobs.
+ */
+typedef struct rill_step_batch {
+  int32_t num_seqs;
+  int32_t num_tokens;
+  int32_t block_table_stride;
+  int32_t num_mask_rows;           /* rows in allowed_mask */
+  int32_t history_len;             /* entries in history */
+  const int32_t *seq_ids;          /* [B] */
+  const int32_t *tokens;           /* [T] */
+  const int32_t *positions;        /* [T] */
+  const int32_t *query_start;      /* [B + 1] */
+  const int32_t *context_lens;     /* [B] */
+  const int32_t *draft_counts;     /* [B] */
+  const uint8_t *sample_flags;     /* [B] */
+  const int32_t *block_tables;     /* [B * block_table_stride] */
+  const float *temperature;        /* [B] */
+  const float *top_p;              /* [B] */
+  const int32_t *top_k;            /* [B] */
+  const float *min_p;              /* [B] */
+  const float *presence_penalty;   /* [B] */
+  const float *frequency_penalty;  /* [B] */
+  const float *repetition_penalty; /* [B] */
+  const uint64_t *seeds;           /* [B] */
+  const int32_t *logprobs;         /* [B] */
+  const int32_t *mask_row_start;   /* [B] */
+  const uint32_t *allowed_mask;    /* [num_mask_rows * W]; may be NULL when num_mask_rows is 0 */
+  const int32_t *history_start;    /* [B + 1] */
+  const int32_t *history;          /* [history_len]; may be NULL when history_len is 0 */
+  const int32_t *history_prompt_lens; /* [B] */
+} rill_step_batch;
+
+typedef struct rill_step_result {
+  int32_t *counts;       /* [B] */
+  int32_t *tokens;       /* [B * K1] */
+  float *logprobs;       /* [B * K1] */
+  int32_t *top_ids;      /* [B * K1 * L] */
+  float *top_logprobs;   /* [B * K1 * L] */
+} rill_step_result;
+
+RILL_API int32_t rill_abi_version(void);
+
+/* Loads a Hugging Face checkpoint directory (config.json + *.safetensors). On failure *out is NULL and
+ * rill_global_error() names the file and tensor. `options` may be NULL. */
+RILL_API rill_status rill_engine_create(const char *model_dir, const rill_options *options, rill_engine **out);
+RILL_API void rill_engine_destroy(rill_engine *engine);
+RILL_API rill_status rill_engine_info(const rill_engine *engine, rill_info *out);
+
+/* Runs one step. Thread-compatible, not thread-safe: one step at a time per engine. */
+RILL_API rill_status rill_step(rill_engine *engine, const rill_step_batch *batch, rill_step_result *result);
+
+/* Forgets per-sequence state the device keeps beyond the KV blocks (none on the CPU device); unknown ids are fine. */
+RILL_API rill_status rill_release(rill_engine *engine, int32_t seq_id);
+
+/* Raw logits for testing and golden comparisons: like rill_step, but writes the logits of every fed position
+ * ([T * V] floats) instead of sampling. The KV cache is written as in a step. */
+RILL_API rill_status rill_forward_logits(rill_engine *engine, const rill_step_batch *batch, float *logits_out);
+
+/* The last error of this engine (or "" if none); valid until the next call on the engine. */
+RILL_API const char *rill_last_error(const rill_engine *engine);
+/* The last error of rill_engine_create on this thread. */
+RILL_API const char *rill_global_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RILL_H */
