@@ -4,14 +4,14 @@
  * index per call, id and name in its first delta, then argument fragments). Hosted-tool items (web search, code
  * interpreter, MCP) have no Chat Completions form and produce no deltas.
  */
-import type { ChatFormat } from "../engine/chat_format.ts";
+import type { ChatFormat } from "../formats/chat_format.ts";
 import type { Engine, EngineChunk, FinishReason } from "../engine/engine.ts";
-import type { PromptInput } from "../engine/conversation.ts";
+import type { PromptInput } from "../formats/conversation.ts";
 import type { Segment } from "../parsers/segment.ts";
-import { ParseCore } from "../events/parse_stage.ts";
-import type { ParsedChunk } from "../events/parsed_chunk.ts";
-import type { Logprob, Usage } from "../events/types.ts";
-import { wireLogprob } from "../events/wire_logprob.ts";
+import { ParseCore } from "../stream/parse_stage.ts";
+import type { ParsedChunk } from "../stream/parsed_chunk.ts";
+import type { Logprob, Usage } from "../stream/types.ts";
+import { wireLogprob } from "../stream/wire_logprob.ts";
 import { type ApiError, contextLengthExceeded, modelNotFound, serverError, unavailable } from "./errors.ts";
 import { type Generation, startGeneration, stopOnDisconnect } from "./generation.ts";
 import { checkParallelToolCalls } from "./parallel_tool_calls.ts";

@@ -8,7 +8,7 @@
  * user, safety_identifier, prompt_cache_key, verbosity, service_tier auto/default. Anything else is a 400 naming it.
  */
 import { z } from "zod";
-import type { ConversationMessage, FunctionTool, ToolChoice } from "../engine/conversation.ts";
+import type { ConversationMessage, FunctionTool, ToolChoice } from "../formats/conversation.ts";
 import { invalidRequest, unsupportedParameter } from "./errors.ts";
 
 const nullish = <T extends z.ZodType>(schema: T) => schema.nullable().optional();

@@ -6,7 +6,7 @@
  * or text after calls, starts a new turn. A `function_call_output` becomes a tool message carrying the name of the
  * call it answers (looked up by `call_id` among the earlier items).
  */
-import type { ConversationMessage, ToolCall } from "../engine/conversation.ts";
+import type { ConversationMessage, ToolCall } from "../formats/conversation.ts";
 import type { ContentPart, InputItem } from "./responses_schema.ts";
 
 interface PendingTurn {

@@ -7,7 +7,7 @@
  * is answered 500 with a fixed message: internal details (stack traces, paths) never reach the client.
  */
 import { QueueFullError } from "../engine/engine.ts";
-import { TemplateFormatError } from "../engine/template_format.ts";
+import { TemplateFormatError } from "../formats/template_format.ts";
 
 export type ErrorType =
   | "invalid_request_error"

@@ -5,8 +5,8 @@
  * server process (status still running but nobody generating it).
  */
 import type { ResponseStore } from "./response_store.ts";
-import { SseEncoder } from "../events/sse.ts";
-import type { ResponseStreamEvent } from "../events/types.ts";
+import { SseEncoder } from "../stream/sse.ts";
+import type { ResponseStreamEvent } from "../stream/types.ts";
 
 /** Whether anyone in this process may still append to the log (a live generation). */
 export type IsLive = (id: string) => boolean;

@@ -2,7 +2,7 @@
  * Where the ONNX backend reads the model from. onnxruntime-node opens the model file by path in native code, which
  * sees only the real file system: a model `--include`d in a `deno compile` binary lives in Deno's embedded file
  * system, readable by `Deno.readFile` but invisible to native code. Such a model's engine files are copied to a
- * temporary directory the backend can open (the backend takes a path only; see the report on engine/onnx_backend.ts).
+ * temporary directory the backend can open (the backend takes a path only; see the report on engine/backends/onnx_backend.ts).
  */
 import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";

@@ -4,7 +4,7 @@
  * in one turn and nothing stops it after the first, so there the setting is refused, naming the parameter, rather
  * than silently ignored.
  */
-import type { ChatFormat } from "../engine/chat_format.ts";
+import type { ChatFormat } from "../formats/chat_format.ts";
 import { unsupportedParameter } from "./errors.ts";
 
 export function checkParallelToolCalls(

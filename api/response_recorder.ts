@@ -5,7 +5,7 @@
  * terminal batch commits everything queued **before** it is sent, so a client that saw the terminal event can
  * always retrieve it, even after the server is killed.
  */
-import type { OutputItem, Response, ResponseStreamEvent } from "../events/types.ts";
+import type { OutputItem, Response, ResponseStreamEvent } from "../stream/types.ts";
 import type { ResponseStore } from "./response_store.ts";
 
 const TERMINAL = new Set(["response.completed", "response.incomplete", "response.failed"]);

@@ -24,10 +24,10 @@
  * - `truncation: "auto"` drops the oldest conversation messages until the prompt fits; `disabled` (default) answers
  *   400 `context_length_exceeded` when the prompt leaves no room to generate.
  */
-import type { ConversationMessage, FunctionTool, PromptInput, ToolChoice } from "../engine/conversation.ts";
-import type { ChatFormat } from "../engine/chat_format.ts";
+import type { ConversationMessage, FunctionTool, PromptInput, ToolChoice } from "../formats/conversation.ts";
+import type { ChatFormat } from "../formats/chat_format.ts";
 import type { SamplingParams } from "../engine/engine.ts";
-import type { ResponseTemplate } from "../events/pipeline.ts";
+import type { ResponseTemplate } from "../stream/pipeline.ts";
 import { contextLengthExceeded, invalidRequest, modelNotFound, notFound, unsupportedParameter } from "./errors.ts";
 import { samplerTopP } from "./sampling_defaults.ts";
 import { itemsToMessages } from "./conversation_items.ts";

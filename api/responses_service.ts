@@ -8,11 +8,11 @@
  * - Background: the generation runs detached (its events go to the store only); clients poll, tail the log
  *   (`GET ?stream=true`, also what `background + stream` returns) or cancel it. Background implies `store`.
  */
-import type { ChatFormat } from "../engine/chat_format.ts";
+import type { ChatFormat } from "../formats/chat_format.ts";
 import type { Engine } from "../engine/engine.ts";
-import { collectResponse, type PipelineOptions, responseEventStream, responseSseStream } from "../events/pipeline.ts";
-import { buildResponse } from "../events/response_template.ts";
-import type { IdSource } from "../events/ids.ts";
+import { collectResponse, type PipelineOptions, responseEventStream, responseSseStream } from "../stream/pipeline.ts";
+import { buildResponse } from "../stream/response_template.ts";
+import type { IdSource } from "../stream/ids.ts";
 import { invalidRequest, modelNotFound, notFound } from "./errors.ts";
 import { startGeneration, stopOnDisconnect } from "./generation.ts";
 import type { Metrics } from "./metrics.ts";

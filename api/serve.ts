@@ -2,11 +2,11 @@
  * `rill serve`: load the model, open the response store, start the HTTP server, and shut down gracefully on
  * SIGTERM/SIGINT (stop accepting, let running requests finish up to --shutdown-timeout, abort the rest, exit 0).
  */
-import type { ChatFormat } from "../engine/chat_format.ts";
+import type { ChatFormat } from "../formats/chat_format.ts";
 import type { Engine } from "../engine/engine.ts";
 import { createEngine } from "../engine/llm_engine.ts";
-import { loadModel } from "../engine/load_model.ts";
-import { ModelDirError } from "../engine/model_dir.ts";
+import { loadModel } from "../formats/load_model.ts";
+import { ModelDirError } from "../model/model_dir.ts";
 import { CliError, resolveShards, type ServeConfig } from "./cli_options.ts";
 import { Logger } from "./logger.ts";
 import { compiledRoot, engineModelDir, isEmbedded } from "./model_source.ts";
@@ -46,7 +46,7 @@ export async function loadServedModel(config: ServeConfig, logger: Logger): Prom
     if (modelBytes !== undefined) logger.info("model is embedded in the binary; the backend reads it from memory");
     if (source.copied) logger.info("model is embedded in the binary; the backend reads a copy", { dir: source.dir });
     const shards = compiledRoot() !== undefined && config.shards === "auto"
-      ? 1 // the compile task does not embed engine/onnx_worker.ts, so a binary cannot start workers
+      ? 1 // the compile task does not embed engine/backends/onnx_worker.ts, so a binary cannot start workers
       : resolveShards(config.shards, config.maxNumSeqs);
     const started = performance.now();
     const engine = await createEngine({

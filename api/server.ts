@@ -3,9 +3,9 @@
  * the Responses and Chat Completions services. Every failure before a response body exists goes through
  * `errorResponse` (errors.ts); failures after SSE headers are the pipeline's `error` + `response.failed`.
  */
-import type { ChatFormat } from "../engine/chat_format.ts";
+import type { ChatFormat } from "../formats/chat_format.ts";
 import type { Engine } from "../engine/engine.ts";
-import type { IdSource } from "../events/ids.ts";
+import type { IdSource } from "../stream/ids.ts";
 import { ApiKeyCheck } from "./auth.ts";
 import { ChatCompletionsService } from "./chat_completions.ts";
 import {

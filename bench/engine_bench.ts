@@ -13,7 +13,7 @@
 import * as ort from "onnxruntime-node";
 import type { EngineChunk, GenerateRequest, SamplingParams } from "../engine/engine.ts";
 import { createEngine, type LlmEngine } from "../engine/llm_engine.ts";
-import { loadModel } from "../engine/load_model.ts";
+import { loadModel } from "../formats/load_model.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 const THREADS = Number(Deno.env.get("RILL_BENCH_THREADS") ?? "1");

@@ -17,12 +17,12 @@ import type { Backend } from "./backend.ts";
 import type { Engine, EngineChunk, EngineStats, FinishReason, GenerateRequest, TokenLogprob } from "./engine.ts";
 import { KvCacheBudget } from "./kv_cache.ts";
 import { NgramProposer, type NgramProposerOptions } from "./ngram_proposer.ts";
-import { OnnxBackend, type OnnxBackendOptions } from "./onnx_backend.ts";
+import { OnnxBackend, type OnnxBackendOptions } from "./backends/onnx_backend.ts";
 import { Sampler, tokenLogprob } from "./sampler.ts";
 import { Scheduler } from "./scheduler.ts";
 import { StopMatcher } from "./stop_matcher.ts";
-import { ShardedBackend, WorkerBackend } from "./worker_backend.ts";
-import type { Tokenizer } from "./tokenizer.ts";
+import { ShardedBackend, WorkerBackend } from "./backends/worker_backend.ts";
+import type { Tokenizer } from "../model/tokenizer.ts";
 
 export interface EngineOptions {
   /** A model directory (config.json + onnx/model.onnx). */

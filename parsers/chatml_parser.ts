@@ -35,7 +35,7 @@
  * message text. Known limit: JSON structure consumed between the arguments and the error (e.g. `, "x" ` in
  * `{"name": "f", "arguments": {}, "x" "y"}`) is not repeated in the message.
  */
-import type { Tokenizer } from "../engine/tokenizer.ts";
+import type { Tokenizer } from "../model/tokenizer.ts";
 import { IncrementalDetokenizer } from "./detokenizer.ts";
 import { MarkerScanner } from "./marker_scanner.ts";
 import type { CloseReason, ItemKind, OutputParser, Segment, SegmentLogprob } from "./segment.ts";

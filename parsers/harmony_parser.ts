@@ -13,7 +13,7 @@
  *  - content: `<|start|>` or `<|endoftext|>` closes the item implicitly; other specials are control tokens, never
  *    text, and are stripped (the UTF-8 decoder is flushed there so bytes cannot join across them).
  */
-import type { Tokenizer } from "../engine/tokenizer.ts";
+import type { Tokenizer } from "../model/tokenizer.ts";
 import type { CloseReason, ItemKind, OutputParser, Segment, SegmentLogprob } from "./segment.ts";
 import { type HarmonyHeader, HarmonyHeaderBuilder } from "./harmony_header.ts";
 import { harmonyItemKind } from "./harmony_item_kind.ts";

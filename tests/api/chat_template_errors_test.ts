@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { createServer } from "../../api/server.ts";
 import { ResponseStore } from "../../api/response_store.ts";
-import { HfTokenizer } from "../../engine/hf_tokenizer.ts";
-import { createTemplateFormat } from "../../engine/template_format.ts";
+import { HfTokenizer } from "../../model/hf_tokenizer.ts";
+import { createTemplateFormat } from "../../formats/template_format.ts";
 import { ScriptedEngine } from "../support/scripted_engine.ts";
 import { postJson } from "./test_server.ts";
 

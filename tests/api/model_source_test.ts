@@ -3,7 +3,7 @@ import { resolve } from "node:path";
 import { DEFAULT_MODEL_DIR } from "../../api/cli_options.ts";
 import { compiledRoot, engineModelDir, isEmbedded } from "../../api/model_source.ts";
 import { createEngine } from "../../engine/llm_engine.ts";
-import { loadModel } from "../../engine/load_model.ts";
+import { loadModel } from "../../formats/load_model.ts";
 
 const FIXTURE = "tests/fixtures/tiny-random";
 

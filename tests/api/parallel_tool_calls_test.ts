@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { createHarmonyFormat } from "../../engine/harmony_format.ts";
+import { createHarmonyFormat } from "../../formats/harmony_format.ts";
 import { MODEL, postJson, startTestServer, tokenizer } from "./test_server.ts";
 
 const TOOL = { type: "function", name: "get_weather", parameters: { type: "object", properties: {} } };

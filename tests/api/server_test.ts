@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { validateSSE } from "../../events/validator.ts";
+import { validateSSE } from "../../conformance/validator.ts";
 import { ANSWER, MODEL, postJson, REASONING, startTestServer, tokenizer } from "./test_server.ts";
 
 const WEATHER_TOOL = {

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import OpenAI from "openai";
 import { Agent, OpenAIResponsesModel, run, setTracingDisabled, tool } from "@openai/agents";
 import { z } from "zod";
-import { validateSSE } from "../../events/validator.ts";
+import { validateSSE } from "../../conformance/validator.ts";
 import { sseTap } from "./sse_tap.ts";
 import { MODEL, startTestServer, tokenizer } from "../api/test_server.ts";
 

@@ -5,7 +5,7 @@
  * uses the tool's result. Every stream passes the validator with no allowances.
  */
 import assert from "node:assert/strict";
-import { validateSSE } from "../../events/validator.ts";
+import { validateSSE } from "../../conformance/validator.ts";
 import { BUNDLED_MODELS, GET_WEATHER, withBundledServer } from "./bundled_server.ts";
 
 interface Item {

@@ -9,8 +9,8 @@ import { ResponseStore } from "../../api/response_store.ts";
 import { createServer } from "../../api/server.ts";
 import type { Backend, BatchEntry, StepOutput } from "../../engine/backend.ts";
 import { createEngine } from "../../engine/llm_engine.ts";
-import { loadModel } from "../../engine/load_model.ts";
-import { OnnxBackend } from "../../engine/onnx_backend.ts";
+import { loadModel } from "../../formats/load_model.ts";
+import { OnnxBackend } from "../../engine/backends/onnx_backend.ts";
 
 const FIXTURE = "tests/fixtures/tiny-random";
 const STEP_MS = 15;

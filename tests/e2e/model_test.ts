@@ -9,7 +9,7 @@ import { Logger } from "../../api/logger.ts";
 import { ResponseStore } from "../../api/response_store.ts";
 import { loadServedModel } from "../../api/serve.ts";
 import { createServer } from "../../api/server.ts";
-import { validateSSE } from "../../events/validator.ts";
+import { validateSSE } from "../../conformance/validator.ts";
 import { sseTap } from "./sse_tap.ts";
 
 const BUNDLED = "models/rill-tiny-harmony";

@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import OpenAI from "openai";
-import { validateSSE } from "../../events/validator.ts";
+import { validateSSE } from "../../conformance/validator.ts";
 import { sseTap } from "./sse_tap.ts";
 import { ANSWER, MODEL, REASONING, startTestServer, type TestServer } from "../api/test_server.ts";
 

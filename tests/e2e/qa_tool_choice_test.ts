@@ -6,7 +6,7 @@
  * suggested instead of the named one.
  */
 import assert from "node:assert/strict";
-import { validateSSE } from "../../events/validator.ts";
+import { validateSSE } from "../../conformance/validator.ts";
 import { BUNDLED_MODELS, GET_WEATHER, withBundledServer } from "./bundled_server.ts";
 
 const LOOKUP = {

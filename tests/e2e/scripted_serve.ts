@@ -10,7 +10,7 @@ import { CliError, parseServeArgs } from "../../api/cli_options.ts";
 import { Logger } from "../../api/logger.ts";
 import { serveModel } from "../../api/serve.ts";
 import { OPENAI_DEFAULTS } from "../../api/sampling_defaults.ts";
-import { createHarmonyFormat } from "../../engine/harmony_format.ts";
+import { createHarmonyFormat } from "../../formats/harmony_format.ts";
 import { defaultScript, MODEL, tokenizer } from "../api/test_server.ts";
 import { ScriptedEngine } from "../support/scripted_engine.ts";
 import { PacedEngine, stampedScript } from "./paced_engine.ts";

@@ -3,7 +3,7 @@
  * store and signal handling) for SIGTERM drain, shutdown timeout and persistence across `kill -9`.
  */
 import assert from "node:assert/strict";
-import { validateSSE } from "../../events/validator.ts";
+import { validateSSE } from "../../conformance/validator.ts";
 import { MODEL } from "../api/test_server.ts";
 import { runToExit, spawnServe } from "./serve_process.ts";
 

@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { createOpenAI } from "@ai-sdk/openai";
 import { generateText, type LanguageModel, type ModelMessage, stepCountIs, streamText, tool } from "ai";
 import { z } from "zod";
-import { validateSSE } from "../../events/validator.ts";
+import { validateSSE } from "../../conformance/validator.ts";
 import { sseTap } from "./sse_tap.ts";
 import { ANSWER, MODEL, startTestServer, type TestServer, tokenizer } from "../api/test_server.ts";
 

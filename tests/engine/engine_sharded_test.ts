@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import type { EngineChunk } from "../../engine/engine.ts";
-import { HfTokenizer } from "../../engine/hf_tokenizer.ts";
+import { HfTokenizer } from "../../model/hf_tokenizer.ts";
 import { createEngine } from "../../engine/llm_engine.ts";
 import { withTempDir } from "./temp_dir.ts";
 

@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
 import type { EngineChunk, GenerateRequest, SamplingParams } from "../../engine/engine.ts";
 import { QueueFullError } from "../../engine/engine.ts";
-import { HfTokenizer } from "../../engine/hf_tokenizer.ts";
+import { HfTokenizer } from "../../model/hf_tokenizer.ts";
 import { createEngine, type EngineOptions, type LlmEngine } from "../../engine/llm_engine.ts";
-import type { OnnxBackend } from "../../engine/onnx_backend.ts";
+import type { OnnxBackend } from "../../engine/backends/onnx_backend.ts";
 
 const FIXTURE = new URL("../fixtures/tiny-random", import.meta.url).pathname;
 const tokenizer = await HfTokenizer.fromFile(`${FIXTURE}/tokenizer.json`);

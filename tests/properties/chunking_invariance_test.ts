@@ -6,18 +6,18 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import type { FinishReason } from "../../engine/engine.ts";
-import { CounterIds } from "../../events/ids.ts";
-import { collectResponse } from "../../events/pipeline.ts";
-import type { Response } from "../../events/types.ts";
+import { CounterIds } from "../../stream/ids.ts";
+import { collectResponse } from "../../stream/pipeline.ts";
+import type { Response } from "../../stream/types.ts";
 import { ChatmlParser } from "../../parsers/chatml_parser.ts";
 import { HarmonyParser } from "../../parsers/harmony_parser.ts";
 import type { OutputParser } from "../../parsers/segment.ts";
 import { type Chunking, fakeLogprobs, replayTokens } from "../support/scripted_engine.ts";
 import { ToyTokenizer } from "../support/toy_tokenizer.ts";
-import { clock, toolTemplate as template } from "../events/fixtures.ts";
+import { clock, toolTemplate as template } from "../stream/fixtures.ts";
 import { modDeltaBoundaries, structuralProblems } from "./stream_checks.ts";
-import { validateStream } from "../../events/validator.ts";
-import { SseEncoder } from "../../events/sse.ts";
+import { validateStream } from "../../conformance/validator.ts";
+import { SseEncoder } from "../../stream/sse.ts";
 
 const tok = new ToyTokenizer();
 const RUNS = 100;

@@ -1,0 +1,456 @@
+/**
+ * CPU backend on onnxruntime-node for models in the Optimum decoder-with-past layout (notes/model_contract.md).
+ *
+ * One ORT run per step for all running sequences, however different their lengths and however many tokens each
+ * feeds (1 for decode, 1 + K when verifying drafts). Sequences live as rows of a batch-layout cache block
+ * (`KvBlock`: per layer key/value [rows, kvHeads, slots, headDim] plus an int64 mask [rows, slots]). The model's
+ * mask is per key slot, so:
+ * - rows of different lengths are left-padded (mask 0 before their first token);
+ * - a row feeding fewer tokens than the widest row is right-padded in that step (mask 0: its real queries never
+ *   see those slots because they lie after them, and later steps never see them either);
+ * - rejected drafts are rolled back by zeroing their mask slots: no copy.
+ * While the set of running sequences is unchanged, each step's `present.*` outputs are fed back as the next
+ * `past_key_values.*` as they are (zero copy). When sequences join or leave, or holes waste too many slots, the
+ * block is rebuilt by gathering each live row's valid slots into a fresh, compact, left-padded block. Fresh
+ * sequences are prefilled in their own run (left-padded) and merged at their first decode step: a step that admits
+ * prompts is two runs, because the layout has no ragged token dimension, so one run would pad every decoding row to
+ * the longest prompt and multiply its compute by that length.
+ */
+import * as ort from "onnxruntime-node";
+import type { Backend, BatchEntry, StepOutput } from "../backend.ts";
+
+export interface OnnxBackendOptions {
+  /** Threads ORT uses inside one operator (default 1: on a small model, extra threads mostly add sync cost). */
+  readonly intraOpNumThreads?: number;
+  readonly interOpNumThreads?: number;
+}
+
+export interface ModelDims {
+  readonly numLayers: number;
+  readonly kvHeads: number;
+  readonly headDim: number;
+  readonly vocabSize: number;
+  readonly maxPositions: number;
+}
+
+/** Rows of sequences sharing one set of batch tensors. */
+class KvBlock {
+  constructor(
+    /** 2 × layers arrays, each [rows, kvHeads, slots, headDim], in past_key_values input order. */
+    readonly data: Float32Array[],
+    readonly rows: number,
+    readonly slots: number,
+    /** [rows, slots]: 1 where the slot holds a live token of that row. */
+    readonly mask: BigInt64Array,
+    /** Live tokens per row. */
+    readonly valid: Int32Array,
+    /** Row → seqId, -1 once released or moved. */
+    readonly seqIds: Int32Array,
+    /** Which reusable slab side holds `data` (0 or 1), or -1 for memory of its own. */
+    readonly side: -1 | 0 | 1,
+  ) {}
+}
+
+interface Location {
+  block: KvBlock;
+  row: number;
+}
+
+/** Reusable int64 input buffer; hands out exact-length views so ORT sees the right element count. */
+class Int64Scratch {
+  #buf = new BigInt64Array(256);
+  view(n: number): BigInt64Array {
+    if (n > this.#buf.length) this.#buf = new BigInt64Array(Math.max(n, this.#buf.length * 2));
+    return new BigInt64Array(this.#buf.buffer, 0, n);
+  }
+}
+
+/**
+ * Two growable float slabs per cache tensor. The running block lives on one side; the next step's outputs (ORT
+ * writes them straight into these buffers via pre-allocated fetches) or a re-gathered block go to the other side,
+ * then the sides flip. Steady-state decoding therefore allocates no cache memory at all.
+ */
+class SlabPair {
+  readonly #slabs: Float32Array[][] = [[], []];
+  readonly #count: number;
+
+  constructor(count: number) {
+    this.#count = count;
+  }
+
+  /** Views of `n` floats for each tensor on `side`; contents are stale but finite (zeros or earlier cache). */
+  views(side: 0 | 1, n: number): Float32Array[] {
+    const slabs = this.#slabs[side]!;
+    const out: Float32Array[] = [];
+    for (let k = 0; k < this.#count; k++) {
+      if (slabs[k] === undefined || slabs[k]!.length < n) slabs[k] = new Float32Array(Math.ceil(n * 1.25) + 1024);
+      out.push(slabs[k]!.subarray(0, n));
+    }
+    return out;
+  }
+}
+
+/** A reusable float buffer for decode logits. */
+class FloatScratch {
+  #buf = new Float32Array(1024);
+  view(n: number): Float32Array {
+    if (n > this.#buf.length) this.#buf = new Float32Array(Math.max(n, this.#buf.length * 2));
+    return this.#buf.subarray(0, n);
+  }
+}
+
+export class OnnxBackend implements Backend {
+  readonly vocabSize: number;
+  readonly maxPositions: number;
+  readonly dims: ModelDims;
+  readonly #session: ort.InferenceSession;
+  readonly #pastNames: string[];
+  readonly #presentNames: string[];
+  readonly #locations = new Map<number, Location>();
+  #main: KvBlock | undefined;
+  readonly #slabs: SlabPair;
+  readonly #logits = new FloatScratch();
+  readonly #ids = new Int64Scratch();
+  readonly #positions = new Int64Scratch();
+  readonly #prefillIds = new Int64Scratch();
+  readonly #prefillPositions = new Int64Scratch();
+  #closed = false;
+
+  private constructor(session: ort.InferenceSession, dims: ModelDims) {
+    this.#session = session;
+    this.dims = dims;
+    this.vocabSize = dims.vocabSize;
+    this.maxPositions = dims.maxPositions;
+    this.#pastNames = [];
+    this.#presentNames = [];
+    for (let i = 0; i < dims.numLayers; i++) {
+      for (const kv of ["key", "value"]) {
+        this.#pastNames.push(`past_key_values.${i}.${kv}`);
+        this.#presentNames.push(`present.${i}.${kv}`);
+      }
+    }
+    this.#slabs = new SlabPair(this.#pastNames.length);
+    const inputs = new Set(session.inputNames);
+    for (const name of ["input_ids", "attention_mask", "position_ids", ...this.#pastNames]) {
+      if (!inputs.has(name)) throw new Error(`onnx model lacks input "${name}" (decoder-with-past layout expected)`);
+    }
+    const outputs = new Set(session.outputNames);
+    for (const name of ["logits", ...this.#presentNames]) {
+      if (!outputs.has(name)) throw new Error(`onnx model lacks output "${name}" (decoder-with-past layout expected)`);
+    }
+  }
+
+  /**
+   * Loads an ONNX model from a file path, or from the bytes of a self-contained model (one without external data:
+   * onnxruntime resolves external data files relative to the model's path, which bytes do not have). `dims` normally comes from config.json; any field left out is read from the graph's
+   * input/output metadata (layer count from the past inputs, heads and head size from their static dims).
+   */
+  static async create(
+    model: string | Uint8Array,
+    options: OnnxBackendOptions = {},
+    dims: Partial<ModelDims> = {},
+  ): Promise<OnnxBackend> {
+    const sessionOptions: ort.InferenceSession.SessionOptions = {
+      intraOpNumThreads: options.intraOpNumThreads ?? 1,
+      interOpNumThreads: options.interOpNumThreads ?? 1,
+      executionMode: "sequential",
+      graphOptimizationLevel: "all",
+    };
+    // Two calls because ort's overloads take a path or a buffer, not their union.
+    const session = typeof model === "string"
+      ? await ort.InferenceSession.create(model, sessionOptions)
+      : await ort.InferenceSession.create(model, sessionOptions);
+    return new OnnxBackend(session, resolveDims(session, dims));
+  }
+
+  step(batch: readonly BatchEntry[]): Promise<StepOutput> {
+    if (this.#closed) return Promise.reject(new Error("onnx backend is closed"));
+    try {
+      return this.#step(batch);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
+  async #step(batch: readonly BatchEntry[]): Promise<StepOutput> {
+    const fresh: number[] = [];
+    const cont: number[] = [];
+    const seen = new Set<number>();
+    batch.forEach((e, i) => {
+      if (seen.has(e.seqId)) throw new Error(`sequence ${e.seqId} appears twice in one step`);
+      seen.add(e.seqId);
+      if (e.tokens.length === 0) throw new Error(`sequence ${e.seqId}: empty step`);
+      if (e.logitsCount < 1 || e.logitsCount > e.tokens.length) {
+        throw new Error(`sequence ${e.seqId}: logitsCount ${e.logitsCount} out of range`);
+      }
+      if (e.cachedLength + e.tokens.length > this.maxPositions) {
+        throw new Error(`sequence ${e.seqId}: position ${e.cachedLength + e.tokens.length} beyond the model's context`);
+      }
+      if (e.cachedLength === 0) {
+        if (this.#locations.has(e.seqId)) throw new Error(`sequence ${e.seqId} is already cached`);
+        fresh.push(i);
+      } else {
+        const loc = this.#locations.get(e.seqId);
+        if (loc === undefined) throw new Error(`sequence ${e.seqId} has no cache`);
+        if (loc.block.valid[loc.row] !== e.cachedLength) {
+          throw new Error(
+            `sequence ${e.seqId}: cache holds ${loc.block.valid[loc.row]} tokens, step says ${e.cachedLength}`,
+          );
+        }
+        cont.push(i);
+      }
+    });
+    const rows: Float32Array[] = new Array(batch.length);
+    if (cont.length > 0) await this.#decode(batch, cont, rows);
+    if (fresh.length > 0) await this.#prefill(batch, fresh, rows);
+    return { logits: (i: number) => rows[i]! };
+  }
+
+  async #decode(batch: readonly BatchEntry[], cont: readonly number[], out: Float32Array[]): Promise<void> {
+    const seqIds = cont.map((i) => batch[i]!.seqId);
+    let block = this.#main;
+    if (block === undefined || !sameRows(block, seqIds) || wasteful(block)) block = this.#gather(seqIds);
+    const { kvHeads, headDim } = this.dims;
+    const B = block.rows;
+    const P = block.slots;
+    let S = 1;
+    for (const i of cont) S = Math.max(S, batch[i]!.tokens.length);
+    const T = P + S;
+    const ids = this.#ids.view(B * S);
+    const pos = this.#positions.view(B * S);
+    const mask = new BigInt64Array(B * T); // becomes the next block's mask, so never reused
+    for (let r = 0; r < B; r++) {
+      const e = batch[cont[r]!]!;
+      const n = e.tokens.length;
+      const padToken = BigInt(e.tokens[n - 1]!);
+      for (let j = 0; j < S; j++) {
+        ids[r * S + j] = j < n ? BigInt(e.tokens[j]!) : padToken;
+        pos[r * S + j] = BigInt(e.cachedLength + j);
+      }
+      mask.set(block.mask.subarray(r * P, (r + 1) * P), r * T);
+      mask.fill(1n, r * T + P, r * T + P + n);
+    }
+    const feeds: Record<string, ort.Tensor> = {
+      input_ids: new ort.Tensor("int64", ids, [B, S]),
+      position_ids: new ort.Tensor("int64", pos, [B, S]),
+      attention_mask: new ort.Tensor("int64", mask, [B, T]),
+    };
+    this.#pastNames.forEach((name, k) => {
+      feeds[name] = new ort.Tensor("float32", block.data[k]!, [B, kvHeads, P, headDim]);
+    });
+    const side = block.side === 0 ? 1 : 0;
+    this.#evacuate(side, new Set(seqIds));
+    const data = this.#slabs.views(side, B * kvHeads * T * headDim);
+    const V = this.vocabSize;
+    const logits = this.#logits.view(B * S * V);
+    const fetches: Record<string, ort.Tensor> = { logits: new ort.Tensor("float32", logits, [B, S, V]) };
+    this.#presentNames.forEach((name, k) => {
+      fetches[name] = new ort.Tensor("float32", data[k]!, [B, kvHeads, T, headDim]);
+    });
+    await this.#session.run(feeds, fetches);
+    const valid = new Int32Array(B);
+    for (let r = 0; r < B; r++) valid[r] = block.valid[r]! + batch[cont[r]!]!.tokens.length;
+    const next = new KvBlock(data, B, T, mask, valid, Int32Array.from(seqIds), side);
+    this.#main = next;
+    seqIds.forEach((id, r) => this.#locations.set(id, { block: next, row: r }));
+    for (let r = 0; r < B; r++) {
+      const e = batch[cont[r]!]!;
+      const first = r * S + e.tokens.length - e.logitsCount;
+      out[cont[r]!] = logits.subarray(first * V, (first + e.logitsCount) * V);
+    }
+  }
+
+  async #prefill(batch: readonly BatchEntry[], fresh: readonly number[], out: Float32Array[]): Promise<void> {
+    const { kvHeads, headDim } = this.dims;
+    const B = fresh.length;
+    let S = 1;
+    for (const i of fresh) S = Math.max(S, batch[i]!.tokens.length);
+    const ids = this.#prefillIds.view(B * S);
+    const pos = this.#prefillPositions.view(B * S);
+    const mask = new BigInt64Array(B * S);
+    ids.fill(0n);
+    pos.fill(0n);
+    const valid = new Int32Array(B);
+    for (let r = 0; r < B; r++) {
+      const e = batch[fresh[r]!]!;
+      const n = e.tokens.length;
+      const pad = S - n; // left padding: the prompt ends at the last column for every row
+      for (let j = 0; j < n; j++) {
+        ids[r * S + pad + j] = BigInt(e.tokens[j]!);
+        pos[r * S + pad + j] = BigInt(j);
+      }
+      mask.fill(1n, r * S + pad, (r + 1) * S);
+      valid[r] = n;
+    }
+    const empty = new Float32Array(0);
+    const feeds: Record<string, ort.Tensor> = {
+      input_ids: new ort.Tensor("int64", ids, [B, S]),
+      position_ids: new ort.Tensor("int64", pos, [B, S]),
+      attention_mask: new ort.Tensor("int64", mask, [B, S]),
+    };
+    for (const name of this.#pastNames) feeds[name] = new ort.Tensor("float32", empty, [B, kvHeads, 0, headDim]);
+    const result = await this.#session.run(feeds);
+    const data = this.#presentNames.map((name) => result[name]!.data as Float32Array);
+    const seqIds = Int32Array.from(fresh, (i) => batch[i]!.seqId);
+    const block = new KvBlock(data, B, S, mask, valid, seqIds, -1);
+    seqIds.forEach((id, r) => this.#locations.set(id, { block, row: r }));
+    const logits = result["logits"]!.data as Float32Array;
+    const V = this.vocabSize;
+    for (let r = 0; r < B; r++) {
+      const e = batch[fresh[r]!]!;
+      const first = r * S + S - e.logitsCount;
+      out[fresh[r]!] = logits.subarray(first * V, (first + e.logitsCount) * V);
+    }
+  }
+
+  /** Builds a compact left-padded block holding exactly `seqIds`, in that order, from wherever their rows live. */
+  #gather(seqIds: readonly number[]): KvBlock {
+    const { kvHeads: H, headDim: D } = this.dims;
+    const B = seqIds.length;
+    const locs = seqIds.map((id) => this.#locations.get(id)!);
+    let P = 1;
+    for (const l of locs) P = Math.max(P, l.block.valid[l.row]!);
+    const side = this.#main?.side === 0 ? 1 : 0;
+    this.#evacuate(side, new Set(seqIds));
+    const data = this.#slabs.views(side, B * H * P * D);
+    const mask = new BigInt64Array(B * P);
+    const valid = new Int32Array(B);
+    locs.forEach((loc, r) => {
+      const src = loc.block;
+      const c = src.valid[loc.row]!;
+      const d0 = P - c;
+      valid[r] = c;
+      mask.fill(1n, r * P + d0, (r + 1) * P);
+      // Runs of consecutive live slots in the source row, so each (tensor, head) copies a few contiguous spans.
+      const runs: number[] = [];
+      const rowMask = src.mask.subarray(loc.row * src.slots, (loc.row + 1) * src.slots);
+      for (let s = 0; s < src.slots;) {
+        if (rowMask[s] !== 1n) {
+          s++;
+          continue;
+        }
+        let e = s;
+        while (e < src.slots && rowMask[e] === 1n) e++;
+        runs.push(s, e - s);
+        s = e;
+      }
+      for (let k = 0; k < data.length; k++) {
+        const from = src.data[k]!;
+        const to = data[k]!;
+        for (let h = 0; h < H; h++) {
+          const srcBase = (loc.row * H + h) * src.slots * D;
+          let dst = ((r * H + h) * P + d0) * D;
+          for (let q = 0; q < runs.length; q += 2) {
+            const start = srcBase + runs[q]! * D;
+            const len = runs[q + 1]! * D;
+            to.set(from.subarray(start, start + len), dst);
+            dst += len;
+          }
+        }
+      }
+    });
+    const block = new KvBlock(data, B, P, mask, valid, Int32Array.from(seqIds), side);
+    seqIds.forEach((id, r) => this.#locations.set(id, { block, row: r }));
+    this.#main = block;
+    return block;
+  }
+
+  /**
+   * Before slab `side` is overwritten: any live sequence still stored there that is not part of the block being
+   * built (a caller that skipped it this step) is copied to memory of its own, so reuse never corrupts a cache.
+   */
+  #evacuate(side: 0 | 1, keep: ReadonlySet<number>): void {
+    const { kvHeads: H, headDim: D } = this.dims;
+    for (const [id, loc] of this.#locations) {
+      if (loc.block.side !== side || keep.has(id)) continue;
+      const src = loc.block;
+      const P = src.slots;
+      const data = src.data.map((t) => t.slice(loc.row * H * P * D, (loc.row + 1) * H * P * D));
+      const mask = src.mask.slice(loc.row * P, (loc.row + 1) * P);
+      const own = new KvBlock(data, 1, P, mask, Int32Array.of(src.valid[loc.row]!), Int32Array.of(id), -1);
+      src.seqIds[loc.row] = -1;
+      this.#locations.set(id, { block: own, row: 0 });
+    }
+  }
+
+  truncate(seqId: number, length: number): void {
+    const loc = this.#locations.get(seqId);
+    if (loc === undefined) throw new Error(`sequence ${seqId} has no cache`);
+    const { block, row } = loc;
+    let drop = block.valid[row]! - length;
+    if (drop < 0 || length < 1) throw new Error(`sequence ${seqId}: cannot truncate to ${length}`);
+    // Rejected drafts are the row's most recent live slots.
+    for (let s = (row + 1) * block.slots - 1; drop > 0; s--) {
+      if (block.mask[s] === 1n) {
+        block.mask[s] = 0n;
+        drop--;
+      }
+    }
+    block.valid[row] = length;
+  }
+
+  release(seqId: number): void {
+    const loc = this.#locations.get(seqId);
+    if (loc === undefined) return;
+    this.#locations.delete(seqId);
+    loc.block.seqIds[loc.row] = -1;
+  }
+
+  /** Tokens cached for a sequence (tests and accounting checks). */
+  cachedLength(seqId: number): number {
+    const loc = this.#locations.get(seqId);
+    return loc === undefined ? 0 : loc.block.valid[loc.row]!;
+  }
+
+  /** Number of sequences holding a cache. */
+  get liveSequences(): number {
+    return this.#locations.size;
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#locations.clear();
+    this.#main = undefined;
+    await this.#session.release();
+  }
+}
+
+function sameRows(block: KvBlock, seqIds: readonly number[]): boolean {
+  if (block.rows !== seqIds.length) return false;
+  for (let r = 0; r < seqIds.length; r++) if (block.seqIds[r] !== seqIds[r]) return false;
+  return true;
+}
+
+/** Holes (left padding, rolled-back drafts, short-row padding) cost attention work every step; compact past this. */
+function wasteful(block: KvBlock): boolean {
+  let maxValid = 0;
+  for (let r = 0; r < block.rows; r++) maxValid = Math.max(maxValid, block.valid[r]!);
+  return block.slots - maxValid > Math.max(64, maxValid);
+}
+
+function resolveDims(session: ort.InferenceSession, given: Partial<ModelDims>): ModelDims {
+  const meta = new Map<string, readonly (number | string)[]>();
+  for (const m of [...session.inputMetadata, ...session.outputMetadata]) {
+    if (m.isTensor) meta.set(m.name, m.shape);
+  }
+  let layers = 0;
+  while (session.inputNames.includes(`past_key_values.${layers}.key`)) layers++;
+  const past = meta.get("past_key_values.0.key");
+  const logits = meta.get("logits");
+  const staticDim = (shape: readonly (number | string)[] | undefined, i: number): number | undefined => {
+    const d = shape?.[i];
+    return typeof d === "number" && d > 0 ? d : undefined;
+  };
+  const dims = {
+    numLayers: given.numLayers ?? layers,
+    kvHeads: given.kvHeads ?? staticDim(past, 1),
+    headDim: given.headDim ?? staticDim(past, 3),
+    vocabSize: given.vocabSize ?? staticDim(logits, 2),
+    maxPositions: given.maxPositions ?? 2048,
+  };
+  for (const [k, v] of Object.entries(dims)) {
+    if (v === undefined || !(v > 0)) throw new Error(`onnx model: cannot determine ${k}; give it in config.json`);
+  }
+  return dims as ModelDims;
+}

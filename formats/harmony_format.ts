@@ -1,0 +1,84 @@
+/**
+ * The harmony chat format (gpt-oss family): rill's own renderer in, the token-level harmony parser out.
+ * Every control token is resolved by its text in the model's tokenizer, so no id is hard-coded here.
+ */
+import type { ChatFormat } from "./chat_format.ts";
+import type { PromptInput, ToolChoice } from "./conversation.ts";
+import { forcedCall } from "./forced_tool_call.ts";
+import type { Tokenizer } from "../model/tokenizer.ts";
+import { HarmonyParser } from "../parsers/harmony_parser.ts";
+import { type HarmonyRenderOptions, renderHarmony } from "./harmony_renderer.ts";
+import type { OutputParser } from "../parsers/segment.ts";
+import { PrefilledParser } from "../parsers/prefilled_parser.ts";
+
+export type HarmonyFormatOptions = HarmonyRenderOptions;
+
+function requireSpecial(tokenizer: Tokenizer, text: string): number {
+  const id = tokenizer.specialId(text);
+  if (id === undefined) throw new TypeError(`Tokenizer is not a harmony tokenizer: no special token ${text}`);
+  return id;
+}
+
+/**
+ * Sampler stop tokens are `<|return|>` and `<|call|>` (harmony's `stop_tokens_for_assistant_actions`), not `<|end|>`:
+ * after `<|end|>` the model goes on with its next message. `<|endoftext|>` is added when the vocabulary has it,
+ * as gpt-oss's generation config lists it among the EOS ids.
+ */
+export function createHarmonyFormat(tokenizer: Tokenizer, options: HarmonyFormatOptions = {}): ChatFormat {
+  const stopTokens = [requireSpecial(tokenizer, "<|return|>"), requireSpecial(tokenizer, "<|call|>")];
+  const endOfText = tokenizer.specialId("<|endoftext|>");
+  if (endOfText !== undefined) stopTokens.push(endOfText);
+  // Resolved up front so a tokenizer missing any renderer token fails at load, not on the first request.
+  const specials = new Map(
+    ["<|start|>", "<|message|>", "<|end|>", "<|channel|>", "<|constrain|>", "<|call|>"].map((
+      t,
+    ) => [t, requireSpecial(tokenizer, t)]),
+  );
+
+  const special = (text: string): number => specials.get(text)!;
+  /**
+   * The header a forcing tool_choice prefills after `<|start|>assistant`, written as the renderer writes history
+   * calls: a named call up to `<|message|>` (the model writes only the arguments), any call up to `functions.`.
+   */
+  const prefill = (choice: ToolChoice | undefined, toolNames: readonly string[]): number[] => {
+    const forced = forcedCall(choice, toolNames);
+    switch (forced.kind) {
+      case "free":
+        return [];
+      case "any":
+        return tokenizer.encodeOrdinary(" to=functions.");
+      case "named":
+        return [
+          ...tokenizer.encodeOrdinary(` to=functions.${forced.name}`),
+          special("<|channel|>"),
+          ...tokenizer.encodeOrdinary("commentary "),
+          special("<|constrain|>"),
+          ...tokenizer.encodeOrdinary("json"),
+          special("<|message|>"),
+        ];
+      default: {
+        const never: never = forced;
+        throw new Error(`Unreachable forced call ${String(never)}`);
+      }
+    }
+  };
+
+  return {
+    name: "harmony",
+    stopTokens,
+    render(input: PromptInput): number[] {
+      const ids: number[] = [];
+      for (const piece of renderHarmony(input, options)) {
+        if (piece.kind === "special") ids.push(special(piece.token));
+        else for (const id of tokenizer.encodeOrdinary(piece.text)) ids.push(id);
+      }
+      for (const id of prefill(input.toolChoice, input.tools.map((t) => t.name))) ids.push(id);
+      return ids;
+    },
+    createParser(parserOptions: { readonly toolNames: readonly string[]; readonly toolChoice?: ToolChoice }) {
+      const parser: OutputParser = new HarmonyParser(tokenizer, { toolNames: parserOptions.toolNames });
+      const ids = prefill(parserOptions.toolChoice, parserOptions.toolNames);
+      return ids.length === 0 ? parser : new PrefilledParser(parser, ids);
+    },
+  };
+}

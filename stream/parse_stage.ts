@@ -1,0 +1,155 @@
+/**
+ * The parse stage: engine steps in, segments out, one parsed chunk per engine step. Each token of a multi-token
+ * step reaches the parser on its own `push`, in order (vLLM lost channel switches inside speculative steps by
+ * parsing a step as one unit), and the parser is flushed exactly once, at the finish.
+ */
+import type { EngineChunk, FinishReason, TokenLogprob } from "../engine/engine.ts";
+import type { Tokenizer } from "../model/tokenizer.ts";
+import type { OutputParser, Segment, SegmentLogprob } from "../parsers/segment.ts";
+import type { ParsedChunk } from "./parsed_chunk.ts";
+import type { Usage } from "./types.ts";
+
+const utf8 = new TextDecoder();
+
+export class ParseCore {
+  readonly #tokenizer: Tokenizer;
+  readonly #parser: OutputParser;
+  readonly #includeLogprobs: boolean;
+  /** Token text and bytes by id, filled lazily (logprobs only). */
+  readonly #tokenInfo = new Map<number, { token: string; bytes: readonly number[] }>();
+  #reasoningTokens = 0;
+  /** Tokens that produced no segment yet and were read outside reasoning; the next segments settle them. */
+  #unsettled = 0;
+  /** Whether the item the parser last opened (per its segments) is a reasoning item. */
+  #itemIsReasoning = false;
+  #finished = false;
+
+  constructor(tokenizer: Tokenizer, parser: OutputParser, includeLogprobs = false) {
+    this.#tokenizer = tokenizer;
+    this.#parser = parser;
+    this.#includeLogprobs = includeLogprobs;
+  }
+
+  push(chunk: EngineChunk): ParsedChunk[] {
+    if (this.#finished) return [];
+    if (chunk.type === "finish") {
+      return this.#finish(chunk.reason, chunk.promptTokens, chunk.outputTokens, chunk.cachedTokens ?? 0, chunk.message);
+    }
+    const segments: Segment[] = [];
+    this.stepInto(chunk, segments);
+    return [{ type: "segments", segments }];
+  }
+
+  /**
+   * One engine step's segments, written over `buffer` from index 0; returns how many. The fused pipeline reuses one
+   * buffer per response, so a step allocates no array of its own (entries past the count are stale, not cleared).
+   */
+  stepInto(chunk: Extract<EngineChunk, { type: "step" }>, buffer: Segment[]): number {
+    if (this.#finished) return 0;
+    const parser = this.#parser;
+    const tokens = chunk.tokens;
+    const logprobs = this.#includeLogprobs ? chunk.logprobs : undefined;
+    let n = 0;
+    for (let i = 0; i < tokens.length; i++) {
+      const token = tokens[i]!;
+      const before = parser.inReasoning;
+      const lp = logprobs?.[i];
+      const produced = lp === undefined ? parser.push(token) : parser.push(token, this.#segmentLogprob(token, lp));
+      this.#count(before || parser.inReasoning, produced, true);
+      for (let j = 0; j < produced.length; j++) buffer[n++] = produced[j]!;
+    }
+    return n;
+  }
+
+  /** End of the engine stream. Without a finish chunk the generation ended abnormally: report it as an error. */
+  flush(): ParsedChunk[] {
+    if (this.#finished) return [];
+    return this.#finish("error", 0, 0, 0, "the engine stream ended without a finish");
+  }
+
+  #finish(
+    reason: FinishReason,
+    promptTokens: number,
+    outputTokens: number,
+    cachedTokens: number,
+    message: string | undefined,
+  ): ParsedChunk[] {
+    this.#finished = true;
+    const out: ParsedChunk[] = [];
+    const tail = this.#parser.flush();
+    this.#count(false, tail, false);
+    if (tail.length > 0) out.push({ type: "segments", segments: tail });
+    const usage: Usage = {
+      input_tokens: promptTokens,
+      input_tokens_details: { cached_tokens: Math.min(cachedTokens, promptTokens), cache_write_tokens: 0 },
+      output_tokens: outputTokens,
+      output_tokens_details: { reasoning_tokens: Math.min(this.#reasoningTokens, outputTokens) },
+      total_tokens: promptTokens + outputTokens,
+    };
+    out.push(message === undefined ? { type: "finish", reason, usage } : { type: "finish", reason, usage, message });
+    return out;
+  }
+
+  /**
+   * Reasoning-token accounting. A token counts if it was read inside reasoning or opened it (e.g. `<think>`), or if
+   * the segments it released carry reasoning (a parser may hold tokens back and release them later, e.g. a harmony
+   * header recovered as reasoning text); held-back tokens are settled with the segments that release them.
+   * `isToken` is false for the flush, which releases held tokens without reading one.
+   */
+  #count(inside: boolean, produced: readonly Segment[], isToken: boolean): void {
+    let reasoning = false;
+    for (let j = 0; j < produced.length; j++) {
+      const seg = produced[j]!;
+      if (seg.kind === "open") this.#itemIsReasoning = seg.item.type === "reasoning";
+      if (this.#itemIsReasoning && seg.kind !== "close") reasoning = true;
+    }
+    if (produced.length === 0) {
+      if (inside) this.#reasoningTokens++;
+      else if (isToken) this.#unsettled++;
+      return;
+    }
+    if (reasoning) this.#reasoningTokens += this.#unsettled;
+    this.#unsettled = 0;
+    if (isToken && (inside || reasoning)) this.#reasoningTokens++;
+  }
+
+  #segmentLogprob(token: number, lp: TokenLogprob): SegmentLogprob {
+    const info = this.#info(token);
+    return {
+      token: info.token,
+      bytes: info.bytes,
+      logprob: lp.logprob,
+      top: lp.top.map((t) => {
+        const ti = this.#info(t.id);
+        return { token: ti.token, bytes: ti.bytes, logprob: t.logprob };
+      }),
+    };
+  }
+
+  #info(id: number): { token: string; bytes: readonly number[] } {
+    let info = this.#tokenInfo.get(id);
+    if (info === undefined) {
+      const bytes = this.#tokenizer.tokenBytes(id);
+      info = { token: utf8.decode(bytes), bytes: Array.from(bytes) };
+      this.#tokenInfo.set(id, info);
+    }
+    return info;
+  }
+}
+
+/** The parse stage as a stream: one `segments` chunk per engine step, then the flush segments and one finish. */
+export function parseStage(
+  tokenizer: Tokenizer,
+  parser: OutputParser,
+  includeLogprobs = false,
+): TransformStream<EngineChunk, ParsedChunk> {
+  const core = new ParseCore(tokenizer, parser, includeLogprobs);
+  return new TransformStream({
+    transform(chunk, controller) {
+      for (const p of core.push(chunk)) controller.enqueue(p);
+    },
+    flush(controller) {
+      for (const p of core.flush()) controller.enqueue(p);
+    },
+  });
+}
