@@ -24,7 +24,7 @@ import {
   chatTools,
   checkChatSupported,
 } from "./chat_schema.ts";
-import type { SamplingDefaults } from "./responses_request.ts";
+import type { SamplingDefaults } from "./sampling_defaults.ts";
 import { samplerTopP } from "./sampling_defaults.ts";
 import { parseOrThrow } from "./validation.ts";
 import { newId } from "./responses_service.ts";

@@ -29,7 +29,7 @@ import type { ChatFormat } from "../formats/chat_format.ts";
 import type { SamplingParams } from "../engine/engine.ts";
 import type { ResponseTemplate } from "../stream/pipeline.ts";
 import { contextLengthExceeded, invalidRequest, modelNotFound, notFound, unsupportedParameter } from "./errors.ts";
-import { samplerTopP } from "./sampling_defaults.ts";
+import { samplerTopP, type SamplingDefaults } from "./sampling_defaults.ts";
 import { itemsToMessages } from "./conversation_items.ts";
 import { checkParallelToolCalls } from "./parallel_tool_calls.ts";
 import {
@@ -54,12 +54,6 @@ export type PreviousLookup = (id: string) => { response: Record<string, unknown>
 export type ItemLookup = (id: string) => Record<string, unknown> | undefined;
 
 /** Sampling defaults of the served model (its generation_config.json). */
-export interface SamplingDefaults {
-  readonly temperature: number;
-  readonly topP: number;
-  readonly topK: number;
-}
-
 export interface RequestContext {
   readonly format: ChatFormat;
   readonly modelId: string;

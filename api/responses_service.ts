@@ -20,7 +20,8 @@ import { ResponseRecorder } from "./response_recorder.ts";
 import type { ResponseStore } from "./response_store.ts";
 import { tailEvents } from "./event_tail.ts";
 import { CreateResponseSchema, InputTokensSchema } from "./responses_schema.ts";
-import { preparePrompt, prepareResponse, type RequestContext, type SamplingDefaults } from "./responses_request.ts";
+import { preparePrompt, prepareResponse, type RequestContext } from "./responses_request.ts";
+import type { SamplingDefaults } from "./sampling_defaults.ts";
 import { checkQuery, parseOrThrow } from "./validation.ts";
 import { jsonResponse, sseResponse } from "./http_response.ts";
 

@@ -5,7 +5,13 @@
  * and no top-k cut.
  */
 import { type GenerationConfig, ModelDirError } from "../model/model_dir.ts";
-import type { SamplingDefaults } from "./responses_request.ts";
+
+/** Sampling a request gets for the fields it leaves out. */
+export interface SamplingDefaults {
+  readonly temperature: number;
+  readonly topP: number;
+  readonly topK: number;
+}
 
 export const OPENAI_DEFAULTS: SamplingDefaults = { temperature: 1, topP: 1, topK: 0 };
 

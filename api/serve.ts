@@ -11,7 +11,7 @@ import { CliError, resolveShards, type ServeConfig } from "./cli_options.ts";
 import { Logger } from "./logger.ts";
 import { compiledRoot, engineModelDir, isEmbedded } from "./model_source.ts";
 import { ResponseStore } from "./response_store.ts";
-import type { SamplingDefaults } from "./responses_request.ts";
+import type { SamplingDefaults } from "./sampling_defaults.ts";
 import { readDoSample, samplingDefaults } from "./sampling_defaults.ts";
 import { createServer } from "./server.ts";
 

@@ -21,7 +21,7 @@ import { DEFAULT_MAX_BODY_BYTES, readJsonBody } from "./http_body.ts";
 import { jsonResponse } from "./http_response.ts";
 import { Metrics } from "./metrics.ts";
 import type { ResponseStore } from "./response_store.ts";
-import type { SamplingDefaults } from "./responses_request.ts";
+import type { SamplingDefaults } from "./sampling_defaults.ts";
 import { OPENAI_DEFAULTS } from "./sampling_defaults.ts";
 import { ResponsesService } from "./responses_service.ts";
 import { matchRoute, type RouteMatch } from "./routes.ts";

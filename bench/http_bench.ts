@@ -1,11 +1,11 @@
 /**
  * HTTP load: N concurrent streaming clients (N = 1, 64, 256) against a rill server process serving a paced,
  * time-stamped engine at 1 and 4 tokens per step. The server runs in its own process (the test entry
- * tests/e2e/scripted_serve.ts: the real CLI, server, pipeline and SSE path) so server and clients each get a core of
+ * testing/scripted_serve.ts: the real CLI, server, pipeline and SSE path) so server and clients each get a core of
  * the 2-core machine; clients speak HTTP/1.1 over raw sockets so that they cost little.
  *
  * Every text delta starts with the 3-digit wall-clock millisecond at which the engine produced its step
- * (tests/e2e/paced_engine.ts), so each event's latency is measured exactly, across processes.
+ * (testing/paced_engine.ts), so each event's latency is measured exactly, across processes.
  *
  * Reported per run:
  * - streamed tokens/s: answer tokens of all streams ÷ wall time from the first request to the last stream's end;
@@ -68,7 +68,7 @@ export function serveV8Flags(): string[] {
  * Store runs get a fresh data directory on disk, as `rill serve` uses by default, so they pay for real commits.
  */
 async function startServer(env: Record<string, string>, dataDir: string | null): Promise<ServerProc> {
-  const entry = new URL("../tests/e2e/scripted_serve.ts", import.meta.url).pathname;
+  const entry = new URL("../testing/scripted_serve.ts", import.meta.url).pathname;
   const profile = Deno.env.get("RILL_BENCH_PROFILE") ? ["--cpu-prof", "--cpu-prof-dir=/tmp/rill-prof"] : [];
   const child = new Deno.Command(Deno.execPath(), {
     args: [

@@ -15,16 +15,16 @@ import { ResponseRecorder } from "../api/response_recorder.ts";
 import type { EngineChunk } from "../engine/engine.ts";
 import { createHarmonyFormat } from "../formats/harmony_format.ts";
 import { buildResponse } from "../stream/response_template.ts";
-import { O200kTokenizer } from "../tests/support/o200k_tokenizer.ts";
-import { PacedEngine, stampedScript } from "../tests/e2e/paced_engine.ts";
+import { O200kTokenizer } from "../testing/o200k_tokenizer.ts";
+import { PacedEngine, stampedScript } from "../testing/paced_engine.ts";
 import type { Tokenizer } from "../model/tokenizer.ts";
 import type { OutputParser } from "../parsers/segment.ts";
 import { CounterIds } from "../stream/ids.ts";
 import { responseSseStream, type ResponseTemplate } from "../stream/pipeline.ts";
 import { ChatmlParser } from "../parsers/chatml_parser.ts";
 import { HarmonyParser } from "../parsers/harmony_parser.ts";
-import { ToyTokenizer } from "../tests/support/toy_tokenizer.ts";
-import { template as testTemplate } from "../tests/stream/fixtures.ts";
+import { ToyTokenizer } from "../testing/toy_tokenizer.ts";
+import { template as testTemplate } from "../testing/response_fixtures.ts";
 
 const TOKENS = 200_000;
 

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { ANSWER, MODEL, postJson, startTestServer } from "./test_server.ts";
+import { ANSWER, MODEL, postJson, startTestServer } from "../../testing/test_server.ts";
 
 interface WireLogprob {
   token: string;

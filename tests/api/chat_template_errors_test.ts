@@ -3,8 +3,8 @@ import { createServer } from "../../api/server.ts";
 import { ResponseStore } from "../../api/response_store.ts";
 import { HfTokenizer } from "../../model/hf_tokenizer.ts";
 import { createTemplateFormat } from "../../formats/template_format.ts";
-import { ScriptedEngine } from "../support/scripted_engine.ts";
-import { postJson } from "./test_server.ts";
+import { ScriptedEngine } from "../../testing/scripted_engine.ts";
+import { postJson } from "../../testing/test_server.ts";
 
 const tokenizer = HfTokenizer.fromJSON(
   JSON.parse(Deno.readTextFileSync(new URL("../fixtures/tokenizers/byte_level.json", import.meta.url))),

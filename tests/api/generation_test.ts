@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { startGeneration, stopOnDisconnect } from "../../api/generation.ts";
 import { Metrics } from "../../api/metrics.ts";
-import { ScriptedEngine } from "../support/scripted_engine.ts";
-import { tokenizer } from "./test_server.ts";
+import { ScriptedEngine } from "../../testing/scripted_engine.ts";
+import { tokenizer } from "../../testing/test_server.ts";
 
 const sampling = {
   temperature: 0,

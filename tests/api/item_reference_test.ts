@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { ResponseStore } from "../../api/response_store.ts";
-import { ANSWER, MODEL, postJson, REASONING, startTestServer, tokenizer } from "./test_server.ts";
+import { ANSWER, MODEL, postJson, REASONING, startTestServer, tokenizer } from "../../testing/test_server.ts";
 
 const reasoning = { id: "rs_1", type: "reasoning", summary: [], content: [{ type: "reasoning_text", text: "think" }] };
 const message = {

@@ -3,7 +3,7 @@
  * (message/type/param/code), and the server still answers /health afterwards.
  */
 import assert from "node:assert/strict";
-import { MODEL, startTestServer, tokenizer } from "./test_server.ts";
+import { MODEL, startTestServer, tokenizer } from "../../testing/test_server.ts";
 
 interface Case {
   readonly name: string;

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { createHarmonyFormat } from "../../formats/harmony_format.ts";
-import { MODEL, postJson, startTestServer, tokenizer } from "./test_server.ts";
+import { MODEL, postJson, startTestServer, tokenizer } from "../../testing/test_server.ts";
 
 const TOOL = { type: "function", name: "get_weather", parameters: { type: "object", properties: {} } };
 const CHAT_TOOL = { type: "function", function: { name: "get_weather", parameters: { type: "object" } } };

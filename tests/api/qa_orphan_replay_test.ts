@@ -4,7 +4,7 @@
  * like any stream instead of stopping mid-response.
  */
 import assert from "node:assert/strict";
-import { startTestServer } from "./test_server.ts";
+import { startTestServer } from "../../testing/test_server.ts";
 
 function sseEvents(text: string): { type: string; sequence_number: number; response?: { status?: string } }[] {
   return text.split("\n\n").filter((b) => b.includes("data: ")).map((b) =>

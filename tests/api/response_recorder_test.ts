@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { ResponseRecorder } from "../../api/response_recorder.ts";
 import { ResponseStore } from "../../api/response_store.ts";
 import { buildResponse, type ResponseTemplate } from "../../stream/response_template.ts";
-import { template as sharedTemplate } from "../stream/fixtures.ts";
+import { template as sharedTemplate } from "../../testing/response_fixtures.ts";
 import type { Response, ResponseStreamEvent } from "../../stream/types.ts";
 
 const template: ResponseTemplate = { ...sharedTemplate, id: "resp_rec" };

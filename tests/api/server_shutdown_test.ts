@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { answerText, MODEL, postJson, startTestServer, tokenizer } from "./test_server.ts";
+import { answerText, MODEL, postJson, startTestServer, tokenizer } from "../../testing/test_server.ts";
 
 // ~400 one-token steps of 20 ms: far longer than the grace period plus the test's bound.
 const LONG = () => tokenizer().encode(answerText("word ".repeat(400)));

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { validateSSE } from "../../conformance/validator.ts";
-import { ANSWER, MODEL, postJson, REASONING, startTestServer, tokenizer } from "./test_server.ts";
+import { ANSWER, MODEL, postJson, REASONING, startTestServer, tokenizer } from "../../testing/test_server.ts";
 
 const WEATHER_TOOL = {
   type: "function",

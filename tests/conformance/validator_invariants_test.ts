@@ -25,7 +25,7 @@ import {
   toSSE,
   usage,
   webSearch,
-} from "./validator_streams.ts";
+} from "../../testing/validator_streams.ts";
 
 interface Case {
   readonly invariant: number;

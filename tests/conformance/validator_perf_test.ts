@@ -1,7 +1,7 @@
 /** The validator runs inside property tests over thousands of streams, so it must stay linear and cheap. */
 import assert from "node:assert/strict";
 import { validateSSE, validateStream } from "../../conformance/validator.ts";
-import { envelope, functionCall, message, reasoning, toSSE, usage } from "./validator_streams.ts";
+import { envelope, functionCall, message, reasoning, toSSE, usage } from "../../testing/validator_streams.ts";
 
 function bigStream() {
   const words = Array.from({ length: 3_340 }, (_, i) => ` w${i}`);

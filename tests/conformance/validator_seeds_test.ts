@@ -4,7 +4,16 @@
  */
 import assert from "node:assert/strict";
 import { validateStream } from "../../conformance/validator.ts";
-import { clone, envelope, functionCall, type Json, message, reasoning, sequence, usage } from "./validator_streams.ts";
+import {
+  clone,
+  envelope,
+  functionCall,
+  type Json,
+  message,
+  reasoning,
+  sequence,
+  usage,
+} from "../../testing/validator_streams.ts";
 
 function invariants(events: Json[]): number[] {
   return [...new Set(validateStream(events).map((v) => v.invariant))].sort((a, b) => a - b);

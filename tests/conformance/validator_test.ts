@@ -10,7 +10,7 @@ import {
   goldenTools,
   type Json,
   toSSE,
-} from "./validator_streams.ts";
+} from "../../testing/validator_streams.ts";
 
 const GOLDEN: Record<string, () => Json[]> = {
   "text only": goldenTextOnly,

@@ -7,8 +7,8 @@ import OpenAI from "openai";
 import { Agent, OpenAIResponsesModel, run, setTracingDisabled, tool } from "@openai/agents";
 import { z } from "zod";
 import { validateSSE } from "../../conformance/validator.ts";
-import { sseTap } from "./sse_tap.ts";
-import { MODEL, startTestServer, tokenizer } from "../api/test_server.ts";
+import { sseTap } from "../../testing/sse_tap.ts";
+import { MODEL, startTestServer, tokenizer } from "../../testing/test_server.ts";
 
 setTracingDisabled(true);
 

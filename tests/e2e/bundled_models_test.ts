@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { validateSSE } from "../../conformance/validator.ts";
-import { BUNDLED_MODELS, GET_WEATHER, withBundledServer } from "./bundled_server.ts";
+import { BUNDLED_MODELS, GET_WEATHER, withBundledServer } from "../../testing/bundled_server.ts";
 
 interface Item {
   type: string;

@@ -9,7 +9,14 @@
 import assert from "node:assert/strict";
 import type { GenerateRequest } from "../../engine/engine.ts";
 import { validateSSE } from "../../conformance/validator.ts";
-import { answerText, MODEL, startTestServer, type TestServer, tokenizer, toolCallText } from "../api/test_server.ts";
+import {
+  answerText,
+  MODEL,
+  startTestServer,
+  type TestServer,
+  tokenizer,
+  toolCallText,
+} from "../../testing/test_server.ts";
 
 interface Recorded {
   readonly command: string;

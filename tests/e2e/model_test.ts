@@ -10,7 +10,7 @@ import { ResponseStore } from "../../api/response_store.ts";
 import { loadServedModel } from "../../api/serve.ts";
 import { createServer } from "../../api/server.ts";
 import { validateSSE } from "../../conformance/validator.ts";
-import { sseTap } from "./sse_tap.ts";
+import { sseTap } from "../../testing/sse_tap.ts";
 
 const BUNDLED = "models/rill-tiny-harmony";
 const FIXTURE = "tests/fixtures/tiny-random";

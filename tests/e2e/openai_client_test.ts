@@ -5,8 +5,8 @@
 import assert from "node:assert/strict";
 import OpenAI from "openai";
 import { validateSSE } from "../../conformance/validator.ts";
-import { sseTap } from "./sse_tap.ts";
-import { ANSWER, MODEL, REASONING, startTestServer, type TestServer } from "../api/test_server.ts";
+import { sseTap } from "../../testing/sse_tap.ts";
+import { ANSWER, MODEL, REASONING, startTestServer, type TestServer } from "../../testing/test_server.ts";
 
 const WEATHER = {
   type: "function" as const,

@@ -4,8 +4,8 @@
  */
 import assert from "node:assert/strict";
 import { validateSSE } from "../../conformance/validator.ts";
-import { MODEL } from "../api/test_server.ts";
-import { runToExit, spawnServe } from "./serve_process.ts";
+import { MODEL } from "../../testing/test_server.ts";
+import { runToExit, spawnServe } from "../../testing/serve_process.ts";
 
 const FIXTURE_MODEL = "tests/fixtures/tiny-random";
 
@@ -105,7 +105,7 @@ async function readAll(reader: ReadableStreamDefaultReader<Uint8Array>): Promise
 }
 
 Deno.test("SIGTERM: stops accepting, lets the running request finish, exits 0", async () => {
-  const p = await spawnServe("tests/e2e/scripted_serve.ts", ["--port", "0", "--data-dir", ":memory:"], {
+  const p = await spawnServe("testing/scripted_serve.ts", ["--port", "0", "--data-dir", ":memory:"], {
     RILL_TEST_STEP_DELAY_MS: "20",
   });
   const reader = await startStream(p.url);
@@ -118,7 +118,7 @@ Deno.test("SIGTERM: stops accepting, lets the running request finish, exits 0", 
 });
 
 Deno.test("SIGINT with --shutdown-timeout 0: running requests are aborted and the process exits 0 at once", async () => {
-  const p = await spawnServe("tests/e2e/scripted_serve.ts", ["--port", "0", "--data-dir", ":memory:"], {
+  const p = await spawnServe("testing/scripted_serve.ts", ["--port", "0", "--data-dir", ":memory:"], {
     RILL_TEST_STEP_DELAY_MS: "400",
     RILL_SHUTDOWN_TIMEOUT: "0",
   });
@@ -136,7 +136,7 @@ Deno.test("SIGINT with --shutdown-timeout 0: running requests are aborted and th
 Deno.test("stored responses survive kill -9 after the terminal event was sent", async () => {
   const dataDir = await Deno.makeTempDir({ prefix: "rill-store-" });
   try {
-    const first = await spawnServe("tests/e2e/scripted_serve.ts", ["--port", "0", "--data-dir", dataDir]);
+    const first = await spawnServe("testing/scripted_serve.ts", ["--port", "0", "--data-dir", dataDir]);
     const text = await (await fetch(`${first.url}/v1/responses`, {
       method: "POST",
       headers: { "content-type": "application/json" },
@@ -148,7 +148,7 @@ Deno.test("stored responses survive kill -9 after the terminal event was sent", 
     first.child.kill("SIGKILL");
     assert.equal((await first.finish()).signal, "SIGKILL");
 
-    const second = await spawnServe("tests/e2e/scripted_serve.ts", ["--port", "0", "--data-dir", dataDir]);
+    const second = await spawnServe("testing/scripted_serve.ts", ["--port", "0", "--data-dir", dataDir]);
     try {
       const got = await (await fetch(`${second.url}/v1/responses/${terminal.response!.id}`)).json();
       assert.deepEqual(got, terminal.response);
@@ -164,7 +164,7 @@ Deno.test("stored responses survive kill -9 after the terminal event was sent", 
 });
 
 Deno.test("the scripted entry honours --max-model-len like rill serve: /v1/models reports it, a longer prompt is a 400", async () => {
-  const p = await spawnServe("tests/e2e/scripted_serve.ts", ["--port", "0", "--data-dir", ":memory:"], {
+  const p = await spawnServe("testing/scripted_serve.ts", ["--port", "0", "--data-dir", ":memory:"], {
     RILL_MAX_MODEL_LEN: "64",
   });
   try {

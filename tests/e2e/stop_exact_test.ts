@@ -4,7 +4,7 @@
  * before "=" survives only if the engine splits that token.
  */
 import assert from "node:assert/strict";
-import { withBundledServer } from "./bundled_server.ts";
+import { withBundledServer } from "../../testing/bundled_server.ts";
 
 async function chat(url: string, extra: Record<string, unknown>): Promise<{ content: string; finish: string }> {
   const res = await fetch(`${url}/v1/chat/completions`, {

@@ -10,8 +10,8 @@ import { createOpenAI } from "@ai-sdk/openai";
 import { generateText, type LanguageModel, type ModelMessage, stepCountIs, streamText, tool } from "ai";
 import { z } from "zod";
 import { validateSSE } from "../../conformance/validator.ts";
-import { sseTap } from "./sse_tap.ts";
-import { ANSWER, MODEL, startTestServer, type TestServer, tokenizer } from "../api/test_server.ts";
+import { sseTap } from "../../testing/sse_tap.ts";
+import { ANSWER, MODEL, startTestServer, type TestServer, tokenizer } from "../../testing/test_server.ts";
 
 type Api = "responses" | "chat";
 

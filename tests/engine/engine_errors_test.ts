@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import type { Backend, BatchEntry, StepOutput } from "../../engine/backend.ts";
 import type { EngineChunk, SamplingParams } from "../../engine/engine.ts";
 import { createEngine } from "../../engine/llm_engine.ts";
-import { ToyTokenizer } from "../support/toy_tokenizer.ts";
+import { ToyTokenizer } from "../../testing/toy_tokenizer.ts";
 
 /** Always proposes token 7 with certainty; fails the step numbered `failAt` (1-based). */
 class FlakyBackend implements Backend {

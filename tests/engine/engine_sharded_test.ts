@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import type { EngineChunk } from "../../engine/engine.ts";
 import { HfTokenizer } from "../../model/hf_tokenizer.ts";
 import { createEngine } from "../../engine/llm_engine.ts";
-import { withTempDir } from "./temp_dir.ts";
+import { withTempDir } from "../../testing/temp_dir.ts";
 
 const FIXTURE = new URL("../fixtures/tiny-random", import.meta.url).pathname;
 const tokenizer = await HfTokenizer.fromFile(`${FIXTURE}/tokenizer.json`);

@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import type { Backend, BatchEntry, StepOutput } from "../../engine/backend.ts";
 import type { EngineChunk, SamplingParams } from "../../engine/engine.ts";
 import { createEngine } from "../../engine/llm_engine.ts";
-import { ToyTokenizer } from "../support/toy_tokenizer.ts";
+import { ToyTokenizer } from "../../testing/toy_tokenizer.ts";
 
 const V = 4;
 /** logits[t] = next-token logits after token t (temperature 1). */

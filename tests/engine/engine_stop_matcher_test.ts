@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { StopMatcher } from "../../engine/stop_matcher.ts";
-import { ToyTokenizer } from "../support/toy_tokenizer.ts";
+import { ToyTokenizer } from "../../testing/toy_tokenizer.ts";
 
 const tok = new ToyTokenizer();
 const bytesOf = (ids: readonly number[]) => ids.flatMap((id) => [...tok.tokenBytes(id)]);

@@ -12,7 +12,7 @@ import { HfTokenizer } from "../../model/hf_tokenizer.ts";
 import { createTemplateFormat } from "../../formats/template_format.ts";
 import type { ChatFormat } from "../../formats/chat_format.ts";
 import type { Segment } from "../../parsers/segment.ts";
-import { o200kTokenizer } from "../support/o200k_tokenizer.ts";
+import { o200kTokenizer } from "../../testing/o200k_tokenizer.ts";
 
 const harmonyTok = o200kTokenizer();
 const harmony = createHarmonyFormat(harmonyTok, { date: "2025-06-28" });

@@ -3,7 +3,7 @@ import { createHarmonyFormat } from "../../formats/harmony_format.ts";
 import type { PromptInput } from "../../formats/conversation.ts";
 import type { Tokenizer } from "../../model/tokenizer.ts";
 import type { Segment } from "../../parsers/segment.ts";
-import { o200kTokenizer } from "../support/o200k_tokenizer.ts";
+import { o200kTokenizer } from "../../testing/o200k_tokenizer.ts";
 
 const tok = o200kTokenizer();
 const format = createHarmonyFormat(tok, { date: "2025-06-28" });

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { loadModel } from "../../formats/load_model.ts";
 import { ModelDirError } from "../../model/model_dir.ts";
-import { editJson, withTempDir } from "../engine/temp_dir.ts";
+import { editJson, withTempDir } from "../../testing/temp_dir.ts";
 
 const TINY = new URL("../fixtures/tiny-random/", import.meta.url).pathname.replace(/\/$/, "");
 const TOKENIZERS = new URL("../fixtures/tokenizers/", import.meta.url).pathname;

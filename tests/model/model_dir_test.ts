@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { externalDataLocations, ModelDirError, readModelDir } from "../../model/model_dir.ts";
-import { editJson, withTempDir } from "../engine/temp_dir.ts";
+import { editJson, withTempDir } from "../../testing/temp_dir.ts";
 
 const TINY = new URL("../fixtures/tiny-random/", import.meta.url).pathname.replace(/\/$/, "");
 

@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { ChatmlParser } from "../../parsers/chatml_parser.ts";
-import { collectItems, runParser, summary } from "./collect_items.ts";
-import { ScriptTokenizer, type SpecialSpec } from "./script_tokenizer.ts";
+import { collectItems, runParser, summary } from "../../testing/collect_items.ts";
+import { ScriptTokenizer, type SpecialSpec } from "../../testing/script_tokenizer.ts";
 
 const MARKERS = ["<think>", "</think>", "<tool_call>", "</tool_call>"];
 const utf8 = new TextEncoder();

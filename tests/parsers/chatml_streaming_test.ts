@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { ChatmlParser } from "../../parsers/chatml_parser.ts";
 import type { Segment, SegmentLogprob } from "../../parsers/segment.ts";
-import { collectItems, runParser, summary } from "./collect_items.ts";
-import { ScriptTokenizer } from "./script_tokenizer.ts";
+import { collectItems, runParser, summary } from "../../testing/collect_items.ts";
+import { ScriptTokenizer } from "../../testing/script_tokenizer.ts";
 
 function tok(): ScriptTokenizer {
   return new ScriptTokenizer([

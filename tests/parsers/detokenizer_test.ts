@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { IncrementalDetokenizer, Utf8StreamDecoder } from "../../parsers/detokenizer.ts";
-import { ScriptTokenizer, SentencePieceTokenizer } from "./script_tokenizer.ts";
+import { ScriptTokenizer, SentencePieceTokenizer } from "../../testing/script_tokenizer.ts";
 
 const utf8 = new TextEncoder();
 

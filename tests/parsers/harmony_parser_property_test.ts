@@ -2,8 +2,8 @@ import assert from "node:assert/strict";
 import fc from "fast-check";
 import { HarmonyParser } from "../../parsers/harmony_parser.ts";
 import type { Segment } from "../../parsers/segment.ts";
-import { o200kTokenizer } from "../support/o200k_tokenizer.ts";
-import { runParser } from "./collect_items.ts";
+import { o200kTokenizer } from "../../testing/o200k_tokenizer.ts";
+import { runParser } from "../../testing/collect_items.ts";
 
 const tok = o200kTokenizer();
 const special = (text: string): number => {

@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
 import { HarmonyParser } from "../../parsers/harmony_parser.ts";
 import type { CloseReason, ItemKind, Segment, SegmentLogprob } from "../../parsers/segment.ts";
-import { o200kTokenizer } from "../support/o200k_tokenizer.ts";
-import { ToyTokenizer } from "../support/toy_tokenizer.ts";
-import { collectItems, runParser } from "./collect_items.ts";
+import { o200kTokenizer } from "../../testing/o200k_tokenizer.ts";
+import { ToyTokenizer } from "../../testing/toy_tokenizer.ts";
+import { collectItems, runParser } from "../../testing/collect_items.ts";
 
 const tok = o200kTokenizer();
 

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { ChatmlParser } from "../../parsers/chatml_parser.ts";
-import { collectItems, runParser, summary } from "./collect_items.ts";
-import { ScriptTokenizer } from "./script_tokenizer.ts";
+import { collectItems, runParser, summary } from "../../testing/collect_items.ts";
+import { ScriptTokenizer } from "../../testing/script_tokenizer.ts";
 
 function parse(
   text: string,

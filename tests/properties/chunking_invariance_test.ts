@@ -12,10 +12,10 @@ import type { Response } from "../../stream/types.ts";
 import { ChatmlParser } from "../../parsers/chatml_parser.ts";
 import { HarmonyParser } from "../../parsers/harmony_parser.ts";
 import type { OutputParser } from "../../parsers/segment.ts";
-import { type Chunking, fakeLogprobs, replayTokens } from "../support/scripted_engine.ts";
-import { ToyTokenizer } from "../support/toy_tokenizer.ts";
-import { clock, toolTemplate as template } from "../stream/fixtures.ts";
-import { modDeltaBoundaries, structuralProblems } from "./stream_checks.ts";
+import { type Chunking, fakeLogprobs, replayTokens } from "../../testing/scripted_engine.ts";
+import { ToyTokenizer } from "../../testing/toy_tokenizer.ts";
+import { clock, toolTemplate as template } from "../../testing/response_fixtures.ts";
+import { modDeltaBoundaries, structuralProblems } from "../../testing/stream_checks.ts";
 import { validateStream } from "../../conformance/validator.ts";
 import { SseEncoder } from "../../stream/sse.ts";
 

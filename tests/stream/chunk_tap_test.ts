@@ -7,10 +7,10 @@ import type { EngineChunk } from "../../engine/engine.ts";
 import { type ChunkTap, tapChunks, untap } from "../../stream/chunk_tap.ts";
 import { CounterIds } from "../../stream/ids.ts";
 import { type PipelineOptions, responseEventStream, responseSseStream } from "../../stream/pipeline.ts";
-import { replayTokens } from "../support/scripted_engine.ts";
-import { ToyTokenizer } from "../support/toy_tokenizer.ts";
-import { clock, template } from "./fixtures.ts";
-import { PlainTextParser } from "./plain_text_parser.ts";
+import { replayTokens } from "../../testing/scripted_engine.ts";
+import { ToyTokenizer } from "../../testing/toy_tokenizer.ts";
+import { clock, template } from "../../testing/response_fixtures.ts";
+import { PlainTextParser } from "../../testing/plain_text_parser.ts";
 
 const tok = new ToyTokenizer();
 

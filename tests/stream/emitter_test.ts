@@ -5,7 +5,7 @@ import type { ParsedChunk } from "../../stream/parsed_chunk.ts";
 import type { ResponseTemplate } from "../../stream/response_template.ts";
 import type { UnsequencedEvent } from "../../stream/types.ts";
 import type { Segment } from "../../parsers/segment.ts";
-import { clock, finish, segs, template } from "./fixtures.ts";
+import { clock, finish, segs, template } from "../../testing/response_fixtures.ts";
 
 function run(
   chunks: ParsedChunk[],

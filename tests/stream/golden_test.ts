@@ -15,11 +15,11 @@ import type { ResponseStreamEvent } from "../../stream/types.ts";
 import { ChatmlParser } from "../../parsers/chatml_parser.ts";
 import { HarmonyParser } from "../../parsers/harmony_parser.ts";
 import type { OutputParser } from "../../parsers/segment.ts";
-import { modDeltaBoundaries, structuralProblems } from "../properties/stream_checks.ts";
-import { type Chunking, replayTokens } from "../support/scripted_engine.ts";
-import { o200kTokenizer } from "../support/o200k_tokenizer.ts";
-import { ToyTokenizer } from "../support/toy_tokenizer.ts";
-import { clock, toolTemplate as template } from "./fixtures.ts";
+import { modDeltaBoundaries, structuralProblems } from "../../testing/stream_checks.ts";
+import { type Chunking, replayTokens } from "../../testing/scripted_engine.ts";
+import { o200kTokenizer } from "../../testing/o200k_tokenizer.ts";
+import { ToyTokenizer } from "../../testing/toy_tokenizer.ts";
+import { clock, toolTemplate as template } from "../../testing/response_fixtures.ts";
 import { validateStream } from "../../conformance/validator.ts";
 
 interface Fixture {

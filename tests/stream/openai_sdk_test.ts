@@ -10,11 +10,11 @@ import { collectResponse, type PipelineOptions, responseEventStream, sseEncoder 
 import { ChatmlParser } from "../../parsers/chatml_parser.ts";
 import { HarmonyParser } from "../../parsers/harmony_parser.ts";
 import type { OutputParser } from "../../parsers/segment.ts";
-import { type Chunking, fakeLogprobs, type ReplayOptions, replayTokens } from "../support/scripted_engine.ts";
-import { ToyTokenizer } from "../support/toy_tokenizer.ts";
-import { clock, toolTemplate as template } from "./fixtures.ts";
+import { type Chunking, fakeLogprobs, type ReplayOptions, replayTokens } from "../../testing/scripted_engine.ts";
+import { ToyTokenizer } from "../../testing/toy_tokenizer.ts";
+import { clock, toolTemplate as template } from "../../testing/response_fixtures.ts";
 import { validateSSE } from "../../conformance/validator.ts";
-import { PlainTextParser } from "./plain_text_parser.ts";
+import { PlainTextParser } from "../../testing/plain_text_parser.ts";
 
 const tok = new ToyTokenizer();
 

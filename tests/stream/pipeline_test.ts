@@ -18,10 +18,10 @@ import { ChatmlParser } from "../../parsers/chatml_parser.ts";
 import { SseEncoder } from "../../stream/sse.ts";
 import type { ResponseStreamEvent } from "../../stream/types.ts";
 import type { OutputParser, Segment, SegmentLogprob } from "../../parsers/segment.ts";
-import { fakeLogprobs, replayTokens, ScriptedEngine } from "../support/scripted_engine.ts";
-import { ToyTokenizer } from "../support/toy_tokenizer.ts";
-import { clock, template } from "./fixtures.ts";
-import { PlainTextParser } from "./plain_text_parser.ts";
+import { fakeLogprobs, replayTokens, ScriptedEngine } from "../../testing/scripted_engine.ts";
+import { ToyTokenizer } from "../../testing/toy_tokenizer.ts";
+import { clock, template } from "../../testing/response_fixtures.ts";
+import { PlainTextParser } from "../../testing/plain_text_parser.ts";
 import * as b from "../../stream/builders.ts";
 
 const tok = new ToyTokenizer();

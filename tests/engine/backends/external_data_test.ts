@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import type { EngineChunk, SamplingParams } from "../../../engine/engine.ts";
 import { createEngine } from "../../../engine/llm_engine.ts";
 import { loadModel } from "../../../formats/load_model.ts";
-import { withTempDir } from "../temp_dir.ts";
+import { withTempDir } from "../../../testing/temp_dir.ts";
 
 const TINY = new URL("../../fixtures/tiny-random", import.meta.url).pathname;
 

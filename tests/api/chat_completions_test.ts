@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { MODEL, postJson, startTestServer } from "./test_server.ts";
+import { MODEL, postJson, startTestServer } from "../../testing/test_server.ts";
 
 // OpenAI's chat completion ids are `chatcmpl-…` (a hyphen); clients and log tools match on that prefix.
 const CHAT_ID = /^chatcmpl-[0-9a-f]{32}$/;

@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { ChatCompletionSchema, chatMessages } from "../../api/chat_schema.ts";
 import { ApiError } from "../../api/errors.ts";
-import { MODEL, postJson, startTestServer } from "./test_server.ts";
+import { MODEL, postJson, startTestServer } from "../../testing/test_server.ts";
 
 const call = { id: "call_1", type: "function", function: { name: "get_weather", arguments: '{"city":"Paris"}' } };
 

@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import OpenAI from "openai";
 import { matchRoute } from "../../api/routes.ts";
-import { startTestServer } from "./test_server.ts";
+import { startTestServer } from "../../testing/test_server.ts";
 
 Deno.test("matchRoute: a model id may contain '/' (raw or %2F)", () => {
   for (const path of ["/v1/models/openai/tiny-chat", "/v1/models/openai%2Ftiny-chat"]) {

@@ -9,8 +9,8 @@
  * wall-clock millisecond (mod 1000) at which the step was produced, so a client on the same machine can compute
  * each event's latency from the text it receives.
  */
-import type { Engine, EngineChunk, EngineStats, GenerateRequest } from "../../engine/engine.ts";
-import type { Tokenizer } from "../../model/tokenizer.ts";
+import type { Engine, EngineChunk, EngineStats, GenerateRequest } from "../engine/engine.ts";
+import type { Tokenizer } from "../model/tokenizer.ts";
 
 /** The answer: `head` as the first step, then `steps` steps of [stamp, filler × (K-1)], then `tail`. */
 export interface StampedScript {

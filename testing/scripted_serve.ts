@@ -6,13 +6,13 @@
  * time-stamped steps of exactly K tokens, for the HTTP benchmark. --max-model-len, --max-num-seqs and --max-queue
  * bound the scripted engine as they bound the real one.
  */
-import { CliError, parseServeArgs } from "../../api/cli_options.ts";
-import { Logger } from "../../api/logger.ts";
-import { serveModel } from "../../api/serve.ts";
-import { OPENAI_DEFAULTS } from "../../api/sampling_defaults.ts";
-import { createHarmonyFormat } from "../../formats/harmony_format.ts";
-import { defaultScript, MODEL, tokenizer } from "../api/test_server.ts";
-import { ScriptedEngine } from "../support/scripted_engine.ts";
+import { CliError, parseServeArgs } from "../api/cli_options.ts";
+import { Logger } from "../api/logger.ts";
+import { serveModel } from "../api/serve.ts";
+import { OPENAI_DEFAULTS } from "../api/sampling_defaults.ts";
+import { createHarmonyFormat } from "../formats/harmony_format.ts";
+import { defaultScript, MODEL, tokenizer } from "./test_server.ts";
+import { ScriptedEngine } from "./scripted_engine.ts";
 import { PacedEngine, stampedScript } from "./paced_engine.ts";
 
 if (import.meta.main) {

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { MODEL, postJson, startTestServer } from "./test_server.ts";
+import { MODEL, postJson, startTestServer } from "../../testing/test_server.ts";
 
 /** Reads `reader` to its end, failing (instead of hanging the suite) if it has not ended within `ms`. */
 async function readToEnd(reader: ReadableStreamDefaultReader<Uint8Array>, ms: number): Promise<string> {

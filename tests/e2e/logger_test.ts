@@ -3,7 +3,7 @@
  * during ordinary traffic and a SIGTERM shutdown, including warnings from the Deno runtime itself.
  */
 import assert from "node:assert/strict";
-import { runToExit, spawnServe } from "./serve_process.ts";
+import { runToExit, spawnServe } from "../../testing/serve_process.ts";
 
 Deno.test("--log-format json: every stderr line of a served, streamed and stopped server is JSON", async () => {
   const proc = await spawnServe(

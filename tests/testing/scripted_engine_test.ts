@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { type EngineChunk, type GenerateRequest, QueueFullError, type SamplingParams } from "../../engine/engine.ts";
-import { replayTokens, ScriptedEngine, splitSteps } from "./scripted_engine.ts";
-import { ToyTokenizer } from "./toy_tokenizer.ts";
+import { replayTokens, ScriptedEngine, splitSteps } from "../../testing/scripted_engine.ts";
+import { ToyTokenizer } from "../../testing/toy_tokenizer.ts";
 
 const tok = new ToyTokenizer();
 

@@ -3,13 +3,13 @@
  * tokenizer. The script answers like a tiny tool-using model: with function tools and no tool result yet it calls
  * the first tool; otherwise it reasons briefly and answers.
  */
-import { createHarmonyFormat } from "../../formats/harmony_format.ts";
-import type { GenerateRequest } from "../../engine/engine.ts";
-import type { Tokenizer } from "../../model/tokenizer.ts";
-import { createServer, type RillServer, type ServerOptions } from "../../api/server.ts";
-import { ResponseStore } from "../../api/response_store.ts";
-import { O200kTokenizer } from "../support/o200k_tokenizer.ts";
-import { type Chunking, ScriptedEngine } from "../support/scripted_engine.ts";
+import { createHarmonyFormat } from "../formats/harmony_format.ts";
+import type { GenerateRequest } from "../engine/engine.ts";
+import type { Tokenizer } from "../model/tokenizer.ts";
+import { createServer, type RillServer, type ServerOptions } from "../api/server.ts";
+import { ResponseStore } from "../api/response_store.ts";
+import { O200kTokenizer } from "./o200k_tokenizer.ts";
+import { type Chunking, ScriptedEngine } from "./scripted_engine.ts";
 
 export const MODEL = "rill-test";
 

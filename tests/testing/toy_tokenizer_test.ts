@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { TOY_SPECIALS, ToyTokenizer } from "./toy_tokenizer.ts";
+import { TOY_SPECIALS, ToyTokenizer } from "../../testing/toy_tokenizer.ts";
 
 const tok = new ToyTokenizer();
 

@@ -2,7 +2,7 @@
  * Folds a parser's segments into items (kind + concatenated text) and checks the segment grammar on the way:
  * open → delta* → close, never nested, never a delta outside an item.
  */
-import type { CloseReason, ItemKind, OutputParser, Segment, SegmentLogprob } from "../../parsers/segment.ts";
+import type { CloseReason, ItemKind, OutputParser, Segment, SegmentLogprob } from "../parsers/segment.ts";
 
 export interface CollectedItem {
   readonly item: ItemKind;

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import type { GenerateRequest } from "../../engine/engine.ts";
 import { Sampler } from "../../engine/sampler.ts";
 import { samplerTopP } from "../../api/sampling_defaults.ts";
-import { answerText, MODEL, postJson, startTestServer, tokenizer } from "./test_server.ts";
+import { answerText, MODEL, postJson, startTestServer, tokenizer } from "../../testing/test_server.ts";
 
 /** A server whose script records the sampling each request reached the engine with. */
 function recordingServer() {

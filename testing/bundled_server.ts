@@ -1,11 +1,11 @@
 /** Test support: rill's real server (createServer over loadServedModel, as `rill serve` builds it) on a bundled model. */
-import { parseServeArgs, type ServeConfig } from "../../api/cli_options.ts";
-import { Logger } from "../../api/logger.ts";
-import { ResponseStore } from "../../api/response_store.ts";
-import { loadServedModel, type ServedModel } from "../../api/serve.ts";
-import { createServer } from "../../api/server.ts";
+import { parseServeArgs, type ServeConfig } from "../api/cli_options.ts";
+import { Logger } from "../api/logger.ts";
+import { ResponseStore } from "../api/response_store.ts";
+import { loadServedModel, type ServedModel } from "../api/serve.ts";
+import { createServer } from "../api/server.ts";
 
-const ROOT = new URL("../../", import.meta.url).pathname;
+const ROOT = new URL("../", import.meta.url).pathname;
 
 export const BUNDLED_MODELS = ["rill-tiny-harmony", "rill-tiny-chatml"] as const;
 

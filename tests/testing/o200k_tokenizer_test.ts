@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { o200kTokenizer } from "./o200k_tokenizer.ts";
+import { o200kTokenizer } from "../../testing/o200k_tokenizer.ts";
 
 const tok = o200kTokenizer();
 

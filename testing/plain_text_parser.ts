@@ -3,9 +3,9 @@
  * token is visible message text, special tokens are dropped, and the one message opens at the first text and closes
  * implicitly at the flush. Logprobs of tokens that complete no text ride on the next delta.
  */
-import type { Tokenizer } from "../../model/tokenizer.ts";
-import { IncrementalDetokenizer } from "../../parsers/detokenizer.ts";
-import type { OutputParser, Segment, SegmentLogprob } from "../../parsers/segment.ts";
+import type { Tokenizer } from "../model/tokenizer.ts";
+import { IncrementalDetokenizer } from "../parsers/detokenizer.ts";
+import type { OutputParser, Segment, SegmentLogprob } from "../parsers/segment.ts";
 
 export class PlainTextParser implements OutputParser {
   readonly inReasoning = false;
