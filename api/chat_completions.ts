@@ -1,24 +1,18 @@
 /**
- * `POST /v1/chat/completions`, streamed and not, from the same parse stage as the Responses pipeline: segments of a
- * reasoning item become `reasoning_content`, of a message `content`, of a function call `tool_calls` deltas (one
- * index per call, id and name in its first delta, then argument fragments). Hosted-tool items (web search, code
- * interpreter, MCP) have no Chat Completions form and produce no deltas.
+ * `POST /v1/chat/completions`, streamed and not: request validation, prompt rendering and the generation here; the
+ * deltas and frames come from the same stream stages as the Responses pipeline (stream/chat_pipeline.ts).
  */
 import type { ChatFormat } from "../formats/chat_format.ts";
-import type { Engine, EngineChunk, FinishReason } from "../engine/engine.ts";
+import type { Engine, FinishReason } from "../engine/engine.ts";
 import type { PromptInput } from "../formats/conversation.ts";
-import type { Segment } from "../parsers/segment.ts";
-import { ParseCore } from "../stream/parse_stage.ts";
-import type { ParsedChunk } from "../stream/parsed_chunk.ts";
-import type { Logprob, Usage } from "../stream/types.ts";
-import { wireLogprob } from "../stream/wire_logprob.ts";
+import { chatCompletionSseStream, chatUsage, collectChatCompletion } from "../stream/chat_pipeline.ts";
+import { randomIds } from "../stream/ids.ts";
 import { type ApiError, contextLengthExceeded, modelNotFound, serverError, unavailable } from "./errors.ts";
 import { type Generation, startGeneration, stopOnDisconnect } from "./generation.ts";
 import { checkParallelToolCalls } from "./parallel_tool_calls.ts";
 import type { Metrics } from "./metrics.ts";
 import { jsonResponse, sseResponse } from "./http_response.ts";
 import {
-  type ChatCompletionBody,
   ChatCompletionSchema,
   chatMessages,
   chatTools,
@@ -27,7 +21,6 @@ import {
 import type { SamplingDefaults } from "./sampling_defaults.ts";
 import { samplerTopP } from "./sampling_defaults.ts";
 import { parseOrThrow } from "./validation.ts";
-import { newId } from "./responses_service.ts";
 
 export interface ChatCompletionsOptions {
   readonly engine: Engine;
@@ -35,138 +28,6 @@ export interface ChatCompletionsOptions {
   readonly modelId: string;
   readonly metrics: Metrics;
   readonly defaults: SamplingDefaults;
-}
-
-interface ToolCallDelta {
-  index: number;
-  id?: string;
-  type?: "function";
-  function: { name?: string; arguments: string };
-}
-
-interface Delta {
-  role?: "assistant";
-  content?: string;
-  reasoning_content?: string;
-  tool_calls?: ToolCallDelta[];
-}
-
-type Mode = "none" | "content" | "reasoning" | "tool" | "other";
-
-/** Segments → chat deltas, accumulating the whole message for the non-streamed form. */
-export class ChatDeltaCore {
-  #mode: Mode = "none";
-  content = "";
-  reasoning = "";
-  readonly toolCalls: { id: string; name: string; arguments: string }[] = [];
-  readonly logprobs: Logprob[] = [];
-
-  /** One engine step's segments → deltas; consecutive deltas of the same field are merged. */
-  push(segments: readonly Segment[]): { delta: Delta; logprobs: Logprob[] }[] {
-    const out: { delta: Delta; logprobs: Logprob[] }[] = [];
-    const append = (field: "content" | "reasoning_content", text: string, lps: readonly Logprob[] = []) => {
-      const last = out[out.length - 1];
-      if (last !== undefined && last.delta[field] !== undefined && last.delta.tool_calls === undefined) {
-        last.delta[field] += text;
-        last.logprobs.push(...lps);
-      } else {
-        out.push({ delta: { [field]: text }, logprobs: [...lps] });
-      }
-    };
-    for (const s of segments) {
-      switch (s.kind) {
-        case "open":
-          switch (s.item.type) {
-            case "message":
-              this.#mode = "content";
-              break;
-            case "reasoning":
-              this.#mode = "reasoning";
-              break;
-            case "function_call": {
-              const call = { id: s.item.callId ?? newId("call"), name: s.item.name, arguments: "" };
-              this.toolCalls.push(call);
-              this.#mode = "tool";
-              out.push({
-                delta: {
-                  tool_calls: [{
-                    index: this.toolCalls.length - 1,
-                    id: call.id,
-                    type: "function",
-                    function: { name: call.name, arguments: "" },
-                  }],
-                },
-                logprobs: [],
-              });
-              break;
-            }
-            case "web_search_call":
-            case "code_interpreter_call":
-            case "mcp_call":
-              this.#mode = "other";
-              break;
-            default: {
-              const never: never = s.item;
-              throw new TypeError(`Unhandled item kind ${JSON.stringify(never)}`);
-            }
-          }
-          break;
-        case "delta":
-          switch (this.#mode) {
-            case "content": {
-              this.content += s.text;
-              const lps = s.logprobs?.map(wireLogprob) ?? [];
-              this.logprobs.push(...lps);
-              append("content", s.text, lps);
-              break;
-            }
-            case "reasoning":
-              this.reasoning += s.text;
-              append("reasoning_content", s.text);
-              break;
-            case "tool": {
-              const index = this.toolCalls.length - 1;
-              this.toolCalls[index]!.arguments += s.text;
-              const last = out[out.length - 1]?.delta.tool_calls?.[0];
-              if (last !== undefined && last.index === index) last.function.arguments += s.text;
-              else out.push({ delta: { tool_calls: [{ index, function: { arguments: s.text } }] }, logprobs: [] });
-              break;
-            }
-            case "none":
-            case "other":
-              break;
-            default: {
-              const never: never = this.#mode;
-              throw new TypeError(`Unhandled mode ${never}`);
-            }
-          }
-          break;
-        case "close":
-          this.#mode = "none";
-          break;
-        default: {
-          const never: never = s;
-          throw new TypeError(`Unhandled segment ${JSON.stringify(never)}`);
-        }
-      }
-    }
-    return out;
-  }
-
-  finishReason(reason: FinishReason): "stop" | "length" | "tool_calls" {
-    if (reason === "length") return "length";
-    return this.toolCalls.length > 0 ? "tool_calls" : "stop";
-  }
-}
-
-function chatUsage(u: Usage) {
-  return {
-    prompt_tokens: u.input_tokens,
-    completion_tokens: u.output_tokens,
-    total_tokens: u.total_tokens,
-    prompt_tokens_details: { cached_tokens: u.input_tokens_details.cached_tokens },
-    completion_tokens_details: { reasoning_tokens: u.output_tokens_details.reasoning_tokens },
-  };
 }
 
 /**
@@ -177,20 +38,6 @@ function unfinished(reason: FinishReason): ApiError | null {
   if (reason === "error") return serverError("The model failed while generating the completion");
   if (reason === "abort") return unavailable("The server stopped before the completion finished");
   return null;
-}
-
-/** Reads engine chunks into parsed chunks; a failing engine stream becomes an `error` finish. */
-async function nextParsed(
-  reader: ReadableStreamDefaultReader<EngineChunk>,
-  core: ParseCore,
-): Promise<ParsedChunk[]> {
-  try {
-    const r = await reader.read();
-    return r.done ? core.flush() : core.push(r.value);
-  } catch (e) {
-    const message = e instanceof Error ? e.message : String(e);
-    return core.push({ type: "finish", reason: "error", promptTokens: 0, outputTokens: 0, message });
-  }
 }
 
 export class ChatCompletionsService {
@@ -236,7 +83,7 @@ export class ChatCompletionsService {
       throw contextLengthExceeded(promptTokens.length, engine.maxModelLen, "messages");
     }
     const stop = body.stop == null ? [] : typeof body.stop === "string" ? [body.stop] : body.stop;
-    const id = newId("chatcmpl", "-"); // OpenAI's chat ids use a hyphen, unlike its Responses ids (resp_, msg_)
+    const id = randomIds.next("chatcmpl");
     const generation = startGeneration(engine, {
       id,
       promptTokens,
@@ -255,112 +102,48 @@ export class ChatCompletionsService {
     });
     this.#inFlight.add(generation);
     generation.done.then(() => this.#inFlight.delete(generation));
-    const parseCore = new ParseCore(
-      engine.tokenizer,
-      format.createParser({ toolNames: tools.map((t) => t.name), toolChoice: choice }),
-      body.logprobs === true,
-    );
+    const pipeline = {
+      tokenizer: engine.tokenizer,
+      parser: format.createParser({ toolNames: tools.map((t) => t.name), toolChoice: choice }),
+      includeLogprobs: body.logprobs === true,
+    };
     const head = { id, created: Math.floor(Date.now() / 1000), model: modelId };
     stopOnDisconnect(request, generation);
-    if (body.stream === true) return this.#stream(body, generation.chunks, parseCore, head);
-
-    const reader = generation.chunks.getReader();
-    const core = new ChatDeltaCore();
-    for (;;) {
-      for (const p of await nextParsed(reader, parseCore)) {
-        if (p.type === "segments") {
-          core.push(p.segments);
-          continue;
-        }
-        const failure = unfinished(p.reason);
-        if (failure !== null) throw failure;
-        return jsonResponse({
-          ...head,
-          object: "chat.completion",
-          system_fingerprint: null,
-          choices: [{
-            index: 0,
-            message: {
-              role: "assistant",
-              content: core.content === "" && core.toolCalls.length > 0 ? null : core.content,
-              refusal: null,
-              ...(core.reasoning === "" ? {} : { reasoning_content: core.reasoning }),
-              ...(core.toolCalls.length === 0 ? {} : {
-                tool_calls: core.toolCalls.map((c) => ({
-                  id: c.id,
-                  type: "function",
-                  function: { name: c.name, arguments: c.arguments },
-                })),
-              }),
-            },
-            logprobs: body.logprobs === true ? { content: core.logprobs, refusal: null } : null,
-            finish_reason: core.finishReason(p.reason),
-          }],
-          usage: chatUsage(p.usage),
-        });
-      }
+    if (body.stream === true) {
+      return sseResponse(chatCompletionSseStream(generation.chunks, {
+        ...pipeline,
+        head,
+        includeUsage: body.stream_options?.include_usage === true,
+        failure: (reason) => unfinished(reason)?.toJSON() ?? null,
+      }));
     }
-  }
 
-  #stream(
-    body: ChatCompletionBody,
-    chunks: ReadableStream<EngineChunk>,
-    parseCore: ParseCore,
-    head: { id: string; created: number; model: string },
-  ): Response {
-    const includeUsage = body.stream_options?.include_usage === true;
-    const logprobs = body.logprobs === true;
-    const utf8 = new TextEncoder();
-    const prefix = `{"id":${JSON.stringify(head.id)},"object":"chat.completion.chunk","created":${head.created},` +
-      `"model":${JSON.stringify(head.model)},"system_fingerprint":null,"choices":[{"index":0,`;
-    const suffix = includeUsage ? `}],"usage":null}` : `}]}`;
-    const frame = (delta: Delta, lps: Logprob[] | null, finish: string | null) =>
-      `data: ${prefix}"delta":${JSON.stringify(delta)},"logprobs":${
-        lps === null ? "null" : JSON.stringify({ content: lps, refusal: null })
-      },"finish_reason":${finish === null ? "null" : JSON.stringify(finish)}${suffix}\n\n`;
-    const core = new ChatDeltaCore();
-    const reader = chunks.getReader();
-    let done = false;
-    const stream = new ReadableStream<Uint8Array>({
-      start(controller) {
-        controller.enqueue(utf8.encode(frame({ role: "assistant", content: "" }, logprobs ? [] : null, null)));
-      },
-      async pull(controller) {
-        if (done) return;
-        let text = "";
-        // With highWaterMark 0 a pull that enqueues nothing is never repeated: read until there is something to send.
-        while (text === "" && !done) {
-          for (const p of await nextParsed(reader, parseCore)) {
-            if (p.type === "segments") {
-              for (const d of core.push(p.segments)) text += frame(d.delta, logprobs ? d.logprobs : null, null);
-              continue;
-            }
-            done = true;
-            const failure = unfinished(p.reason);
-            if (failure !== null) {
-              text += `data: ${JSON.stringify(failure.toJSON())}\n\n`;
-            } else {
-              text += frame({}, null, core.finishReason(p.reason));
-              if (includeUsage) {
-                text += `data: ${
-                  JSON.stringify({
-                    ...head,
-                    object: "chat.completion.chunk",
-                    system_fingerprint: null,
-                    choices: [],
-                    usage: chatUsage(p.usage),
-                  })
-                }\n\n`;
-              }
-            }
-            text += "data: [DONE]\n\n";
-          }
-        }
-        if (text !== "") controller.enqueue(utf8.encode(text));
-        if (done) controller.close();
-      },
-      cancel: (reason) => reader.cancel(reason),
-    }, { highWaterMark: 0 });
-    return sseResponse(stream);
+    const { message, reason, usage } = await collectChatCompletion(generation.chunks, pipeline);
+    const failure = unfinished(reason);
+    if (failure !== null) throw failure;
+    return jsonResponse({
+      ...head,
+      object: "chat.completion",
+      system_fingerprint: null,
+      choices: [{
+        index: 0,
+        message: {
+          role: "assistant",
+          content: message.content === "" && message.toolCalls.length > 0 ? null : message.content,
+          refusal: null,
+          ...(message.reasoning === "" ? {} : { reasoning_content: message.reasoning }),
+          ...(message.toolCalls.length === 0 ? {} : {
+            tool_calls: message.toolCalls.map((c) => ({
+              id: c.id,
+              type: "function",
+              function: { name: c.name, arguments: c.arguments },
+            })),
+          }),
+        },
+        logprobs: body.logprobs === true ? { content: message.logprobs, refusal: null } : null,
+        finish_reason: message.finishReason(reason),
+      }],
+      usage: chatUsage(usage),
+    });
   }
 }

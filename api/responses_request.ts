@@ -28,6 +28,7 @@ import type { ConversationMessage, FunctionTool, PromptInput, ToolChoice } from 
 import type { ChatFormat } from "../formats/chat_format.ts";
 import type { SamplingParams } from "../engine/engine.ts";
 import type { ResponseTemplate } from "../stream/pipeline.ts";
+import type { IdPrefix } from "../stream/ids.ts";
 import { contextLengthExceeded, invalidRequest, modelNotFound, notFound, unsupportedParameter } from "./errors.ts";
 import { samplerTopP, type SamplingDefaults } from "./sampling_defaults.ts";
 import { itemsToMessages } from "./conversation_items.ts";
@@ -61,7 +62,7 @@ export interface RequestContext {
   readonly defaults: SamplingDefaults;
   readonly previous: PreviousLookup;
   readonly item: ItemLookup;
-  readonly newId: (prefix: "resp" | "msg" | "fco" | "fc" | "rs") => string;
+  readonly newId: (prefix: Extract<IdPrefix, "resp" | "msg" | "fco" | "fc" | "rs">) => string;
   readonly now: () => number;
 }
 

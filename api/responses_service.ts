@@ -12,7 +12,7 @@ import type { ChatFormat } from "../formats/chat_format.ts";
 import type { Engine } from "../engine/engine.ts";
 import { collectResponse, type PipelineOptions, responseEventStream, responseSseStream } from "../stream/pipeline.ts";
 import { buildResponse } from "../stream/response_template.ts";
-import type { IdSource } from "../stream/ids.ts";
+import { type IdSource, randomIds } from "../stream/ids.ts";
 import { invalidRequest, modelNotFound, notFound } from "./errors.ts";
 import { startGeneration, stopOnDisconnect } from "./generation.ts";
 import type { Metrics } from "./metrics.ts";
@@ -43,10 +43,6 @@ interface BackgroundRun {
   readonly finished: Promise<void>;
 }
 
-export function newId(prefix: string, separator: "_" | "-" = "_"): string {
-  return `${prefix}${separator}${crypto.randomUUID().replaceAll("-", "")}`;
-}
-
 function nowSeconds(): number {
   return Math.floor(Date.now() / 1000);
 }
@@ -67,7 +63,7 @@ export class ResponsesService {
       defaults: options.defaults,
       previous: (id) => options.store.get(id),
       item: (id) => options.store.item(id),
-      newId,
+      newId: (prefix) => randomIds.next(prefix),
       now: nowSeconds,
     };
   }

@@ -35,10 +35,11 @@
  * message text. Known limit: JSON structure consumed between the arguments and the error (e.g. `, "x" ` in
  * `{"name": "f", "arguments": {}, "x" "y"}`) is not repeated in the message.
  */
+import type { Logprob } from "./logprob.ts";
 import type { Tokenizer } from "../model/tokenizer.ts";
 import { IncrementalDetokenizer } from "./detokenizer.ts";
 import { MarkerScanner } from "./marker_scanner.ts";
-import type { CloseReason, ItemKind, OutputParser, Segment, SegmentLogprob } from "./segment.ts";
+import type { CloseReason, ItemKind, OutputParser, Segment } from "./segment.ts";
 import { ToolCallScanner } from "./tool_call_scanner.ts";
 
 export interface ChatmlParserOptions {
@@ -79,7 +80,7 @@ const enum Act {
 }
 
 interface PendingLogprob {
-  readonly logprob: SegmentLogprob;
+  readonly logprob: Logprob;
   readonly start: number;
   readonly end: number;
 }
@@ -128,9 +129,9 @@ export class ChatmlParser implements OutputParser {
   #logprobHead = 0;
   /** End offset of the text of the tokens attached so far, and the last of those tokens. */
   #attachedEnd = 0;
-  #lastAttached: SegmentLogprob | undefined;
+  #lastAttached: Logprob | undefined;
   /** A message delta that ends inside a token's text, waiting for the rest of it. */
-  #heldDelta: { text: string; logprobs: SegmentLogprob[] } | null = null;
+  #heldDelta: { text: string; logprobs: Logprob[] } | null = null;
 
   constructor(tokenizer: Tokenizer, options: ChatmlParserOptions) {
     this.#tokenizer = tokenizer;
@@ -171,7 +172,7 @@ export class ChatmlParser implements OutputParser {
     return this.#mode === Mode.Reasoning;
   }
 
-  push(token: number, logprob?: SegmentLogprob): Segment[] {
+  push(token: number, logprob?: Logprob): Segment[] {
     const out: Segment[] = [];
     if (this.#mode === Mode.Ended) return out;
     this.#out = out;
@@ -518,8 +519,8 @@ export class ChatmlParser implements OutputParser {
     this.#compactLogprobs();
   }
 
-  #takeLogprobs(start: number, end: number): SegmentLogprob[] | undefined {
-    let taken: SegmentLogprob[] | undefined;
+  #takeLogprobs(start: number, end: number): Logprob[] | undefined {
+    let taken: Logprob[] | undefined;
     const q = this.#logprobs;
     while (this.#logprobHead < q.length) {
       const p = q[this.#logprobHead]!;

@@ -13,8 +13,9 @@
  *  - content: `<|start|>` or `<|endoftext|>` closes the item implicitly; other specials are control tokens, never
  *    text, and are stripped (the UTF-8 decoder is flushed there so bytes cannot join across them).
  */
+import type { Logprob } from "./logprob.ts";
 import type { Tokenizer } from "../model/tokenizer.ts";
-import type { CloseReason, ItemKind, OutputParser, Segment, SegmentLogprob } from "./segment.ts";
+import type { CloseReason, ItemKind, OutputParser, Segment } from "./segment.ts";
 import { type HarmonyHeader, HarmonyHeaderBuilder } from "./harmony_header.ts";
 import { harmonyItemKind } from "./harmony_item_kind.ts";
 import { IncrementalDetokenizer } from "./detokenizer.ts";
@@ -82,13 +83,13 @@ export class HarmonyParser implements OutputParser {
    */
   #heldText = "";
   /** Logprobs of the content tokens behind the held text; they ride on the next delta. */
-  #pendingLogprobs: SegmentLogprob[] = [];
+  #pendingLogprobs: Logprob[] = [];
   /**
    * Logprobs of the current header's text tokens, each with where the header text it produced ends (one past it when
    * the token leaves a character unfinished: that character is its text too). A recovered body is a suffix of the
    * header text; it carries the logprobs of the tokens whose text reaches into it, like any other delta.
    */
-  #headerLogprobs: { readonly logprob: SegmentLogprob; readonly end: number }[] = [];
+  #headerLogprobs: { readonly logprob: Logprob; readonly end: number }[] = [];
 
   constructor(tokenizer: Tokenizer, options: HarmonyParserOptions) {
     this.#tokenizer = tokenizer;
@@ -102,7 +103,7 @@ export class HarmonyParser implements OutputParser {
     return this.#state === "content" && this.#item?.type === "reasoning";
   }
 
-  push(token: number, logprob?: SegmentLogprob): Segment[] {
+  push(token: number, logprob?: Logprob): Segment[] {
     const out: Segment[] = [];
     switch (this.#state) {
       case "content":
@@ -140,14 +141,14 @@ export class HarmonyParser implements OutputParser {
     return undefined;
   }
 
-  #pushIdle(token: number, logprob: SegmentLogprob | undefined, out: Segment[]): void {
+  #pushIdle(token: number, logprob: Logprob | undefined, out: Segment[]): void {
     if (this.#isTerminator(token) !== undefined) return; // a stray stop token after a message (harmony.md V14)
     this.#state = "header";
     this.#resetHeader();
     if (token !== this.#ids.start) this.#pushHeader(token, logprob, out);
   }
 
-  #pushHeader(token: number, logprob: SegmentLogprob | undefined, out: Segment[]): void {
+  #pushHeader(token: number, logprob: Logprob | undefined, out: Segment[]): void {
     const ids = this.#ids;
     if (token === ids.message) {
       this.#open(harmonyItemKind(this.#parseHeader(), this.#toolNames), out);
@@ -178,7 +179,7 @@ export class HarmonyParser implements OutputParser {
     }
   }
 
-  #pushContent(token: number, logprob: SegmentLogprob | undefined, out: Segment[]): void {
+  #pushContent(token: number, logprob: Logprob | undefined, out: Segment[]): void {
     const reason = this.#isTerminator(token);
     if (reason !== undefined) {
       this.#close(reason, out);

@@ -1,4 +1,5 @@
-import type { OutputParser, Segment, SegmentLogprob } from "./segment.ts";
+import type { Logprob } from "./logprob.ts";
+import type { OutputParser, Segment } from "./segment.ts";
 
 /**
  * An output parser that has already read tokens the prompt ends with (a forced prefill, e.g. the opening of a tool
@@ -20,7 +21,7 @@ export class PrefilledParser implements OutputParser {
     return this.#inner.inReasoning;
   }
 
-  push(token: number, logprob?: SegmentLogprob): Segment[] {
+  push(token: number, logprob?: Logprob): Segment[] {
     return this.#take(this.#inner.push(token, logprob));
   }
 

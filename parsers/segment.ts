@@ -6,6 +6,7 @@
  * previous item defensively, but parsers must emit `close` first). Segments carry decoded text only, never raw
  * tokens, so the emitter does not know which model produced them.
  */
+import type { Logprob } from "./logprob.ts";
 
 /** What kind of output item a segment run becomes. */
 export type ItemKind =
@@ -21,14 +22,6 @@ export type ItemKind =
   /** Deltas are the JSON arguments text. */
   | { readonly type: "mcp_call"; readonly serverLabel: string; readonly name: string };
 
-/** Per-token logprob in wire form, attached to the text delta the token produced. */
-export interface SegmentLogprob {
-  readonly token: string;
-  readonly bytes: readonly number[];
-  readonly logprob: number;
-  readonly top: readonly { readonly token: string; readonly bytes: readonly number[]; readonly logprob: number }[];
-}
-
 /** Why an item ended, as the model (or the end of generation) said it. */
 export type CloseReason =
   /** harmony `<|end|>` / a closing marker. */
@@ -42,7 +35,7 @@ export type CloseReason =
 
 export type Segment =
   | { readonly kind: "open"; readonly item: ItemKind }
-  | { readonly kind: "delta"; readonly text: string; readonly logprobs?: readonly SegmentLogprob[] }
+  | { readonly kind: "delta"; readonly text: string; readonly logprobs?: readonly Logprob[] }
   | { readonly kind: "close"; readonly reason: CloseReason };
 
 /**
@@ -50,7 +43,7 @@ export type Segment =
  * whatever is open. Neither ever throws on malformed model output: it degrades to text.
  */
 export interface OutputParser {
-  push(token: number, logprob?: SegmentLogprob): Segment[];
+  push(token: number, logprob?: Logprob): Segment[];
   flush(): Segment[];
   /** True while the parser is inside a reasoning item (used to count reasoning tokens). */
   readonly inReasoning: boolean;

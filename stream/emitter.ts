@@ -22,7 +22,6 @@ import * as b from "./builders.ts";
 import type { IdSource } from "./ids.ts";
 import type { ParsedChunk } from "./parsed_chunk.ts";
 import { buildResponse, type ResponseTemplate } from "./response_template.ts";
-import { wireLogprob } from "./wire_logprob.ts";
 import type {
   ItemStatus,
   Logprob,
@@ -148,7 +147,7 @@ export class ResponseEmitter {
           this.#pendingDelta += seg.text;
           if (seg.logprobs !== undefined && seg.logprobs.length > 0 && this.#open!.logprobs !== null) {
             const lp = this.#pendingLogprobs ?? (this.#pendingLogprobs = []);
-            for (const l of seg.logprobs) lp.push(wireLogprob(l));
+            for (const l of seg.logprobs) lp.push(l);
           }
           break;
         case "close":

@@ -1,9 +1,9 @@
 /**
- * Item and response identifiers. Ids carry the OpenAI type prefixes clients dispatch on (`msg_`, `rs_`, `fc_`…)
+ * Every identifier rill mints (responses, items, calls, chat completions) comes from here. Ids carry the OpenAI type prefixes clients dispatch on (`msg_`, `rs_`, `fc_`…)
  * and, by default, 128 random bits so they are unique across responses and processes.
  */
 
-export type IdPrefix = "resp" | "msg" | "rs" | "fc" | "call" | "ws" | "ci" | "cntr" | "mcp";
+export type IdPrefix = "resp" | "msg" | "rs" | "fc" | "fco" | "call" | "ws" | "ci" | "cntr" | "mcp" | "chatcmpl";
 
 /** Mints identifiers. The emitter calls it once per item, at `output_item.added`, and never re-mints. */
 export interface IdSource {
@@ -12,11 +12,11 @@ export interface IdSource {
 
 const HEX: readonly string[] = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, "0"));
 
-/** `prefix_` + 32 hex characters from the platform CSPRNG. */
+/** `prefix_` + 32 hex characters from the platform CSPRNG (`chatcmpl-…`: OpenAI's chat ids use a hyphen). */
 export const randomIds: IdSource = {
   next(prefix) {
     const bytes = crypto.getRandomValues(new Uint8Array(16));
-    let s = prefix + "_";
+    let s = prefix + (prefix === "chatcmpl" ? "-" : "_");
     for (const b of bytes) s += HEX[b]!;
     return s;
   },

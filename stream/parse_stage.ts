@@ -1,22 +1,16 @@
 /**
- * The parse stage: engine steps in, segments out, one parsed chunk per engine step. Each token of a multi-token
- * step reaches the parser on its own `push`, in order (vLLM lost channel switches inside speculative steps by
- * parsing a step as one unit), and the parser is flushed exactly once, at the finish.
+ * The parse stage: split tokens in, segments out, one parsed chunk per engine step. Each token reaches the parser on
+ * its own `push`, in order, and the parser is flushed exactly once, at the finish.
  */
-import type { EngineChunk, FinishReason, TokenLogprob } from "../engine/engine.ts";
-import type { Tokenizer } from "../model/tokenizer.ts";
-import type { OutputParser, Segment, SegmentLogprob } from "../parsers/segment.ts";
+import type { FinishReason } from "../engine/engine.ts";
+import type { Logprob } from "../parsers/logprob.ts";
+import type { OutputParser, Segment } from "../parsers/segment.ts";
 import type { ParsedChunk } from "./parsed_chunk.ts";
+import type { SplitChunk } from "./split_stage.ts";
 import type { Usage } from "./types.ts";
 
-const utf8 = new TextDecoder();
-
 export class ParseCore {
-  readonly #tokenizer: Tokenizer;
   readonly #parser: OutputParser;
-  readonly #includeLogprobs: boolean;
-  /** Token text and bytes by id, filled lazily (logprobs only). */
-  readonly #tokenInfo = new Map<number, { token: string; bytes: readonly number[] }>();
   #reasoningTokens = 0;
   /** Tokens that produced no segment yet and were read outside reasoning; the next segments settle them. */
   #unsettled = 0;
@@ -24,19 +18,17 @@ export class ParseCore {
   #itemIsReasoning = false;
   #finished = false;
 
-  constructor(tokenizer: Tokenizer, parser: OutputParser, includeLogprobs = false) {
-    this.#tokenizer = tokenizer;
+  constructor(parser: OutputParser) {
     this.#parser = parser;
-    this.#includeLogprobs = includeLogprobs;
   }
 
-  push(chunk: EngineChunk): ParsedChunk[] {
+  push(chunk: SplitChunk): ParsedChunk[] {
     if (this.#finished) return [];
     if (chunk.type === "finish") {
       return this.#finish(chunk.reason, chunk.promptTokens, chunk.outputTokens, chunk.cachedTokens ?? 0, chunk.message);
     }
     const segments: Segment[] = [];
-    this.stepInto(chunk, segments);
+    this.tokensInto(chunk.tokens, chunk.logprobs, chunk.tokens.length, segments);
     return [{ type: "segments", segments }];
   }
 
@@ -44,17 +36,20 @@ export class ParseCore {
    * One engine step's segments, written over `buffer` from index 0; returns how many. The fused pipeline reuses one
    * buffer per response, so a step allocates no array of its own (entries past the count are stale, not cleared).
    */
-  stepInto(chunk: Extract<EngineChunk, { type: "step" }>, buffer: Segment[]): number {
+  tokensInto(
+    tokens: readonly number[],
+    logprobs: readonly Logprob[] | undefined,
+    count: number,
+    buffer: Segment[],
+  ): number {
     if (this.#finished) return 0;
     const parser = this.#parser;
-    const tokens = chunk.tokens;
-    const logprobs = this.#includeLogprobs ? chunk.logprobs : undefined;
     let n = 0;
-    for (let i = 0; i < tokens.length; i++) {
+    for (let i = 0; i < count; i++) {
       const token = tokens[i]!;
       const before = parser.inReasoning;
       const lp = logprobs?.[i];
-      const produced = lp === undefined ? parser.push(token) : parser.push(token, this.#segmentLogprob(token, lp));
+      const produced = lp === undefined ? parser.push(token) : parser.push(token, lp);
       this.#count(before || parser.inReasoning, produced, true);
       for (let j = 0; j < produced.length; j++) buffer[n++] = produced[j]!;
     }
@@ -112,38 +107,11 @@ export class ParseCore {
     this.#unsettled = 0;
     if (isToken && (inside || reasoning)) this.#reasoningTokens++;
   }
-
-  #segmentLogprob(token: number, lp: TokenLogprob): SegmentLogprob {
-    const info = this.#info(token);
-    return {
-      token: info.token,
-      bytes: info.bytes,
-      logprob: lp.logprob,
-      top: lp.top.map((t) => {
-        const ti = this.#info(t.id);
-        return { token: ti.token, bytes: ti.bytes, logprob: t.logprob };
-      }),
-    };
-  }
-
-  #info(id: number): { token: string; bytes: readonly number[] } {
-    let info = this.#tokenInfo.get(id);
-    if (info === undefined) {
-      const bytes = this.#tokenizer.tokenBytes(id);
-      info = { token: utf8.decode(bytes), bytes: Array.from(bytes) };
-      this.#tokenInfo.set(id, info);
-    }
-    return info;
-  }
 }
 
 /** The parse stage as a stream: one `segments` chunk per engine step, then the flush segments and one finish. */
-export function parseStage(
-  tokenizer: Tokenizer,
-  parser: OutputParser,
-  includeLogprobs = false,
-): TransformStream<EngineChunk, ParsedChunk> {
-  const core = new ParseCore(tokenizer, parser, includeLogprobs);
+export function parseStage(parser: OutputParser): TransformStream<SplitChunk, ParsedChunk> {
+  const core = new ParseCore(parser);
   return new TransformStream({
     transform(chunk, controller) {
       for (const p of core.push(chunk)) controller.enqueue(p);

@@ -1,8 +1,8 @@
 /**
- * The streaming core: engine chunks → parse (one token per parser push) → emit → sequence → (SSE).
+ * The streaming core: engine chunks → split (one token at a time) → parse → emit → sequence → (SSE).
  *
- * Each stage is a synchronous core with its own thin TransformStream (parseStage, emitterStage, sequencerStage,
- * sseEncoder). `responseEventStream` composes the three cores inside one stream instead of chaining three
+ * Each stage is a synchronous core with its own thin TransformStream (splitStage, parseStage, emitterStage,
+ * sequencerStage, sseEncoder). `responseEventStream` composes the three cores inside one stream instead of chaining three
  * TransformStreams: the result is the same, but each engine step crosses one stream boundary instead of three,
  * which is most of the per-step cost. A chunk always carries a whole engine step, never one token.
  */
@@ -13,6 +13,7 @@ import { type ChunkTap, untap } from "./chunk_tap.ts";
 import { ResponseEmitter } from "./emitter.ts";
 import { type IdSource, randomIds } from "./ids.ts";
 import { ParseCore } from "./parse_stage.ts";
+import { SplitCore } from "./split_stage.ts";
 import type { ResponseTemplate } from "./response_template.ts";
 import { Sequencer } from "./sequencer.ts";
 import { SseEncoder } from "./sse.ts";
@@ -21,6 +22,7 @@ import type { Response, ResponseStreamEvent, UnsequencedEvent } from "./types.ts
 export type { ParsedChunk } from "./parsed_chunk.ts";
 export type { ResponseTemplate } from "./response_template.ts";
 export { parseStage } from "./parse_stage.ts";
+export { type SplitChunk, splitStage } from "./split_stage.ts";
 export { sseEncoder } from "./sse.ts";
 export { emitterStage } from "./emitter.ts";
 export { sequencerStage } from "./sequencer.ts";
@@ -40,6 +42,7 @@ export interface PipelineOptions {
 }
 
 interface Cores {
+  readonly split: SplitCore;
   readonly parse: ParseCore;
   readonly emitter: ResponseEmitter;
   readonly sequencer: Sequencer;
@@ -47,7 +50,8 @@ interface Cores {
 
 function cores(options: PipelineOptions): Cores {
   return {
-    parse: new ParseCore(options.tokenizer, options.parser, options.includeLogprobs ?? false),
+    split: new SplitCore(options.tokenizer, options.includeLogprobs ?? false),
+    parse: new ParseCore(options.parser),
     emitter: new ResponseEmitter({
       template: options.template,
       ids: options.ids ?? randomIds,
@@ -58,7 +62,7 @@ function cores(options: PipelineOptions): Cores {
 }
 
 /**
- * Pulls engine chunks through parse and emit and hands `deliver` the (unsequenced) events of each step that produced
+ * Pulls engine chunks through split, parse and emit and hands `deliver` the (unsequenced) events of each step that produced
  * any, then null after the emitter's finish. A failing engine stream becomes an `error` finish so the client still
  * gets `error` + `response.failed` (§5.12 #115).
  *
@@ -69,6 +73,7 @@ function cores(options: PipelineOptions): Cores {
 class StepPump {
   readonly #reader: ReadableStreamDefaultReader<EngineChunk>;
   readonly #tap: ChunkTap | undefined;
+  readonly #split: SplitCore;
   readonly #parse: ParseCore;
   readonly #emitter: ResponseEmitter;
   readonly #deliver: (events: UnsequencedEvent[] | null) => void;
@@ -78,12 +83,13 @@ class StepPump {
 
   constructor(
     chunks: ReadableStream<EngineChunk>,
-    { parse, emitter }: Cores,
+    { split, parse, emitter }: Cores,
     deliver: (events: UnsequencedEvent[] | null) => void,
   ) {
     const tapped = untap(chunks);
     this.#tap = tapped?.tap;
     this.#reader = (tapped?.source ?? chunks).getReader();
+    this.#split = split;
     this.#parse = parse;
     this.#emitter = emitter;
     this.#deliver = deliver;
@@ -125,7 +131,10 @@ class StepPump {
       const chunk = r.value;
       this.#tap?.chunk(chunk);
       if (chunk.type === "step") {
-        const n = this.#parse.stepInto(chunk, this.#segments);
+        const split = this.#split;
+        const count = split.split(chunk);
+        const logprobs = split.includeLogprobs && chunk.logprobs !== undefined ? split.logprobs : undefined;
+        const n = this.#parse.tokensInto(split.tokens, logprobs, count, this.#segments);
         this.#emitter.pushSegments(this.#segments, n, events);
       } else {
         for (const p of this.#parse.push(chunk)) this.#emitter.pushInto(p, events);

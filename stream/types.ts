@@ -6,6 +6,9 @@
  * `sequence_number`. `ResponseStreamEvent` carries one plus a type-level brand that only stream/sequencer.ts can
  * apply, so no other code can number an event (vLLM numbered per builder and leaked −1 into nested objects).
  */
+import type { Logprob } from "../parsers/logprob.ts";
+
+export type { Logprob, TopLogprob } from "../parsers/logprob.ts";
 
 export type ResponseStatus = "completed" | "failed" | "in_progress" | "cancelled" | "queued" | "incomplete";
 export type ItemStatus = "in_progress" | "completed" | "incomplete";
@@ -16,20 +19,6 @@ export interface Usage {
   output_tokens: number;
   output_tokens_details: { reasoning_tokens: number };
   total_tokens: number;
-}
-
-export interface TopLogprob {
-  readonly token: string;
-  readonly bytes: readonly number[];
-  readonly logprob: number;
-}
-
-/** One sampled token's logprob; the same shape in deltas, `*.done` and the final part so they compare equal. */
-export interface Logprob {
-  readonly token: string;
-  readonly bytes: readonly number[];
-  readonly logprob: number;
-  readonly top_logprobs: readonly TopLogprob[];
 }
 
 export interface OutputTextPart {

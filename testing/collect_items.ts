@@ -2,13 +2,14 @@
  * Folds a parser's segments into items (kind + concatenated text) and checks the segment grammar on the way:
  * open → delta* → close, never nested, never a delta outside an item.
  */
-import type { CloseReason, ItemKind, OutputParser, Segment, SegmentLogprob } from "../parsers/segment.ts";
+import type { Logprob } from "../parsers/logprob.ts";
+import type { CloseReason, ItemKind, OutputParser, Segment } from "../parsers/segment.ts";
 
 export interface CollectedItem {
   readonly item: ItemKind;
   text: string;
   reason?: CloseReason;
-  logprobs: SegmentLogprob[];
+  logprobs: Logprob[];
   deltas: number;
 }
 
@@ -48,7 +49,7 @@ export function collectItems(segments: readonly Segment[]): CollectedItem[] {
 export function runParser(
   parser: OutputParser,
   ids: readonly number[],
-  logprobs?: readonly SegmentLogprob[],
+  logprobs?: readonly Logprob[],
 ): Segment[] {
   const out: Segment[] = [];
   ids.forEach((id, i) => out.push(...parser.push(id, logprobs?.[i])));

@@ -3,23 +3,24 @@
  * token is visible message text, special tokens are dropped, and the one message opens at the first text and closes
  * implicitly at the flush. Logprobs of tokens that complete no text ride on the next delta.
  */
+import type { Logprob } from "../parsers/logprob.ts";
 import type { Tokenizer } from "../model/tokenizer.ts";
 import { IncrementalDetokenizer } from "../parsers/detokenizer.ts";
-import type { OutputParser, Segment, SegmentLogprob } from "../parsers/segment.ts";
+import type { OutputParser, Segment } from "../parsers/segment.ts";
 
 export class PlainTextParser implements OutputParser {
   readonly inReasoning = false;
   readonly #tokenizer: Tokenizer;
   readonly #detok: IncrementalDetokenizer;
   #opened = false;
-  #pending: SegmentLogprob[] = [];
+  #pending: Logprob[] = [];
 
   constructor(tokenizer: Tokenizer) {
     this.#tokenizer = tokenizer;
     this.#detok = new IncrementalDetokenizer(tokenizer);
   }
 
-  push(token: number, logprob?: SegmentLogprob): Segment[] {
+  push(token: number, logprob?: Logprob): Segment[] {
     if (this.#tokenizer.isSpecial(token)) return [];
     const text = this.#detok.push(token);
     if (logprob !== undefined) this.#pending.push(logprob);

@@ -144,7 +144,7 @@ Deno.test("property: a token's logprob is attached once per item, in order, and 
         const bytes = utf8.encode(text);
         const cuts = [...new Set(rawCuts.map((c) => (bytes.length ? c % bytes.length : 0)))].sort((a, b) => a - b);
         const ids = tok.split(text, cuts);
-        const lps = ids.map((_, i) => ({ token: String(i), bytes: [], logprob: -1, top: [] }));
+        const lps = ids.map((_, i) => ({ token: String(i), bytes: [], logprob: -1, top_logprobs: [] }));
         const parser = new ChatmlParser(tok, { toolNames: ["f"], startInReasoning });
         const segments = runParser(parser, ids, lps);
         const items = collectItems(segments);

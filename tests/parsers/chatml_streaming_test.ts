@@ -1,6 +1,7 @@
+import type { Logprob } from "../../parsers/logprob.ts";
 import assert from "node:assert/strict";
 import { ChatmlParser } from "../../parsers/chatml_parser.ts";
-import type { Segment, SegmentLogprob } from "../../parsers/segment.ts";
+import type { Segment } from "../../parsers/segment.ts";
 import { collectItems, runParser, summary } from "../../testing/collect_items.ts";
 import { ScriptTokenizer } from "../../testing/script_tokenizer.ts";
 
@@ -14,8 +15,8 @@ function tok(): ScriptTokenizer {
   ]);
 }
 
-function lp(token: string): SegmentLogprob {
-  return { token, bytes: [...new TextEncoder().encode(token)], logprob: -0.5, top: [] };
+function lp(token: string): Logprob {
+  return { token, bytes: [...new TextEncoder().encode(token)], logprob: -0.5, top_logprobs: [] };
 }
 
 Deno.test("emoji and CJK split across tokens never produce U+FFFD and arrive whole", () => {

@@ -132,7 +132,9 @@ Deno.test("HarmonyParser property: every text delta carries logprobs of text tok
       // The logprob's `token` field is the token's position, so attribution can be traced back.
       const parser = new HarmonyParser(tok, { toolNames: ["get_weather"] });
       const segments: Segment[] = [];
-      tokens.forEach((t, i) => segments.push(...parser.push(t, { token: String(i), bytes: [], logprob: -1, top: [] })));
+      tokens.forEach((t, i) =>
+        segments.push(...parser.push(t, { token: String(i), bytes: [], logprob: -1, top_logprobs: [] }))
+      );
       segments.push(...parser.flush());
       let last = -1;
       for (const s of segments) {

@@ -1,6 +1,7 @@
+import type { Logprob } from "../../parsers/logprob.ts";
 import assert from "node:assert/strict";
 import { HarmonyParser } from "../../parsers/harmony_parser.ts";
-import type { CloseReason, ItemKind, Segment, SegmentLogprob } from "../../parsers/segment.ts";
+import type { CloseReason, ItemKind, Segment } from "../../parsers/segment.ts";
 import { o200kTokenizer } from "../../testing/o200k_tokenizer.ts";
 import { ToyTokenizer } from "../../testing/toy_tokenizer.ts";
 import { collectItems, runParser } from "../../testing/collect_items.ts";
@@ -760,9 +761,9 @@ Deno.test("HarmonyParser: inReasoning is true exactly while an analysis message 
 });
 
 Deno.test("HarmonyParser: a delta is the text of whole tokens and carries exactly their logprobs", () => {
-  const lp = (token: string, logprob: number): SegmentLogprob => ({ token, bytes: [], logprob, top: [] });
+  const lp = (token: string, logprob: number): Logprob => ({ token, bytes: [], logprob, top_logprobs: [] });
   const parser = new HarmonyParser(tok, { toolNames: [] });
-  const script: [number, SegmentLogprob][] = [
+  const script: [number, Logprob][] = [
     [200005, lp("<|channel|>", -0.1)],
     [17196, lp("final", -0.2)],
     [200008, lp("<|message|>", -0.3)],
@@ -777,7 +778,7 @@ Deno.test("HarmonyParser: a delta is the text of whole tokens and carries exactl
 });
 
 Deno.test("HarmonyParser: a character cut off at the message end leaves with the token that began it", () => {
-  const lp = (logprob: number): SegmentLogprob => ({ token: "", bytes: [], logprob, top: [] });
+  const lp = (logprob: number): Logprob => ({ token: "", bytes: [], logprob, top_logprobs: [] });
   const parser = new HarmonyParser(tok, { toolNames: [] });
   // 9552 = 20 F0 9F: a space and half an emoji; `<|constrain|>` inside content ends the bytes, then `<|end|>`.
   const tokens = [200005, 17196, 200008, 12194, 9552, 200003, 9552];

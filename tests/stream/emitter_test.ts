@@ -351,7 +351,7 @@ Deno.test("emitter: logprobs attach to their delta, and done/part logprobs are t
     token,
     bytes: [...new TextEncoder().encode(token)],
     logprob,
-    top: [{ token: "z", bytes: [122], logprob: logprob - 1 }],
+    top_logprobs: [{ token: "z", bytes: [122], logprob: logprob - 1 }],
   });
   const { events } = run([
     segs({ kind: "open", item: { type: "message" } }, { kind: "delta", text: "a", logprobs: [lp("a", -0.5)] }),

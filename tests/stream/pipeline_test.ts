@@ -1,7 +1,9 @@
+import type { Logprob } from "../../parsers/logprob.ts";
 import assert from "node:assert/strict";
 import type { EngineChunk } from "../../engine/engine.ts";
 import { CounterIds } from "../../stream/ids.ts";
 import { ParseCore } from "../../stream/parse_stage.ts";
+import { SplitCore } from "../../stream/split_stage.ts";
 import {
   collectResponse,
   emitterStage,
@@ -10,6 +12,7 @@ import {
   responseEventStream,
   responseSseStream,
   sequencerStage,
+  splitStage,
   sseEncoder,
 } from "../../stream/pipeline.ts";
 import { Sequencer } from "../../stream/sequencer.ts";
@@ -17,7 +20,7 @@ import { HarmonyParser } from "../../parsers/harmony_parser.ts";
 import { ChatmlParser } from "../../parsers/chatml_parser.ts";
 import { SseEncoder } from "../../stream/sse.ts";
 import type { ResponseStreamEvent } from "../../stream/types.ts";
-import type { OutputParser, Segment, SegmentLogprob } from "../../parsers/segment.ts";
+import type { OutputParser, Segment } from "../../parsers/segment.ts";
 import { fakeLogprobs, replayTokens, ScriptedEngine } from "../../testing/scripted_engine.ts";
 import { ToyTokenizer } from "../../testing/toy_tokenizer.ts";
 import { clock, template } from "../../testing/response_fixtures.ts";
@@ -32,10 +35,10 @@ function options(overrides: Partial<PipelineOptions> = {}): PipelineOptions {
 
 /** Records every push; token 1000+n opens/closes reasoning around it to exercise `inReasoning`. */
 class SpyParser implements OutputParser {
-  readonly pushes: { token: number; logprob: SegmentLogprob | undefined }[] = [];
+  readonly pushes: { token: number; logprob: Logprob | undefined }[] = [];
   inReasoning = false;
   flushed = 0;
-  push(token: number, logprob?: SegmentLogprob): Segment[] {
+  push(token: number, logprob?: Logprob): Segment[] {
     this.pushes.push({ token, logprob });
     if (token === tok.specialId("<think>")) this.inReasoning = true;
     if (token === tok.specialId("</think>")) this.inReasoning = false;
@@ -47,10 +50,10 @@ class SpyParser implements OutputParser {
   }
 }
 
-Deno.test("parse stage: every token of a multi-token step reaches the parser alone, one chunk per step", () => {
+Deno.test("split + parse: every token of a multi-token step reaches the parser alone, one chunk per step", () => {
   const parser = new SpyParser();
-  const core = new ParseCore(tok, parser);
-  const out = core.push({ type: "step", tokens: [65, 66, 67] });
+  const core = new ParseCore(parser);
+  const out = core.push(new SplitCore(tok, false).push({ type: "step", tokens: [65, 66, 67] }));
   assert.deepEqual(parser.pushes.map((p) => p.token), [65, 66, 67]);
   assert.equal(out.length, 1);
   assert.deepEqual(out[0], {
@@ -61,10 +64,10 @@ Deno.test("parse stage: every token of a multi-token step reaches the parser alo
 
 Deno.test("parse stage: finish flushes the parser once and reports usage with reasoning tokens", () => {
   const parser = new SpyParser();
-  const core = new ParseCore(tok, parser);
+  const core = new ParseCore(parser);
   const think = tok.specialId("<think>")!;
   const unthink = tok.specialId("</think>")!;
-  core.push({ type: "step", tokens: [think, 65, 66, unthink, 67] });
+  core.push({ type: "tokens", tokens: [think, 65, 66, unthink, 67] });
   const out = core.push({ type: "finish", reason: "stop", promptTokens: 10, outputTokens: 5, cachedTokens: 4 });
   assert.equal(parser.flushed, 1);
   assert.deepEqual(out, [
@@ -86,30 +89,42 @@ Deno.test("parse stage: finish flushes the parser once and reports usage with re
 });
 
 Deno.test("parse stage: an engine stream without finish ends as an error", () => {
-  const core = new ParseCore(tok, new SpyParser());
+  const core = new ParseCore(new SpyParser());
   const out = core.flush();
   const last = out.at(-1)!;
   assert.ok(last.type === "finish" && last.reason === "error" && last.message !== undefined);
 });
 
-Deno.test("parse stage: logprobs are built from the tokenizer (token text and bytes) only when requested", () => {
+Deno.test("split stage: wire logprobs are built from the tokenizer (token text and bytes) only when requested", () => {
   const parser = new SpyParser();
-  const core = new ParseCore(tok, parser, true);
+  const core = new ParseCore(parser);
   const e = tok.encodeOrdinary("\u00e9")[0]!;
-  core.push({ type: "step", tokens: [e], logprobs: [{ logprob: -0.25, top: [{ id: 65, logprob: -2 }] }] });
+  const step = { type: "step", tokens: [e], logprobs: [{ logprob: -0.25, top: [{ id: 65, logprob: -2 }] }] } as const;
+  core.push(new SplitCore(tok, true).push(step));
   assert.deepEqual(parser.pushes[0]!.logprob, {
     token: "\u00e9",
     bytes: [0xc3, 0xa9],
     logprob: -0.25,
-    top: [{ token: "A", bytes: [65], logprob: -2 }],
+    top_logprobs: [{ token: "A", bytes: [65], logprob: -2 }],
   });
   const off = new SpyParser();
-  new ParseCore(tok, off, false).push({ type: "step", tokens: [65], logprobs: [{ logprob: -1, top: [] }] });
+  new ParseCore(off).push(new SplitCore(tok, false).push(step));
   assert.equal(off.pushes[0]!.logprob, undefined);
 });
 
-Deno.test("parseStage stream: steps map to chunks, finish adds flush segments and the finish", async () => {
-  const out = await Array.fromAsync(replayTokens([65, 66, 67], "one").pipeThrough(parseStage(tok, new SpyParser())));
+Deno.test("split stage: the reused buffers hold exactly the last step's tokens", () => {
+  const split = new SplitCore(tok, true);
+  const lp = { logprob: -1, top: [] };
+  assert.equal(split.split({ type: "step", tokens: [65, 66, 67], logprobs: [lp, lp, lp] }), 3);
+  assert.equal(split.split({ type: "step", tokens: [68], logprobs: [lp] }), 1);
+  assert.deepEqual(split.tokens, [68]);
+  assert.deepEqual(split.logprobs.map((l) => l.token), ["D"]);
+});
+
+Deno.test("split and parse stage streams: steps map to chunks, finish adds flush segments and the finish", async () => {
+  const out = await Array.fromAsync(
+    replayTokens([65, 66, 67], "one").pipeThrough(splitStage(tok)).pipeThrough(parseStage(new SpyParser())),
+  );
   assert.deepEqual(out.map((c) => c.type), ["segments", "segments", "segments", "segments", "finish"]);
 });
 
@@ -285,7 +300,8 @@ Deno.test("the separate stage streams, chained, give the same bytes as the fused
   const o = options({ parser: new ChatmlParser(tok, { toolNames: [] }) });
   const fused = await new Response(responseSseStream(replayTokens(tokens, { seed: 5 }), o)).text();
   const chained = replayTokens(tokens, { seed: 5 })
-    .pipeThrough(parseStage(tok, new ChatmlParser(tok, { toolNames: [] })))
+    .pipeThrough(splitStage(tok))
+    .pipeThrough(parseStage(new ChatmlParser(tok, { toolNames: [] })))
     .pipeThrough(emitterStage({ template, ids: new CounterIds(), clock }))
     .pipeThrough(sequencerStage())
     .pipeThrough(sseEncoder());
