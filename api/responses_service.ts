@@ -12,6 +12,9 @@ import type { ChatFormat } from "../formats/chat_format.ts";
 import type { Engine } from "../engine/engine.ts";
 import { collectResponse, type PipelineOptions, responseEventStream, responseSseStream } from "../stream/pipeline.ts";
 import { buildResponse } from "../stream/response_template.ts";
+import { responseFailed } from "../stream/builders.ts";
+import { Sequencer } from "../stream/sequencer.ts";
+import type { Response as ResponseObject } from "../stream/types.ts";
 import { type IdSource, randomIds } from "../stream/ids.ts";
 import { invalidRequest, modelNotFound, notFound } from "./errors.ts";
 import { startGeneration, stopOnDisconnect } from "./generation.ts";
@@ -173,8 +176,7 @@ export class ResponsesService {
     // The log gets its terminal event too, so a replay (`?stream=true`) ends like every other stream: with
     // `response.failed`, not mid-response.
     const last = this.#o.store.eventsAfter(id, -1).at(-1)?.sequence_number ?? -1;
-    const terminal = { type: "response.failed", sequence_number: last + 1, response: failed };
-    this.#o.store.appendEvents(id, [terminal]);
+    this.#o.store.appendEvents(id, new Sequencer(last + 1).stamp([responseFailed(failed as unknown as ResponseObject)]));
     return failed;
   }
 

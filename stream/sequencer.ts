@@ -6,7 +6,13 @@
 import type { ResponseStreamEvent, UnsequencedEvent } from "./types.ts";
 
 export class Sequencer {
-  #next = 0;
+  #next: number;
+
+  /** `first` > 0 continues a stored event log whose last event was numbered `first - 1`. */
+  constructor(first = 0) {
+    if (!(Number.isInteger(first) && first >= 0)) throw new RangeError("first sequence number must be a whole number");
+    this.#next = first;
+  }
 
   /** The number the next event will get (= events numbered so far). */
   get next(): number {
