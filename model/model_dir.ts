@@ -1,7 +1,7 @@
 import { HfTokenizer, HfTokenizerError } from "./hf_tokenizer.ts";
 
 /**
- * Reading and validating a Hugging Face-style model directory (see notes/model_contract.md). Every problem is one
+ * Reading and validating a Hugging Face-style model directory (see docs/model-contract.md). Every problem is one
  * `ModelDirError` whose single-line message names the directory, the file and, where it applies, the field:
  * `models/x: config.json: "hidden_size" must be a positive integer`.
  */

@@ -2,7 +2,7 @@
 """Builds tests/fixtures/tiny-random/: a tiny random-weight Llama-style model in rill's model directory layout.
 
 The fixture exists so engine tests run in milliseconds without the bundled trained models. It follows
-notes/model_contract.md exactly (config.json, generation_config.json, byte-level tokenizer.json, tokenizer_config.json,
+docs/model-contract.md exactly (config.json, generation_config.json, byte-level tokenizer.json, tokenizer_config.json,
 onnx/model.onnx in the Optimum decoder-with-past layout, model.safetensors, golden/logits.json), so code that loads it
 loads real models unchanged. onnx-external/ holds the same graph with its weights in external data (model.onnx_data).
 

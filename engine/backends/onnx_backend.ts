@@ -1,5 +1,5 @@
 /**
- * CPU backend on onnxruntime-node for models in the Optimum decoder-with-past layout (notes/model_contract.md).
+ * CPU backend on onnxruntime-node for models in the Optimum decoder-with-past layout (docs/model-contract.md).
  *
  * One ORT run per step for all running sequences, however different their lengths and however many tokens each
  * feeds (1 for decode, 1 + K when verifying drafts). Sequences live as rows of a batch-layout cache block

@@ -1,7 +1,7 @@
 """Synthetic conversations for rill's bundled models, and the two prompt renderers they are trained on.
 
 Every sample is a (prompt, completion) pair of texts. The prompt is rendered exactly the way rill renders a
-conversation at serving time (harmony: `../shared/docs/harmony.md` §1 byte for byte; ChatML: the Jinja chat
+conversation at serving time (harmony: `docs/harmony.md` §1 byte for byte; ChatML: the Jinja chat
 template in `CHATML_TEMPLATE`, which `tests` re-render with jinja2 to prove the Python renderer matches it).
 The completion is what the model must generate after the prompt, up to and including its stop token.
 
