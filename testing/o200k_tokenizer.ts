@@ -3,7 +3,7 @@
  * ids of harmony.md §1/§5 verbatim.
  *
  * gpt-tokenizer's `allowedSpecial` matching is broken (it only finds a special at the start of the text or right after
- * another special; see field-notes.md), so `encode` never relies on it: the text is split on the special-token texts
+ * another special; docs/harmony.md §4), so `encode` never relies on it: the text is split on the special-token texts
  * first, each special maps to its id from our own table, and each plain piece is BPE-encoded as ordinary text.
  */
 import { encode as encodeO200k } from "gpt-tokenizer/encoding/o200k_harmony";

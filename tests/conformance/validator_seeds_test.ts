@@ -1,5 +1,5 @@
 /**
- * The stream bugs described in /work/shared/seeds (vLLM PRs #37071, #38227/#47916, #23741/#23927, #45742, #30437),
+ * The stream bugs rill grew from (docs/responses-streaming.md §4; vLLM PRs #37071, #38227/#47916, #23741/#23927, #45742, #30437),
  * rebuilt as wire streams: the validator must name each by its §5 invariant.
  */
 import assert from "node:assert/strict";
