@@ -138,12 +138,18 @@ export class BlockManager {
     return this.#seq(seqId).blocks;
   }
 
-  /** Writes the block table into `out[offset .. offset + stride)`, -1 past the last block. */
-  writeBlockTable(seqId: number, out: Int32Array, offset: number, stride: number): void {
+  /**
+   * Writes the blocks holding positions 0 .. numTokens (default: all the sequence's blocks) into
+   * `out[offset .. offset + stride)`, -1 after them. A sequence may hold blocks past its context (kept after rejected
+   * drafts); a step's row lists only those its context reaches.
+   */
+  writeBlockTable(seqId: number, out: Int32Array, offset: number, stride: number, numTokens?: number): void {
     const blocks = this.#seq(seqId).blocks;
-    if (blocks.length > stride) throw new RangeError(`sequence ${seqId} has ${blocks.length} blocks; stride ${stride}`);
-    for (let j = 0; j < blocks.length; j++) out[offset + j] = blocks[j]!;
-    out.fill(NONE, offset + blocks.length, offset + stride);
+    const n = numTokens === undefined ? blocks.length : Math.ceil(numTokens / this.blockSize);
+    if (n > blocks.length) throw new RangeError(`sequence ${seqId} holds ${blocks.length} blocks, not ${n}`);
+    if (n > stride) throw new RangeError(`sequence ${seqId} needs ${n} blocks; the row has ${stride}`);
+    for (let j = 0; j < n; j++) out[offset + j] = blocks[j]!;
+    out.fill(NONE, offset + n, offset + stride);
   }
 
   /** Most tokens the sequence could hold now: its blocks plus every free or evictable one. */

@@ -159,11 +159,11 @@ export class Scheduler<T extends Schedulable> {
   }
 
   /**
-   * Plans one step and takes the blocks it needs. `wantDrafts(seq)` is asked once per decode for the drafts it would
-   * like to verify; the entry's `drafts` may be fewer (budget, blocks, context length). After the backend runs, call
-   * `commit` for every entry.
+   * Plans one step and takes the blocks it needs. `wantDrafts(seq, most)` is asked, once per decode that may take any,
+   * how many drafts (≤ `most`, which the budget and the context length allow) it would verify; the entry's `drafts`
+   * may still be fewer when blocks run short. After the backend runs, call `commit` for every entry.
    */
-  schedule(wantDrafts?: (seq: T) => number): StepPlan<T> {
+  schedule(wantDrafts?: (seq: T, most: number) => number): StepPlan<T> {
     const entries: StepEntry<T>[] = [];
     const preempted: T[] = [];
     const running = this.#running;
@@ -178,7 +178,8 @@ export class Scheduler<T extends Schedulable> {
       if (unfed === 1) decodes++;
       else prefills++;
     }
-    const prefillReserve = prefills > 0 || this.#waiting.length > 0 ? 1 : 0;
+    const canAdmit = this.#waiting.length > 0 && running.length < this.options.maxNumSeqs;
+    const prefillReserve = prefills > 0 || canAdmit ? 1 : 0;
 
     const preempt = (victim: T): void => {
       const at = entries.findIndex((e) => e.seq === victim);
@@ -215,8 +216,9 @@ export class Scheduler<T extends Schedulable> {
       if (seq.length - seq.computedLength !== 1) continue;
       decodes--;
       const start = seq.computedLength;
-      let drafts = wantDrafts === undefined ? 0 : Math.floor(wantDrafts(seq));
-      drafts = Math.max(0, Math.min(drafts, maxLen - seq.length, budget - 1 - decodes - prefillReserve));
+      const most = Math.max(0, Math.min(maxLen - seq.length, budget - 1 - decodes - prefillReserve));
+      const want = most > 0 && wantDrafts !== undefined ? Math.floor(wantDrafts(seq, most)) : 0;
+      const drafts = Math.max(0, Math.min(want, most));
       const n = room(seq, start, 1 + drafts);
       if (n === 0) break; // it was the newest; everything older is planned
       entries.push({ seq, start, count: 1, drafts: n - 1, sample: true });

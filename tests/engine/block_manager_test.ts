@@ -164,6 +164,9 @@ Deno.test("block manager: writeBlockTable pads with -1 and refuses a short row",
   bm.writeBlockTable(7, out, 4, 4);
   assert.deepEqual([...out], [99, 99, 99, 99, 0, 1, -1, -1]);
   assert.throws(() => bm.writeBlockTable(7, out, 0, 1), RangeError);
+  bm.writeBlockTable(7, out, 0, 3, 4);
+  assert.deepEqual([...out.subarray(0, 4)], [0, -1, -1, 99], "only the blocks the context reaches");
+  assert.throws(() => bm.writeBlockTable(7, out, 0, 3, 9), RangeError);
 });
 
 /** Recounts everything from the outside and checks the pool's invariants. */

@@ -130,7 +130,10 @@ Deno.test("scheduler: drafts come from the budget left after one token per decod
   s.enqueue(a);
   s.enqueue(b);
   finishStep(s, s.schedule());
-  assert.deepEqual(shape(s.schedule(() => 5)), [[1, 2, 1, 5, true], [2, 2, 1, 1, true]]);
+  const asked: number[][] = [];
+  const plan = s.schedule((q, most) => (asked.push([q.id, most]), 5));
+  assert.deepEqual(shape(plan), [[1, 2, 1, 5, true], [2, 2, 1, 1, true]]);
+  assert.deepEqual(asked, [[1, 6], [2, 1]], "8 tokens: a keeps one for b; b gets what is left");
   // Re-plan from the same state (nothing was committed): a waiting prompt keeps one token of the budget.
   const { s: t } = make({ numBlocks: 64, opts: { maxNumBatchedTokens: 8, maxNumSeqs: 3 } });
   const c = new Seq(1, [1, 2], 20, 32);
@@ -138,6 +141,18 @@ Deno.test("scheduler: drafts come from the budget left after one token per decod
   finishStep(t, t.schedule());
   t.enqueue(new Seq(2, range(0, 9), 4, 32));
   assert.deepEqual(shape(t.schedule(() => 10)), [[1, 2, 1, 6, true], [2, 0, 1, 0, false]]);
+  // With every slot taken nothing can be admitted, so no token is kept back for the waiting prompt.
+  const { s: u } = make({ numBlocks: 64, opts: { maxNumBatchedTokens: 8, maxNumSeqs: 1 } });
+  u.enqueue(new Seq(1, [1, 2], 20, 32));
+  finishStep(u, u.schedule());
+  u.enqueue(new Seq(2, range(0, 9), 4, 32));
+  assert.deepEqual(shape(u.schedule(() => 10)), [[1, 2, 1, 7, true]]);
+  // No draft room at all: the proposer is not asked.
+  const { s: w } = make({ numBlocks: 64, opts: { maxNumBatchedTokens: 2, maxNumSeqs: 2 } });
+  w.enqueue(new Seq(1, [1], 20, 32));
+  w.enqueue(new Seq(2, [2], 20, 32));
+  finishStep(w, w.schedule());
+  assert.deepEqual(shape(w.schedule(() => assert.fail("asked"))), [[1, 1, 1, 0, true], [2, 1, 1, 0, true]]);
 });
 
 Deno.test("scheduler: drafts never run past the context length", () => {
