@@ -170,9 +170,15 @@ export class BlockManager {
    * Starts a sequence whose known tokens are `tokens[0 .. length)`: takes the cached blocks matching its prefix (at
    * most floor((length - 1) / blockSize), so the last token is always computed and yields logits) and allocates blocks
    * for the first `maxFirstChunk` tokens after them. Returns the cached token count, or -1, changing nothing, when
-   * the pool cannot hold that first chunk.
+   * the pool cannot hold that first chunk and still leave `keepFree` blocks free or evictable.
    */
-  allocatePrompt(seqId: number, tokens: ArrayLike<number>, length: number, maxFirstChunk: number): number {
+  allocatePrompt(
+    seqId: number,
+    tokens: ArrayLike<number>,
+    length: number,
+    maxFirstChunk: number,
+    keepFree = 0,
+  ): number {
     if (this.#seqs.has(seqId)) throw new Error(`block manager: sequence ${seqId} already holds blocks`);
     if (!(Number.isInteger(length) && length >= 1 && length <= tokens.length)) {
       throw new RangeError(`block manager: bad prompt length ${length}`);
@@ -195,7 +201,7 @@ export class BlockManager {
     const cached = seq.hashed * bs;
     const hold = cached + Math.min(maxFirstChunk, length - cached);
     const needed = Math.ceil(hold / bs) - seq.hashed;
-    if (needed > this.numFreeBlocks - evictableHits) return -1;
+    if (needed > this.numFreeBlocks - evictableHits - keepFree) return -1;
     for (const b of seq.blocks) {
       if (this.#refCount[b] === 0) this.#lruRemove(b);
       this.#refCount[b] = this.#refCount[b]! + 1;

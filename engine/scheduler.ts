@@ -8,7 +8,9 @@
  *    drafts only from budget that no later decode or waiting prefill chunk needs;
  * 2. prefill chunks of running sequences still short of their known tokens, oldest first, from the budget left;
  * 3. admission of waiting sequences, strictly FIFO, while slots, budget and blocks allow (none in a step that
- *    preempted). A long prompt is thus fed in chunks and never stalls running streams.
+ *    preempted). A long prompt is thus fed in chunks and never stalls running streams. A newcomer must leave one
+ *    free block per running sequence, so decodes crossing into a new block do not at once preempt it (with nothing
+ *    running the head always fits).
  *
  * Invariants:
  * - Blocks are taken as a sequence's fed positions grow (never its worst case). When a sequence cannot get a block
@@ -239,7 +241,8 @@ export class Scheduler<T extends Schedulable> {
       preempted.length === 0 && budget > 0 && this.#waiting.length > 0 && running.length < this.options.maxNumSeqs
     ) {
       const seq = this.#waiting[0]!;
-      const cached = this.blocks.allocatePrompt(seq.id, seq.tokens, seq.length, budget);
+      // One block kept free per running sequence, so the next decodes do not at once preempt the newcomer.
+      const cached = this.blocks.allocatePrompt(seq.id, seq.tokens, seq.length, budget, running.length);
       if (cached < 0) break; // FIFO: whoever is behind waits too
       this.#waiting.shift();
       running.push(seq);

@@ -165,33 +165,38 @@ Deno.test("scheduler: drafts never run past the context length", () => {
 });
 
 Deno.test("scheduler: the newest running sequence is preempted when blocks run out, then recomputed", () => {
-  // 8 blocks of 4 = one 32-token context. Two sequences of 15 tokens fill 4 blocks each.
+  // 8 blocks of 4 = one 32-token context. a's 15 tokens take 4 blocks, b's 11 take 3 (leaving 1, kept for a).
   const { s, bm } = make({ numBlocks: 8, opts: { maxNumBatchedTokens: 64 } });
   const a = new Seq(1, range(0, 15), 17, 32);
-  const b = new Seq(2, range(50, 15), 17, 32);
+  const b = new Seq(2, range(50, 11), 17, 32);
   s.enqueue(a);
   s.enqueue(b);
   let plan = s.schedule();
-  finishStep(s, plan); // both have 16 tokens, 15 computed, 4 blocks each
-  assert.equal(bm.numFreeBlocks, 0);
-  plan = s.schedule(); // feeding position 15 still fits block 3
-  assert.deepEqual(shape(plan), [[1, 15, 1, 0, true], [2, 15, 1, 0, true]]);
+  assert.deepEqual(shape(plan), [[1, 0, 15, 0, true], [2, 0, 11, 0, true]]);
   finishStep(s, plan);
-  plan = s.schedule(); // position 16 needs a fifth block: b, the newest, gives its blocks back
+  assert.equal(bm.numFreeBlocks, 1);
+  plan = s.schedule(); // positions 15 and 11 still fit the blocks they have
+  assert.deepEqual(shape(plan), [[1, 15, 1, 0, true], [2, 11, 1, 0, true]]);
+  finishStep(s, plan);
+  plan = s.schedule(); // a's position 16 takes the last block; b's 12 finds none: b, the newest, gives its blocks back
   assert.deepEqual(shape(plan), [[1, 16, 1, 0, true]]);
   assert.deepEqual(plan.preempted.map((x) => x.id), [2]);
   assert.deepEqual(s.waiting.map((x) => x.id), [2]);
   assert.equal(b.computedLength, 0);
-  assert.equal(b.length, 17, "b keeps its generated tokens");
+  assert.equal(b.length, 13, "b keeps its generated tokens");
+  assert.equal(bm.numFreeBlocks, 3);
   assert.equal(s.stats().preemptions, 1);
-  const generated = [...b.tokens.subarray(15, 17)];
+  const generated = [...b.tokens.subarray(11, 13)];
+  finishStep(s, plan);
+  plan = s.schedule(); // no admission while a needs the blocks a newcomer would leave
+  assert.deepEqual(shape(plan), [[1, 17, 1, 0, true]]);
   finishStep(s, plan);
   s.remove(a); // a finishes; b is readmitted and recomputes prompt + generated tokens in one chunk
   plan = s.schedule();
-  assert.deepEqual(shape(plan), [[2, 0, 17, 0, true]]);
-  assert.deepEqual([...b.tokens.subarray(15, 17)], generated);
+  assert.deepEqual(shape(plan), [[2, 0, 13, 0, true]]);
+  assert.deepEqual([...b.tokens.subarray(11, 13)], generated);
   finishStep(s, plan);
-  assert.equal(b.length, 18);
+  assert.equal(b.length, 14);
 });
 
 Deno.test("scheduler: a prefill chunk shrinks to the free blocks; a decode then preempts the prefilling newest", () => {
@@ -258,6 +263,24 @@ Deno.test("scheduler: a waiting head that does not fit blocks those behind it (F
   finishStep(s, plan);
   s.remove(a);
   assert.deepEqual(s.schedule().entries.map((e) => e.seq.id), [2, 3]);
+});
+
+Deno.test("scheduler: a newcomer must leave one free block per running sequence", () => {
+  const { s, bm } = make({ numBlocks: 8, opts: { maxNumSeqs: 4 } });
+  const a = new Seq(1, range(0, 12), 10, 32); // 3 blocks
+  const b = new Seq(2, range(0, 12), 10, 32); // 3 blocks: 6 in use, 2 free, 1 kept for a
+  const c = new Seq(3, range(0, 4), 10, 32); // 1 block: 2 free, 2 kept for a and b
+  s.enqueue(a);
+  s.enqueue(b);
+  s.enqueue(c);
+  let plan = s.schedule();
+  assert.deepEqual(plan.entries.map((e) => e.seq.id), [1, 2]);
+  assert.equal(bm.numFreeBlocks, 2);
+  finishStep(s, plan);
+  plan = s.schedule(); // a and b cross into their fourth blocks
+  assert.deepEqual(plan.entries.map((e) => e.seq.id), [1, 2]);
+  assert.equal(plan.preempted.length, 0);
+  assert.deepEqual(s.waiting, [c]);
 });
 
 Deno.test("scheduler: commit refuses a computed length beyond the known tokens or below the last one", () => {
