@@ -220,7 +220,7 @@ export class Scheduler<T extends Schedulable> {
       const start = seq.computedLength;
       const most = Math.max(0, Math.min(maxLen - seq.length, budget - 1 - decodes - prefillReserve));
       const want = most > 0 && wantDrafts !== undefined ? Math.floor(wantDrafts(seq, most)) : 0;
-      const drafts = Math.max(0, Math.min(want, most));
+      const drafts = want > 0 ? Math.min(want, most) : 0; // NaN asks for none
       const n = room(seq, start, 1 + drafts);
       if (n === 0) break; // it was the newest; everything older is planned
       entries.push({ seq, start, count: 1, drafts: n - 1, sample: true });

@@ -162,6 +162,10 @@ Deno.test("scheduler: drafts never run past the context length", () => {
   finishStep(s, s.schedule());
   assert.equal(a.length, 30);
   assert.deepEqual(shape(s.schedule(() => 4)), [[1, 29, 1, 2, true]], "positions 29, 30, 31 only");
+  const { s: t } = make({ numBlocks: 64 });
+  t.enqueue(new Seq(1, [1, 2], 3, 32));
+  finishStep(t, t.schedule());
+  assert.deepEqual(shape(t.schedule(() => NaN)), [[1, 2, 1, 0, true]], "a nonsense answer asks for none");
 });
 
 Deno.test("scheduler: the newest running sequence is preempted when blocks run out, then recomputed", () => {
