@@ -30,6 +30,6 @@ for (const name of GOLDEN_MODELS) {
     else ({ seeded, hot } = old);
   }
   const file: GoldenFile = { model: name, maxTokens: GOLDEN_MAX_TOKENS, prompts, greedy, seeded, hot };
-  await Deno.writeTextFile(path, JSON.stringify(file) + "\n");
+  await Deno.writeTextFile(path, JSON.stringify(file, null, 2) + "\n");
   console.log(`${path}: ${prompts.length} prompts`);
 }

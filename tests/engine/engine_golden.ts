@@ -6,7 +6,7 @@
  */
 import type { Engine, EngineChunk, SamplingParams } from "../../engine/engine.ts";
 import { loadModel } from "../../engine/load_model.ts";
-import { createEngine } from "../../engine/llm_engine.ts";
+import { openEngine } from "../../engine/open_engine.ts";
 
 export const GOLDEN_MODELS = ["rill-tiny-harmony", "rill-tiny-chatml"] as const;
 const ROOT = new URL("../../", import.meta.url).pathname;
@@ -107,13 +107,9 @@ export async function runGolden(
   return { greedy, seeded, hot };
 }
 
-export async function openGoldenEngine(name: string): Promise<Engine> {
-  const dir = `${ROOT}models/${name}`;
-  const model = await loadModel(dir);
-  return await createEngine({
-    modelDir: dir,
-    tokenizer: model.tokenizer,
-    eosTokenIds: model.eosTokenIds,
-    maxNumSeqs: 32,
-  });
+export async function openGoldenEngine(
+  name: string,
+  options: { speculative?: "ngram" | "none"; maxNumSeqs?: number } = {},
+): Promise<Engine> {
+  return await openEngine({ modelDir: `${ROOT}models/${name}`, maxNumSeqs: options.maxNumSeqs ?? 32, ...options });
 }
