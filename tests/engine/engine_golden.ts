@@ -6,6 +6,7 @@
  */
 import type { Engine, EngineChunk, SamplingParams } from "../../engine/engine.ts";
 import { loadModel } from "../../engine/load_model.ts";
+import type { LlmEngine } from "../../engine/llm_engine.ts";
 import { openEngine } from "../../engine/open_engine.ts";
 
 export const GOLDEN_MODELS = ["rill-tiny-harmony", "rill-tiny-chatml"] as const;
@@ -107,9 +108,20 @@ export async function runGolden(
   return { greedy, seeded, hot };
 }
 
-export async function openGoldenEngine(
-  name: string,
-  options: { speculative?: "ngram" | "none"; maxNumSeqs?: number } = {},
-): Promise<Engine> {
-  return await openEngine({ modelDir: `${ROOT}models/${name}`, maxNumSeqs: options.maxNumSeqs ?? 32, ...options });
+export interface GoldenEngineOptions {
+  readonly speculative?: "ngram" | "none";
+  readonly maxNumSeqs?: number;
+  readonly maxNumBatchedTokens?: number;
+  readonly numKvBlocks?: number;
+  readonly maxModelLen?: number;
+}
+
+export async function openGoldenEngine(name: string, options: GoldenEngineOptions = {}): Promise<LlmEngine> {
+  const { numKvBlocks, ...engine } = options;
+  return await openEngine({
+    modelDir: `${ROOT}models/${name}`,
+    maxNumSeqs: 32,
+    ...engine,
+    ...(numKvBlocks === undefined ? {} : { backend: { numKvBlocks } }),
+  });
 }
