@@ -14,7 +14,18 @@ export interface ServeConfig {
   readonly modelDir: string;
   readonly host: string;
   readonly port: number;
-  readonly backend: "onnx";
+  readonly backend: "onnx" | "native";
+  readonly device: "cpu" | "cuda" | "auto";
+  /** Intra-op threads per session, or "auto" (from the model's size). */
+  readonly threads: number | "auto";
+  /** Weight/activation type for backends that choose one; "auto" = the model's own. */
+  readonly dtype: "auto" | "float32" | "float16" | "bfloat16";
+  /** Fed tokens per engine step (prefill chunks + decodes); undefined = the backend's default. */
+  readonly maxNumBatchedTokens: number | undefined;
+  /** Tokens per KV block. */
+  readonly blockSize: number;
+  /** KV blocks in the pool; undefined = every sequence at full context. */
+  readonly numKvBlocks: number | undefined;
   readonly servedModelName: string | undefined;
   readonly apiKey: string | undefined;
   /** Where stored responses live (`responses.sqlite`); ":memory:" keeps them in memory only. */
@@ -29,20 +40,6 @@ export interface ServeConfig {
   readonly numSpeculativeTokens: number;
   /** ONNX sessions one step is split across (main thread + workers), or "auto" (see resolveShards). */
   readonly shards: number | "auto";
-}
-
-/**
- * "auto" shards: two sessions (main thread + one Web Worker) when the machine has at least two cores and batches may
- * exceed 8 sequences; one otherwise. Small batches gain nothing from a second session (the sharded backend keeps them
- * on the main thread anyway) and a worker costs a second copy of the weights.
- */
-export function resolveShards(
-  shards: number | "auto",
-  maxNumSeqs: number,
-  cores: number = navigator.hardwareConcurrency,
-): number {
-  if (shards !== "auto") return shards;
-  return maxNumSeqs > 8 ? Math.max(1, Math.min(2, cores)) : 1;
 }
 
 /**
@@ -63,7 +60,46 @@ interface OptionSpec {
 const SPECS: readonly OptionSpec[] = [
   { flag: "host", env: "RILL_HOST", value: "HOST", help: "Address to listen on.", fallback: "127.0.0.1" },
   { flag: "port", env: "RILL_PORT", value: "PORT", help: "Port to listen on (0 = any free port).", fallback: "8000" },
-  { flag: "backend", env: "RILL_BACKEND", value: "onnx", help: "Inference backend.", fallback: "onnx" },
+  {
+    flag: "backend",
+    env: "RILL_BACKEND",
+    value: "onnx|native",
+    help: "Inference backend: ONNX Runtime (sampled on the host) or rill's native library.",
+    fallback: "onnx",
+  },
+  { flag: "device", env: "RILL_DEVICE", value: "cpu|cuda|auto", help: "Device the backend runs on.", fallback: "auto" },
+  {
+    flag: "threads",
+    env: "RILL_THREADS",
+    value: "N|auto",
+    help: "Threads per backend session. auto = 1 for small models (< 50M parameters), else all cores shared " +
+      "among the sessions.",
+    fallback: "auto",
+  },
+  {
+    flag: "dtype",
+    env: "RILL_DTYPE",
+    value: "auto|float32|float16|bfloat16",
+    help: "Weight type for backends that convert weights (auto = the model's own; ONNX runs the graph's types).",
+    fallback: "auto",
+  },
+  {
+    flag: "max-num-batched-tokens",
+    env: "RILL_MAX_NUM_BATCHED_TOKENS",
+    value: "N",
+    help: "Tokens fed per engine step (prompt chunks + decodes); long prompts are prefilled in chunks of this budget " +
+      "(default: the backend's).",
+    fallback: undefined,
+  },
+  { flag: "block-size", env: "RILL_BLOCK_SIZE", value: "N", help: "Tokens per KV-cache block.", fallback: "16" },
+  {
+    flag: "num-kv-blocks",
+    env: "RILL_NUM_KV_BLOCKS",
+    value: "N",
+    help: "KV-cache blocks in the pool; sequences take blocks as they grow and the newest is preempted when they " +
+      "run out (default: --max-num-seqs sequences at full context).",
+    fallback: undefined,
+  },
   {
     flag: "served-model-name",
     env: "RILL_SERVED_MODEL_NAME",
@@ -133,8 +169,8 @@ const SPECS: readonly OptionSpec[] = [
     env: "RILL_SHARDS",
     value: "N|auto",
     help: "ONNX sessions each step's batch is split across, run at once on separate cores (the main thread plus " +
-      "N-1 workers, each holding its own copy of the weights). auto = 2 when --max-num-seqs > 8 and the machine " +
-      "has 2+ cores, else 1.",
+      "N-1 workers, each holding its own copy of the weights). auto = 2 for small models (< 50M parameters) when " +
+      "--max-num-seqs > 8 and the machine has 2+ cores, else 1.",
     fallback: "auto",
   },
 ];
@@ -172,10 +208,10 @@ function choice<T extends string>(name: string, text: string, allowed: readonly 
   return text as T;
 }
 
-function shardsValue(text: string): number | "auto" {
+function autoOrCount(name: string, text: string): number | "auto" {
   if (text === "auto") return "auto";
   if (!/^\d+$/.test(text) || Number(text) < 1) {
-    throw new CliError(`--shards must be 'auto' or an integer ≥ 1, got '${text}'`);
+    throw new CliError(`--${name} must be 'auto' or an integer ≥ 1, got '${text}'`);
   }
   return Number(text);
 }
@@ -214,13 +250,23 @@ export function parseServeArgs(
     return given.get(flag) ?? (fromEnv === undefined || fromEnv === "" ? undefined : fromEnv) ?? spec.fallback;
   };
   const maxModelLen = get("max-model-len");
+  const maxNumBatchedTokens = get("max-num-batched-tokens");
+  const numKvBlocks = get("num-kv-blocks");
   const port = integer("port", get("port")!, 0);
   if (port > 65535) throw new CliError(`--port must be at most 65535, got ${port}`);
   return {
     modelDir: positional[0] ?? env("RILL_MODEL_DIR") ?? DEFAULT_MODEL_DIR,
     host: get("host")!,
     port,
-    backend: choice("backend", get("backend")!, ["onnx"] as const),
+    backend: choice("backend", get("backend")!, ["onnx", "native"] as const),
+    device: choice("device", get("device")!, ["cpu", "cuda", "auto"] as const),
+    threads: autoOrCount("threads", get("threads")!),
+    dtype: choice("dtype", get("dtype")!, ["auto", "float32", "float16", "bfloat16"] as const),
+    maxNumBatchedTokens: maxNumBatchedTokens === undefined
+      ? undefined
+      : integer("max-num-batched-tokens", maxNumBatchedTokens, 1),
+    blockSize: integer("block-size", get("block-size")!, 1),
+    numKvBlocks: numKvBlocks === undefined ? undefined : integer("num-kv-blocks", numKvBlocks, 1),
     servedModelName: get("served-model-name"),
     apiKey: get("api-key"),
     dataDir: get("data-dir")!,
@@ -231,6 +277,6 @@ export function parseServeArgs(
     logFormat: choice("log-format", get("log-format")!, ["text", "json"] as const),
     speculative: choice("speculative", get("speculative")!, ["ngram", "none"] as const),
     numSpeculativeTokens: integer("num-speculative-tokens", get("num-speculative-tokens")!, 1),
-    shards: shardsValue(get("shards")!),
+    shards: autoOrCount("shards", get("shards")!),
   };
 }

@@ -103,8 +103,49 @@ export class Metrics {
     lines.push(`rill_num_requests_running{${model}} ${stats.running}`);
     head("rill_num_requests_waiting", "gauge", "Sequences queued for the engine.");
     lines.push(`rill_num_requests_waiting{${model}} ${stats.waiting}`);
-    head("rill_kv_cache_usage_perc", "gauge", "Fraction of the KV cache in use (0..1).");
+    head("rill_kv_cache_usage_perc", "gauge", "Fraction of the KV cache in use (0..1): blocks held / blocks.");
     lines.push(`rill_kv_cache_usage_perc{${model}} ${stats.kvCacheUsage}`);
+    // Paged-KV series: only engines with a block pool report them.
+    const gauge = (name: string, help: string, value: number | undefined, type = "gauge") => {
+      if (value === undefined) return;
+      head(name, type, help);
+      lines.push(`${name}{${model}} ${value}`);
+    };
+    gauge("rill_kv_cache_blocks_used", "KV-cache blocks held by running sequences.", stats.kvBlocksUsed);
+    gauge("rill_kv_cache_blocks_total", "KV-cache blocks in the pool.", stats.kvBlocksTotal);
+    gauge(
+      "rill_prefix_cache_queries_total",
+      "Prompt tokens looked up in the prefix cache.",
+      stats.prefixCacheQueriedTokens,
+      "counter",
+    );
+    gauge(
+      "rill_prefix_cache_hits_total",
+      "Prompt tokens served from the prefix cache.",
+      stats.prefixCacheHitTokens,
+      "counter",
+    );
+    if (stats.prefixCacheQueriedTokens !== undefined && stats.prefixCacheHitTokens !== undefined) {
+      const q = stats.prefixCacheQueriedTokens;
+      gauge(
+        "rill_prefix_cache_hit_rate",
+        "Prefix-cache hits / queries, in tokens (0..1).",
+        q > 0 ? stats.prefixCacheHitTokens / q : 0,
+      );
+    }
+    gauge(
+      "rill_num_preemptions_total",
+      "Sequences preempted (KV blocks given back, recomputed later) when blocks ran out.",
+      stats.preemptions,
+      "counter",
+    );
+    gauge("rill_requests_admitted_total", "Requests admitted to the batch after queueing.", stats.admitted, "counter");
+    gauge(
+      "rill_request_queue_time_seconds_total",
+      "Seconds admitted requests spent waiting in the queue, in total (÷ admitted = mean queue time).",
+      stats.queueTimeSeconds,
+      "counter",
+    );
     return lines.join("\n") + "\n";
   }
 

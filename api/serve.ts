@@ -4,10 +4,11 @@
  */
 import type { ChatFormat } from "../formats/chat_format.ts";
 import type { Engine } from "../engine/engine.ts";
-import { createEngine } from "../engine/llm_engine.ts";
+import { BackendUnavailableError, describeBackend } from "../engine/backends/create_backend.ts";
 import { loadModel } from "../formats/load_model.ts";
 import { ModelDirError } from "../model/model_dir.ts";
-import { CliError, resolveShards, type ServeConfig } from "./cli_options.ts";
+import { openEngine } from "../engine/open_engine.ts";
+import { CliError, type ServeConfig } from "./cli_options.ts";
 import { Logger } from "./logger.ts";
 import { compiledRoot, engineModelDir, isEmbedded } from "./model_source.ts";
 import { ResponseStore } from "./response_store.ts";
@@ -47,11 +48,11 @@ export async function loadServedModel(config: ServeConfig, logger: Logger): Prom
     if (source.copied) logger.info("model is embedded in the binary; the backend reads a copy", { dir: source.dir });
     const shards = compiledRoot() !== undefined && config.shards === "auto"
       ? 1 // the compile task does not embed engine/backends/onnx_worker.ts, so a binary cannot start workers
-      : resolveShards(config.shards, config.maxNumSeqs);
+      : config.shards;
     const started = performance.now();
-    const engine = await createEngine({
+    const engine = await openEngine({
       modelDir: source.dir,
-      ...(modelBytes === undefined ? {} : { modelBytes }),
+      model: { ...loaded, onnxPath: `${source.dir}/onnx/model.onnx` },
       tokenizer: loaded.tokenizer,
       modelId: config.servedModelName ?? loaded.modelId,
       maxNumSeqs: config.maxNumSeqs,
@@ -59,21 +60,34 @@ export async function loadServedModel(config: ServeConfig, logger: Logger): Prom
       maxModelLen: config.maxModelLen ?? loaded.maxModelLen,
       speculative: config.speculative,
       numSpeculativeTokens: config.numSpeculativeTokens,
-      shards,
       eosTokenIds: loaded.eosTokenIds,
+      ...(config.maxNumBatchedTokens === undefined ? {} : { maxNumBatchedTokens: config.maxNumBatchedTokens }),
+      backend: {
+        kind: config.backend,
+        device: config.device,
+        threads: config.threads,
+        shards,
+        dtype: config.dtype,
+        blockSize: config.blockSize,
+        ...(config.numKvBlocks === undefined ? {} : { numKvBlocks: config.numKvBlocks }),
+        ...(modelBytes === undefined ? {} : { modelBytes }),
+      },
     }).finally(() => source.release());
     // The backend may know a shorter limit than config.json (the graph's own position bound).
     if (config.maxModelLen !== undefined && config.maxModelLen > engine.maxModelLen) {
       await engine.close();
       throw maxModelLenTooLong(config.maxModelLen, engine.maxModelLen);
     }
+    const info = engine.backend.info;
     logger.info(
-      `onnx backend: ${shards} session${shards === 1 ? "" : "s"}, max ${config.maxNumSeqs} sequences per step, ` +
-        `speculative ${config.speculative} (${Math.round(performance.now() - started)} ms)`,
+      `${config.backend} backend: ${describeBackend(engine.backend)}, max ${info.maxSeqs} sequences and ` +
+        `${info.maxBatchTokens} tokens per step, KV ${info.numBlocks} blocks of ${info.blockSize}, speculative ` +
+        `${config.speculative} (${Math.round(performance.now() - started)} ms)`,
     );
     return { engine, format: loaded.format, modelId: loaded.modelId, defaults };
   } catch (error) {
     if (error instanceof CliError) throw error;
+    if (error instanceof BackendUnavailableError) throw new CliError(error.message);
     if (error instanceof ModelDirError) throw new CliError(error.message.split("\n")[0]!);
     throw new CliError(`Cannot load model '${config.modelDir}': ${error instanceof Error ? error.message : error}`);
   }

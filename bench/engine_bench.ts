@@ -12,8 +12,9 @@
  */
 import * as ort from "onnxruntime-node";
 import type { EngineChunk, GenerateRequest, SamplingParams } from "../engine/engine.ts";
-import { createEngine, type LlmEngine } from "../engine/llm_engine.ts";
+import type { LlmEngine } from "../engine/llm_engine.ts";
 import { loadModel } from "../formats/load_model.ts";
+import { openEngine } from "../engine/open_engine.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 const THREADS = Number(Deno.env.get("RILL_BENCH_THREADS") ?? "1");
@@ -193,17 +194,16 @@ export async function run(): Promise<void> {
     "Convert 3 hours to minutes.",
   ];
   const make = (spec: "ngram" | "none", maxNumSeqs: number, threads = THREADS, k = 4, shards = 1) =>
-    createEngine({
-      modelPath: model.onnxPath,
-      tokenizer: model.tokenizer,
+    openEngine({
+      modelDir: dir,
+      model,
       modelId: name,
       maxModelLen: model.maxModelLen,
       eosTokenIds: [],
-      backend: { intraOpNumThreads: threads },
+      backend: { threads, shards },
       maxNumSeqs,
       speculative: spec,
       numSpeculativeTokens: k,
-      shards,
     });
 
   const decodeTokens = 128;

@@ -57,6 +57,14 @@ export interface SamplingParams {
   readonly stopStrings: readonly string[];
   /** Number of alternatives per token; -1 means no logprobs at all, 0 means sampled-token logprob only. */
   readonly logprobs: number;
+  /** Drop tokens below minP × the most likely one's probability (0 or absent: off). */
+  readonly minP?: number;
+  /** Subtracted once from the logit of every token already generated (0 or absent: off). */
+  readonly presencePenalty?: number;
+  /** Subtracted from a generated token's logit per occurrence (0 or absent: off). */
+  readonly frequencyPenalty?: number;
+  /** Divides positive / multiplies negative logits of every token in the history (1 or absent: off). */
+  readonly repetitionPenalty?: number;
 }
 
 export interface GenerateRequest {
@@ -70,8 +78,19 @@ export interface GenerateRequest {
 export interface EngineStats {
   readonly running: number;
   readonly waiting: number;
-  /** Fraction 0..1 of the KV cache budget in use. */
+  /** Fraction 0..1 of the KV cache in use (blocks held by sequences / blocks). */
   readonly kvCacheUsage: number;
+  /** KV blocks held by running sequences, and the pool's size (engines with a paged KV). */
+  readonly kvBlocksUsed?: number;
+  readonly kvBlocksTotal?: number;
+  /** Prompt tokens looked up in the prefix cache, and of those served from it. */
+  readonly prefixCacheQueriedTokens?: number;
+  readonly prefixCacheHitTokens?: number;
+  /** Sequences preempted (blocks given back, recomputed later) so far. */
+  readonly preemptions?: number;
+  /** Requests admitted so far, and the seconds they spent waiting in the queue in total. */
+  readonly admitted?: number;
+  readonly queueTimeSeconds?: number;
 }
 
 export interface Engine {

@@ -1,66 +1,49 @@
 /**
- * rill's Engine: continuous batching over a Backend, per-request sampling, stop handling and n-gram speculative
- * decoding. `createEngine` loads a model directory (or a bare ONNX file) onto the ONNX Runtime CPU backend; any other
- * Backend can be passed as `customBackend`.
+ * rill's Engine: continuous batching over any Backend (engine/step_batch.ts), paged KV through the scheduler's block
+ * manager, stop handling and n-gram speculative decoding. The backend samples and verifies drafts itself; the engine
+ * owns the numbers (who runs, what each feeds, block tables, sampling parameters) and the text rules.
  *
- * Step loop (one iteration = one engine step = one batched backend call):
- *   1. aborted sequences (signal or stream cancel) leave with finish "abort" and free their cache;
- *   2. waiting sequences are admitted (slots, KV budget, prefill budget);
- *   3. every running sequence contributes one batch entry: its prompt (fresh), else its last token plus drafts;
- *   4. the backend runs; each sequence samples/verifies, rolls back rejected drafts, applies stop rules and limits,
- *      and receives exactly one `step` chunk carrying all tokens it may emit this step (none when a stop-string
- *      prefix is being held back), plus a `finish` chunk when it ends.
- * Invariant between steps: a running, non-fresh sequence has `cachedLength === length - 1` (every token but the
- * last sampled one is in the backend cache).
+ * Step loop (one iteration = one engine step = one backend call with one packed batch):
+ *   1. aborted sequences (signal or stream cancel) leave with finish "abort" and give their blocks back;
+ *   2. the scheduler plans the step under the token budget: decodes (last token + drafts), prefill chunks, newly
+ *      admitted sequences; blocks are taken as sequences grow, and when they run out the newest sequence is
+ *      preempted and later recomputed (its client sees only a delay);
+ *   3. the plan is packed into the reused StepBatch buffers and the backend runs;
+ *   4. each sampled sequence takes its accepted tokens (1..drafts+1) through stop rules and limits, and receives
+ *      exactly one `step` chunk carrying all tokens it may emit this step (none when a stop-string prefix is held
+ *      back), plus a `finish` chunk when it ends. Rollback of rejected drafts is implicit: the next step's context
+ *      length says what the sequence keeps.
+ * Invariant between steps: a running sequence has 1 ≤ length − computedLength (every known token but the unfed
+ * ones is in the backend's KV).
  */
-import type { Backend } from "./backend.ts";
 import type { Engine, EngineChunk, EngineStats, FinishReason, GenerateRequest, TokenLogprob } from "./engine.ts";
-import { KvCacheBudget } from "./kv_cache.ts";
+import { BlockManager } from "./block_manager.ts";
 import { NgramProposer, type NgramProposerOptions } from "./ngram_proposer.ts";
-import { OnnxBackend, type OnnxBackendOptions } from "./backends/onnx_backend.ts";
-import { Sampler, tokenLogprob } from "./sampler.ts";
-import { Scheduler } from "./scheduler.ts";
+import { Scheduler, type StepPlan } from "./scheduler.ts";
+import type { Backend } from "./step_batch.ts";
+import { StepBatchBuilder } from "./step_batch_builder.ts";
 import { StopMatcher } from "./stop_matcher.ts";
-import { ShardedBackend, WorkerBackend } from "./backends/worker_backend.ts";
 import type { Tokenizer } from "../model/tokenizer.ts";
 
 export interface EngineOptions {
-  /** A model directory (config.json + onnx/model.onnx). */
-  readonly modelDir?: string;
-  /** An ONNX file; config.json is looked up next to it or one directory up. */
-  readonly modelPath?: string;
-  /**
-   * The ONNX model's bytes, used instead of reading `onnx/model.onnx` (or `modelPath`) from disk, e.g. a model
-   * embedded in a compiled binary that native code cannot open by path. Must be self-contained (no external data).
-   * modelDir/modelPath then only locate config.json.
-   */
-  readonly modelBytes?: Uint8Array;
-  /** A ready backend (e.g. a native one); then modelDir/modelPath only supply config.json, if given. */
-  readonly customBackend?: Backend;
   readonly tokenizer: Tokenizer;
   readonly modelId?: string;
-  readonly backend?: OnnxBackendOptions;
-  /**
-   * Split each step's batch across this many ONNX sessions running at once: the main thread plus `shards - 1` Web
-   * Workers (default 1). Helps large batches on multi-core machines; small batches stay on the main thread.
-   */
-  readonly shards?: number;
-  /** Most sequences in one batch (default 32). */
+  /** Most sequences in one step (default min(32, the backend's maxSeqs)). */
   readonly maxNumSeqs?: number;
   /** Most requests waiting beyond the free batch slots (default 256). */
   readonly maxQueue?: number;
-  /** Context length; defaults to the model's max_position_embeddings. */
+  /** Context length; defaults to, and is capped by, the backend's maxPositions. */
   readonly maxModelLen?: number;
   readonly speculative?: "ngram" | "none";
-  /** Drafts per step when speculating (default 4). */
+  /** Drafts per step when speculating (default 4, capped by the backend's maxDrafts). */
   readonly numSpeculativeTokens?: number;
   readonly ngram?: NgramProposerOptions;
-  /** Always-stop token ids; default: eos_token_id from generation_config.json / config.json. */
+  /** Always-stop token ids (e.g. the model's eos_token_id); default none. */
   readonly eosTokenIds?: readonly number[];
-  /** KV budget in tokens (default maxNumSeqs × maxModelLen, i.e. never the limiting factor). */
-  readonly kvCacheTokens?: number;
-  /** Padded prompt tokens admitted per step (default 8192, less for vocabularies over ~8k). */
-  readonly maxPrefillTokens?: number;
+  /** Fed tokens per step, drafts included (default: the backend's maxBatchTokens). */
+  readonly maxNumBatchedTokens?: number;
+  /** Share identical prompt-prefix blocks between requests (default: when the backend shares prefix blocks). */
+  readonly enablePrefixCache?: boolean;
 }
 
 /** Counters for benchmarks and diagnostics. */
@@ -75,31 +58,39 @@ export interface EngineMetrics {
   readonly backendSeconds: number;
   /** Seconds of whole steps (backend + engine work). */
   readonly stepSeconds: number;
+  /** Sequences that gave their blocks back to make room, to be recomputed. */
+  readonly preemptions: number;
+  /** Prompt tokens served from the prefix cache. */
+  readonly cachedPromptTokens: number;
+  /** Most sequences running in one step so far. */
+  readonly peakRunning: number;
+  /** Most KV blocks in use after a step so far. */
+  readonly peakBlocksInUse: number;
 }
 
-interface ModelConfig {
-  vocabSize?: number;
-  maxPositions?: number;
-  numLayers?: number;
-  kvHeads?: number;
-  headDim?: number;
-  eos: number[];
+function randomSeed(): bigint {
+  const buf = new BigUint64Array(1);
+  crypto.getRandomValues(buf);
+  return buf[0]!;
 }
 
 class Sequence {
   readonly id: number;
   readonly request: GenerateRequest;
   readonly promptLength: number;
-  readonly reserveTokens: number;
-  readonly sampler: Sampler;
   readonly matcher: StopMatcher;
+  /** Known tokens: prompt then generated; `tokens[0 .. length)`. */
   readonly tokens: Int32Array;
   length: number;
+  computedLength = 0;
+  cachedPromptTokens = 0;
+  readonly seed: bigint;
   generated = 0;
-  cachedLength = 0;
-  drafts: number[] = [];
+  /** Drafts proposed for the coming step (the plan may use fewer). */
+  proposal: number[] = [];
   /** Logprobs of tokens held back by the stop matcher, released in the same FIFO order. */
   heldLogprobs: TokenLogprob[] = [];
+  admitted = false;
   aborted = false;
   done = false;
   controller!: ReadableStreamDefaultController<EngineChunk>;
@@ -115,17 +106,18 @@ class Sequence {
     this.id = id;
     this.request = request;
     this.promptLength = request.promptTokens.length;
-    this.reserveTokens = Math.min(this.promptLength + request.sampling.maxTokens, maxModelLen);
-    this.sampler = new Sampler(request.sampling);
     this.matcher = new StopMatcher(
       stops,
       request.sampling.stopStrings,
       (id) => tk.tokenBytes(id),
       (text) => tk.encodeOrdinary(text),
     );
-    this.tokens = new Int32Array(Math.max(this.reserveTokens, this.promptLength));
+    const most = Math.min(this.promptLength + Math.max(0, request.sampling.maxTokens), maxModelLen);
+    this.tokens = new Int32Array(Math.max(most, this.promptLength));
     this.tokens.set(request.promptTokens);
     this.length = this.promptLength;
+    const seed = request.sampling.seed;
+    this.seed = seed === undefined ? randomSeed() : BigInt.asUintN(64, BigInt(Math.trunc(seed)));
   }
 
   send(chunk: EngineChunk): void {
@@ -143,14 +135,14 @@ export class LlmEngine implements Engine {
   readonly maxModelLen: number;
   readonly backend: Backend;
   readonly #eos: readonly number[];
-  readonly #kv: KvCacheBudget;
+  readonly #blocks: BlockManager;
   readonly #scheduler: Scheduler<Sequence>;
+  readonly #builder: StepBatchBuilder;
   readonly #proposer: NgramProposer | undefined;
   readonly #k: number;
   #nextId = 1;
   #loop: Promise<void> | undefined;
   #closing = false;
-  #wake: (() => void) | undefined;
   #metrics = {
     steps: 0,
     generatedTokens: 0,
@@ -159,28 +151,41 @@ export class LlmEngine implements Engine {
     verifySteps: 0,
     backendSeconds: 0,
     stepSeconds: 0,
+    preemptions: 0,
+    cachedPromptTokens: 0,
+    peakRunning: 0,
+    peakBlocksInUse: 0,
   };
 
-  constructor(backend: Backend, options: EngineOptions, config: ModelConfig) {
+  constructor(backend: Backend, options: EngineOptions) {
+    const info = backend.info;
     this.backend = backend;
     this.tokenizer = options.tokenizer;
     this.modelId = options.modelId ?? "model";
-    const modelMax = Math.min(backend.maxPositions, config.maxPositions ?? backend.maxPositions);
-    this.maxModelLen = Math.min(options.maxModelLen ?? modelMax, modelMax);
+    this.maxModelLen = Math.min(options.maxModelLen ?? info.maxPositions, info.maxPositions);
     if (!(this.maxModelLen >= 2)) throw new RangeError("maxModelLen must be at least 2");
-    this.#eos = options.eosTokenIds ?? config.eos;
-    const maxNumSeqs = options.maxNumSeqs ?? 32;
-    this.#kv = new KvCacheBudget(options.kvCacheTokens ?? maxNumSeqs * this.maxModelLen);
+    this.#eos = options.eosTokenIds ?? [];
+    const maxNumSeqs = Math.min(options.maxNumSeqs ?? 32, info.maxSeqs);
+    const budget = Math.min(options.maxNumBatchedTokens ?? info.maxBatchTokens, info.maxBatchTokens);
+    const prefix = options.enablePrefixCache ?? info.sharesPrefixBlocks;
+    if (prefix && !info.sharesPrefixBlocks) throw new RangeError("this backend does not share prefix blocks");
+    this.#blocks = new BlockManager({
+      numBlocks: info.numBlocks,
+      blockSize: info.blockSize,
+      enablePrefixCache: prefix,
+    });
     this.#scheduler = new Scheduler<Sequence>({
       maxNumSeqs,
       maxQueue: options.maxQueue ?? 256,
-      // The decoder-with-past graph returns logits for every fed position, so a prefill run holds rows × length × vocab
-      // floats; bound that to ~256 MB by default (one sequence is always admitted regardless).
-      maxPrefillTokens: options.maxPrefillTokens ?? Math.max(512, Math.min(8192, Math.floor(64e6 / backend.vocabSize))),
-    }, this.#kv);
-    this.#k = options.numSpeculativeTokens ?? 4;
-    if (!(this.#k >= 1)) throw new RangeError("numSpeculativeTokens must be at least 1");
-    this.#proposer = (options.speculative ?? "none") === "ngram" ? new NgramProposer(options.ngram) : undefined;
+      maxNumBatchedTokens: budget,
+      maxModelLen: this.maxModelLen,
+    }, this.#blocks);
+    this.#builder = new StepBatchBuilder(info, this.maxModelLen);
+    this.#k = Math.min(options.numSpeculativeTokens ?? 4, info.maxDrafts);
+    if (!(this.#k >= 0)) throw new RangeError("numSpeculativeTokens must be at least 1");
+    this.#proposer = (options.speculative ?? "none") === "ngram" && this.#k > 0
+      ? new NgramProposer(options.ngram)
+      : undefined;
   }
 
   generate(request: GenerateRequest): ReadableStream<EngineChunk> {
@@ -217,10 +222,18 @@ export class LlmEngine implements Engine {
   }
 
   stats(): EngineStats {
+    const s = this.#scheduler.stats();
     return {
       running: this.#scheduler.running.length,
       waiting: this.#scheduler.waiting.length,
-      kvCacheUsage: this.#kv.usage,
+      kvCacheUsage: s.blocksInUse / s.blocksTotal,
+      kvBlocksUsed: s.blocksInUse,
+      kvBlocksTotal: s.blocksTotal,
+      prefixCacheQueriedTokens: s.prefixQueriedTokens,
+      prefixCacheHitTokens: s.prefixHitTokens,
+      preemptions: s.preemptions,
+      admitted: s.admitted,
+      queueTimeSeconds: s.queueTimeMs / 1000,
     };
   }
 
@@ -240,19 +253,13 @@ export class LlmEngine implements Engine {
     if (n >= this.maxModelLen) {
       return { reason: "error", message: `prompt has ${n} tokens; the context length is ${this.maxModelLen}` };
     }
-    const V = this.backend.vocabSize;
+    const V = this.backend.info.vocabSize;
     for (const t of seq.request.promptTokens) {
       if (!Number.isInteger(t) || t < 0 || t >= V) {
         return { reason: "error", message: `prompt token ${t} is outside the vocabulary` };
       }
     }
     if (seq.request.sampling.maxTokens <= 0) return { reason: "length" };
-    if (!this.#scheduler.fits(seq)) {
-      return {
-        reason: "error",
-        message: `request needs ${seq.reserveTokens} cache tokens; the budget is ${this.#kv.capacity}`,
-      };
-    }
     return undefined;
   }
 
@@ -281,78 +288,128 @@ export class LlmEngine implements Engine {
       for (const seq of [...this.#scheduler.waiting, ...this.#scheduler.running]) {
         if (seq.aborted) this.#finish(seq, "abort");
       }
-      const admitted = new Set(this.#scheduler.admit());
-      const running = this.#scheduler.running;
-      if (running.length === 0) break; // only reachable when nothing waits either (admission always takes one)
+      if (this.#scheduler.idle) break;
+      let plan: StepPlan<Sequence>;
       try {
-        await this.#step(running, admitted);
+        plan = this.#scheduler.schedule((seq, most) => this.#propose(seq, most));
       } catch (e) {
-        // A bug in sampling or bookkeeping must not strand streams: fail this batch and keep serving.
+        // Bookkeeping bugs must not strand streams: fail everyone and keep serving later requests.
         const message = e instanceof Error ? e.message : String(e);
-        for (const seq of [...running]) this.#finish(seq, "error", message);
+        for (const seq of [...this.#scheduler.running, ...this.#scheduler.waiting]) this.#finish(seq, "error", message);
+        continue;
+      }
+      for (const seq of plan.preempted) {
+        this.backend.release(seq.id);
+        this.#metrics.preemptions++;
+      }
+      if (plan.entries.length === 0) {
+        if (plan.preempted.length > 0) continue;
+        // Nothing could be scheduled with nothing running: the pool cannot take the head of the queue.
+        const head = this.#scheduler.waiting[0];
+        if (head !== undefined) this.#finish(head, "error", "the KV cache cannot hold this request");
+        continue;
+      }
+      try {
+        await this.#step(plan);
+      } catch (e) {
+        // A bug in bookkeeping must not strand streams: fail this batch and keep serving.
+        const message = e instanceof Error ? e.message : String(e);
+        for (const entry of plan.entries) this.#finish(entry.seq, "error", message);
       }
     }
   }
 
-  async #step(running: readonly Sequence[], admitted: ReadonlySet<Sequence>): Promise<void> {
+  /** Drafts the sequence would like to verify this step, at most `most` (the plan may still take fewer). */
+  #propose(seq: Sequence, most: number): number {
+    seq.proposal = [];
+    if (this.#proposer === undefined) return 0;
+    const sp = seq.request.sampling;
+    const k = Math.min(this.#k, most, sp.maxTokens - seq.generated - 1, this.maxModelLen - seq.length);
+    if (k > 0) seq.proposal = this.#proposer.propose(seq.tokens, seq.length, k);
+    return seq.proposal.length;
+  }
+
+  async #step(plan: StepPlan<Sequence>): Promise<void> {
     const started = performance.now();
-    const batch = running.map((seq) => {
-      if (admitted.has(seq)) {
-        return { seqId: seq.id, tokens: seq.request.promptTokens, cachedLength: 0, logitsCount: 1 };
-      }
-      seq.drafts = this.#propose(seq);
-      const tokens = [seq.tokens[seq.length - 1]!, ...seq.drafts];
-      return { seqId: seq.id, tokens, cachedLength: seq.cachedLength, logitsCount: tokens.length };
-    });
-    const seqs = [...running];
-    let out;
+    const b = this.#builder;
+    b.reset();
+    for (const e of plan.entries) {
+      const seq = e.seq;
+      seq.admitted = true;
+      const sp = seq.request.sampling;
+      const contextLen = e.start + e.count + e.drafts;
+      b.add({
+        seqId: seq.id,
+        tokens: seq.tokens,
+        from: e.start,
+        to: e.start + e.count,
+        drafts: e.drafts > 0 ? seq.proposal.slice(0, e.drafts) : [],
+        sample: e.sample,
+        blocks: this.#blocks.blockTable(seq.id).slice(0, Math.ceil(contextLen / this.#blocks.blockSize)),
+        temperature: sp.temperature,
+        topP: sp.topP,
+        topK: sp.topK,
+        minP: sp.minP ?? 0,
+        presencePenalty: sp.presencePenalty ?? 0,
+        frequencyPenalty: sp.frequencyPenalty ?? 0,
+        repetitionPenalty: sp.repetitionPenalty ?? 1,
+        seed: seq.seed,
+        logprobs: sp.logprobs,
+        promptLength: seq.promptLength,
+      });
+    }
+    this.#metrics.peakRunning = Math.max(this.#metrics.peakRunning, this.#scheduler.running.length);
+    const result = b.result;
     try {
-      out = await this.backend.step(batch);
+      await this.backend.step(b.batch(), result);
     } catch (e) {
       const message = e instanceof Error ? e.message : String(e);
-      for (const seq of seqs) this.#finish(seq, "error", message);
+      for (const entry of plan.entries) this.#finish(entry.seq, "error", message);
       return;
     }
-    const backendDone = performance.now();
-    this.#metrics.backendSeconds += (backendDone - started) / 1000;
-    const V = this.backend.vocabSize;
-    seqs.forEach((seq, i) => {
-      const logits = out.logits(i);
-      const rows: Float32Array[] = [];
-      for (let r = 0; r < logits.length / V; r++) rows.push(logits.subarray(r * V, (r + 1) * V));
-      let produced: number[];
-      if (admitted.has(seq)) {
-        seq.cachedLength = seq.promptLength;
-        produced = [seq.sampler.sample(rows[0]!)];
-      } else if (seq.drafts.length === 0) {
-        seq.cachedLength += 1;
-        produced = [seq.sampler.sample(rows[0]!)];
-      } else {
-        const verdict = seq.sampler.verify(rows, seq.drafts);
-        const kept = seq.cachedLength + 1 + verdict.acceptedDrafts;
-        if (verdict.acceptedDrafts < seq.drafts.length) this.backend.truncate(seq.id, kept);
-        seq.cachedLength = kept;
-        produced = verdict.tokens;
-        this.#metrics.draftedTokens += seq.drafts.length;
-        this.#metrics.acceptedDrafts += verdict.acceptedDrafts;
+    this.#metrics.backendSeconds += (performance.now() - started) / 1000;
+    const W = this.backend.info.maxDrafts + 1;
+    const maxTop = this.backend.info.maxTopLogprobs;
+    plan.entries.forEach((e, i) => {
+      const seq = e.seq;
+      if (seq.done) return;
+      const fedEnd = e.start + e.count;
+      if (!e.sample) {
+        this.#scheduler.commit(seq, fedEnd);
+        return;
+      }
+      const n = result.counts[i]!;
+      if (!(n >= 1 && n <= e.drafts + 1)) throw new Error(`backend accepted ${n} tokens for ${e.drafts} drafts`);
+      if (e.drafts > 0) {
+        this.#metrics.draftedTokens += e.drafts;
+        this.#metrics.acceptedDrafts += n - 1;
         this.#metrics.verifySteps++;
       }
-      this.#kv.setUsed(seq.id, seq.cachedLength);
-      this.#accept(seq, produced, rows);
+      const produced: number[] = [];
+      const logprobs: TokenLogprob[] = [];
+      const nTop = Math.min(seq.request.sampling.logprobs, maxTop);
+      for (let r = 0; r < n; r++) {
+        const slot = i * W + r;
+        produced.push(result.tokens[slot]!);
+        if (nTop >= 0) {
+          const top: { id: number; logprob: number }[] = [];
+          for (let j = 0; j < nTop; j++) {
+            top.push({ id: result.topIds[slot * maxTop + j]!, logprob: result.topLogprobs[slot * maxTop + j]! });
+          }
+          logprobs.push({ logprob: result.logprobs[slot]!, top });
+        }
+      }
+      this.#accept(seq, produced, logprobs);
+      // Accepted drafts are in the KV now; the last accepted token is fed next step.
+      if (!seq.done) this.#scheduler.commit(seq, fedEnd + n - 1);
     });
+    this.#metrics.peakBlocksInUse = Math.max(this.#metrics.peakBlocksInUse, this.#blocks.numUsedBlocks);
     this.#metrics.steps++;
     this.#metrics.stepSeconds += (performance.now() - started) / 1000;
   }
 
-  #propose(seq: Sequence): number[] {
-    if (this.#proposer === undefined) return [];
-    const sp = seq.request.sampling;
-    const k = Math.min(this.#k, sp.maxTokens - seq.generated - 1, this.maxModelLen - seq.length);
-    return k > 0 ? this.#proposer.propose(seq.tokens, seq.length, k) : [];
-  }
-
   /** Runs produced tokens through limits and stop rules; emits this step's chunk and, if it ends, the finish. */
-  #accept(seq: Sequence, produced: readonly number[], rows: readonly Float32Array[]): void {
+  #accept(seq: Sequence, produced: readonly number[], logprobs: readonly TokenLogprob[]): void {
     const sp = seq.request.sampling;
     const wantLogprobs = sp.logprobs >= 0;
     const emit: number[] = [];
@@ -363,7 +420,7 @@ export class LlmEngine implements Engine {
       seq.tokens[seq.length++] = token;
       seq.generated++;
       this.#metrics.generatedTokens++;
-      if (wantLogprobs) seq.heldLogprobs.push(tokenLogprob(rows[k]!, token, sp.logprobs));
+      if (wantLogprobs) seq.heldLogprobs.push(logprobs[k]!);
       const verdict = seq.matcher.push(token);
       emit.push(...verdict.tokens);
       const synthesized = verdict.kind === "stop" ? verdict.synthesized ?? 0 : 0;
@@ -403,11 +460,13 @@ export class LlmEngine implements Engine {
     this.#scheduler.remove(seq);
     this.backend.release(seq.id);
     if (seq.onAbort !== undefined) seq.request.signal?.removeEventListener("abort", seq.onAbort);
+    this.#metrics.cachedPromptTokens += seq.cachedPromptTokens;
     seq.send({
       type: "finish",
       reason,
       promptTokens: seq.promptLength,
       outputTokens: seq.generated,
+      ...(seq.admitted ? { cachedTokens: seq.cachedPromptTokens } : {}),
       ...(message !== undefined ? { message } : {}),
     });
     try {
@@ -418,122 +477,7 @@ export class LlmEngine implements Engine {
   }
 }
 
-async function readJson(path: string): Promise<Record<string, unknown> | undefined> {
-  let text: string;
-  try {
-    text = await Deno.readTextFile(path);
-  } catch (e) {
-    if (e instanceof Deno.errors.NotFound) return undefined;
-    throw e;
-  }
-  try {
-    return JSON.parse(text) as Record<string, unknown>;
-  } catch (e) {
-    throw new Error(`${path}: invalid JSON (${e instanceof Error ? e.message : e})`);
-  }
-}
-
-function ids(value: unknown): number[] {
-  if (typeof value === "number") return [value];
-  if (Array.isArray(value)) return value.filter((v): v is number => typeof v === "number");
-  return [];
-}
-
-function num(value: unknown): number | undefined {
-  return typeof value === "number" && Number.isFinite(value) ? value : undefined;
-}
-
-/** Reads the config.json / generation_config.json fields the engine and backend need. */
-export async function readModelConfig(dir: string): Promise<ModelConfig> {
-  const config = await readJson(`${dir}/config.json`);
-  const generation = await readJson(`${dir}/generation_config.json`);
-  if (config === undefined) return { eos: ids(generation?.["eos_token_id"]) };
-  const heads = num(config["num_attention_heads"]);
-  const hidden = num(config["hidden_size"]);
-  const headDim = num(config["head_dim"]) ?? (heads && hidden ? hidden / heads : undefined);
-  const out: ModelConfig = {
-    eos: [...new Set([...ids(generation?.["eos_token_id"]), ...ids(config["eos_token_id"])])],
-  };
-  const set = (key: keyof Omit<ModelConfig, "eos">, v: number | undefined) => {
-    if (v !== undefined) out[key] = v;
-  };
-  set("vocabSize", num(config["vocab_size"]));
-  set("maxPositions", num(config["max_position_embeddings"]));
-  set("numLayers", num(config["num_hidden_layers"]));
-  set("kvHeads", num(config["num_key_value_heads"]) ?? heads);
-  set("headDim", headDim);
-  return out;
-}
-
-function dirname(path: string): string {
-  const i = path.replace(/\/+$/, "").lastIndexOf("/");
-  return i < 0 ? "." : i === 0 ? "/" : path.slice(0, i);
-}
-
-function basename(path: string): string {
-  const trimmed = path.replace(/\/+$/, "");
-  return trimmed.slice(trimmed.lastIndexOf("/") + 1);
-}
-
-async function exists(path: string): Promise<boolean> {
-  try {
-    await Deno.stat(path);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** Loads a model and returns a ready engine. */
-export async function createEngine(options: EngineOptions): Promise<LlmEngine> {
-  let configDir: string | undefined = options.modelDir;
-  let onnxPath: string | undefined;
-  if (options.modelDir !== undefined) {
-    onnxPath = `${options.modelDir}/onnx/model.onnx`;
-  } else if (options.modelPath !== undefined) {
-    onnxPath = options.modelPath;
-    const here = dirname(options.modelPath);
-    for (const dir of [here, dirname(here)]) {
-      if (await exists(`${dir}/config.json`)) {
-        configDir = dir;
-        break;
-      }
-    }
-  } else if (options.customBackend === undefined && options.modelBytes === undefined) {
-    throw new Error("createEngine: give modelDir, modelPath, modelBytes or customBackend");
-  }
-  const config = configDir !== undefined ? await readModelConfig(configDir) : { eos: [] };
-  let backend = options.customBackend;
-  if (backend === undefined) {
-    const model: string | Uint8Array = options.modelBytes ?? onnxPath!;
-    if (typeof model === "string" && !(await exists(model))) throw new Error(`model file not found: ${model}`);
-    const dims: Record<string, number> = {};
-    for (const key of ["vocabSize", "maxPositions", "numLayers", "kvHeads", "headDim"] as const) {
-      const v = config[key];
-      if (v !== undefined) dims[key] = v;
-    }
-    const shards = options.shards ?? 1;
-    if (!(Number.isInteger(shards) && shards >= 1)) throw new RangeError("shards must be a positive integer");
-    const main = await OnnxBackend.create(model, options.backend, dims);
-    if (shards === 1) backend = main;
-    else {
-      const workers: Backend[] = [];
-      try {
-        for (let i = 1; i < shards; i++) {
-          workers.push(await WorkerBackend.create(model, options.backend ?? {}, dims));
-        }
-      } catch (e) {
-        await Promise.all([main, ...workers].map((b) => b.close()));
-        throw e;
-      }
-      backend = new ShardedBackend([main, ...workers]);
-    }
-  }
-  const modelId = options.modelId ??
-    (options.modelDir !== undefined
-      ? basename(options.modelDir)
-      : configDir !== undefined
-      ? basename(configDir)
-      : "model");
-  return new LlmEngine(backend, { ...options, modelId }, config);
+/** A ready engine over a ready backend. */
+export function createEngine(backend: Backend, options: EngineOptions): LlmEngine {
+  return new LlmEngine(backend, options);
 }

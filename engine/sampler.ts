@@ -1,66 +1,45 @@
 /**
- * Per-request token sampling: greedy, temperature, top-k, top-p, a seeded PRNG, OpenAI-style logprobs, and the
- * rejection-sampling rule that verifies speculative drafts.
+ * The host sampling rule (docs/backend-step.md, "Sampling, specified once"): penalties, allowed-token mask, greedy
+ * with ties to the lowest id, temperature, top-k, top-p, min-p, and an inverse-CDF draw in ascending id order from
+ * Philox (docs/random.md). This is the CPU reference every other backend's sampler is compared with.
  *
  * Invariants:
- * - Each request owns its PRNG, seeded from `SamplingParams.seed` (or from the OS when absent), and draws from it
- *   only for its own tokens, so the same seed gives the same output whether the request runs alone or in a batch.
- * - Greedy (temperature 0) never touches the PRNG and breaks argmax ties towards the lowest id, so it is
- *   deterministic by construction.
- * - Logprobs are always the log-softmax of the raw logits at temperature 1 over the full vocabulary (what OpenAI
- *   reports), independent of the sampling transform.
+ * - A token depends only on the row's logits, the sequence's parameters, its history and the position the token
+ *   will occupy: never on the batch, the step or earlier draws, so a seed reproduces alone, batched and with drafts.
+ * - Greedy (temperature 0) never draws and breaks ties towards the lowest id.
+ * - Logprobs are the log-softmax of the raw logits at temperature 1 over the full vocabulary (what OpenAI reports),
+ *   independent of penalties, masks and the sampling transform.
  */
-import type { SamplingParams, TokenLogprob } from "./engine.ts";
+import type { TokenLogprob } from "./engine.ts";
+import { philoxUniform } from "./philox.ts";
 
-/** sfc32 seeded through splitmix32: tiny, fast, and good enough for sampling. Yields floats in [0, 1). */
-export class Prng {
-  #a: number;
-  #b: number;
-  #c: number;
-  #d: number;
-
-  constructor(seed: number) {
-    let s = (Math.floor(seed) ^ Math.floor(seed / 0x100000000)) >>> 0;
-    const next = (): number => {
-      s = (s + 0x9e3779b9) >>> 0;
-      let z = s;
-      z = Math.imul(z ^ (z >>> 16), 0x85ebca6b) >>> 0;
-      z = Math.imul(z ^ (z >>> 13), 0xc2b2ae35) >>> 0;
-      return (z ^ (z >>> 16)) >>> 0;
-    };
-    this.#a = next();
-    this.#b = next();
-    this.#c = next();
-    this.#d = next();
-    for (let i = 0; i < 12; i++) this.nextUint32();
-  }
-
-  nextUint32(): number {
-    const t = (((this.#a + this.#b) >>> 0) + this.#d) >>> 0;
-    this.#d = (this.#d + 1) >>> 0;
-    this.#a = this.#b ^ (this.#b >>> 9);
-    this.#b = (this.#c + (this.#c << 3)) >>> 0;
-    this.#c = ((this.#c << 21) | (this.#c >>> 11)) >>> 0;
-    this.#c = (this.#c + t) >>> 0;
-    return t;
-  }
-
-  /** Uniform in [0, 1) with 53 random bits. */
-  next(): number {
-    const hi = this.nextUint32() >>> 5;
-    const lo = this.nextUint32() >>> 6;
-    return (hi * 67108864 + lo) / 9007199254740992;
-  }
+/** One sequence's sampling parameters, as the step batch carries them. */
+export interface RowSampling {
+  /** 0 = greedy. */
+  readonly temperature: number;
+  /** 1 (or ≤ 0) = off. */
+  readonly topP: number;
+  /** 0 = off. */
+  readonly topK: number;
+  /** 0 = off. */
+  readonly minP: number;
+  readonly presencePenalty: number;
+  readonly frequencyPenalty: number;
+  /** 1 = off. */
+  readonly repetitionPenalty: number;
+  readonly seed: bigint;
 }
 
-function randomSeed(): number {
-  const buf = new Uint32Array(2);
-  crypto.getRandomValues(buf);
-  return (buf[0] ?? 0) * 0x100000000 + (buf[1] ?? 0);
+/** What the penalties see of a sequence's history: counts of generated tokens, and every token seen at all. */
+export interface PenaltyHistory {
+  /** Generated (non-prompt) token → occurrences. */
+  readonly generated: ReadonlyMap<number, number>;
+  /** Every distinct token of prompt and generated text. */
+  readonly seen: ReadonlySet<number>;
 }
 
 /** Index of the largest value; ties go to the lowest index. */
-export function argmax(row: Float32Array): number {
+export function argmax(row: Float32Array | Float64Array): number {
   let best = 0;
   let bestValue = -Infinity;
   for (let i = 0; i < row.length; i++) {
@@ -91,13 +70,18 @@ export function topIds(values: Float32Array | Float64Array, k: number): number[]
   return ids;
 }
 
-/** Log-softmax at temperature 1 of the raw logits: the sampled token's logprob plus the `top` best alternatives. */
-export function tokenLogprob(row: Float32Array, token: number, top: number): TokenLogprob {
+/** log Σ exp(row): the normaliser of the temperature-1 log-softmax. */
+export function logSumExp(row: Float32Array): number {
   let max = -Infinity;
   for (let i = 0; i < row.length; i++) if (row[i]! > max) max = row[i]!;
   let sum = 0;
   for (let i = 0; i < row.length; i++) sum += Math.exp(row[i]! - max);
-  const logZ = max + Math.log(sum);
+  return max + Math.log(sum);
+}
+
+/** Log-softmax at temperature 1 of the raw logits: the sampled token's logprob plus the `top` best alternatives. */
+export function tokenLogprob(row: Float32Array, token: number, top: number): TokenLogprob {
+  const logZ = logSumExp(row);
   const alternatives: { id: number; logprob: number }[] = [];
   if (top > 0) {
     for (const id of topIds(row, top)) alternatives.push({ id, logprob: row[id]! - logZ });
@@ -105,119 +89,105 @@ export function tokenLogprob(row: Float32Array, token: number, top: number): Tok
   return { logprob: row[token]! - logZ, top: alternatives };
 }
 
-/** The outcome of verifying drafts against target logits: the tokens to emit and how many drafts were accepted. */
-export interface VerifyResult {
-  /** Accepted drafts followed by one token sampled by the target (correction or bonus): 1..drafts+1 tokens. */
-  readonly tokens: number[];
-  readonly acceptedDrafts: number;
+/** Whether token t is allowed by a mask row (bit t % 32 of word t / 32). */
+function allowed(mask: Uint32Array, t: number): boolean {
+  return ((mask[t >>> 5]! >>> (t & 31)) & 1) === 1;
 }
 
+/**
+ * Applies the sampling rule to logits rows. Holds scratch vectors sized to the vocabulary, reused across calls, so
+ * the hot path allocates nothing; one instance serves every sequence of a backend.
+ */
 export class Sampler {
-  readonly params: SamplingParams;
-  readonly #rng: Prng | undefined;
-  /**
-   * Scratch vectors, reused across calls (allocation-free hot path). Sized by the first `distribution` call, so a
-   * greedy request, which never needs them, allocates nothing.
-   */
+  #work = new Float64Array(0);
   #probs = new Float64Array(0);
   #candidates = new Int32Array(0);
 
-  constructor(params: SamplingParams) {
-    this.params = params;
-    this.#rng = params.temperature > 0 ? new Prng(params.seed ?? randomSeed()) : undefined;
+  #scratch(n: number): void {
+    if (this.#work.length !== n) {
+      this.#work = new Float64Array(n);
+      this.#probs = new Float64Array(n);
+      this.#candidates = new Int32Array(n);
+    }
   }
 
-  get greedy(): boolean {
-    return this.#rng === undefined;
+  /** Raw logits with penalties and the mask applied (steps 1–3 of the rule), in the scratch vector. */
+  adjusted(row: Float32Array, params: RowSampling, history?: PenaltyHistory, mask?: Uint32Array): Float64Array {
+    this.#scratch(row.length);
+    const work = this.#work;
+    work.set(row);
+    if (history !== undefined) {
+      const { presencePenalty, frequencyPenalty, repetitionPenalty } = params;
+      if (presencePenalty !== 0 || frequencyPenalty !== 0) {
+        for (const [t, c] of history.generated) work[t] = work[t]! - (frequencyPenalty * c + presencePenalty);
+      }
+      if (repetitionPenalty !== 1) {
+        for (const t of history.seen) {
+          const v = work[t]!;
+          work[t] = v > 0 ? v / repetitionPenalty : v * repetitionPenalty;
+        }
+      }
+    }
+    if (mask !== undefined) {
+      let any = false;
+      for (let t = 0; t < work.length; t++) {
+        if (allowed(mask, t)) any = true;
+        else work[t] = -Infinity;
+      }
+      if (!any) throw new Error("allowedMask: a sampled row allows no token");
+    }
+    return work;
   }
 
   /**
-   * Fills the scratch vector with the target distribution p after temperature, top-k and top-p (zeros outside the
-   * kept set, normalized to sum 1) and returns it. Valid until the next call.
+   * The kept, renormalised distribution of step 5 (temperature, top-k, top-p, min-p) for already adjusted logits;
+   * a one-hot vector when greedy. Valid until the next call.
    */
-  distribution(row: Float32Array): Float64Array {
-    const probs = this.#probs.length === row.length ? this.#probs : (this.#probs = new Float64Array(row.length));
-    if (this.#candidates.length !== row.length) this.#candidates = new Int32Array(row.length);
-    const { temperature, topK, topP } = this.params;
-    if (temperature <= 0) {
+  distribution(adjusted: Float64Array, params: RowSampling): Float64Array {
+    this.#scratch(adjusted.length);
+    const probs = this.#probs;
+    const n = adjusted.length;
+    if (params.temperature <= 0) {
       probs.fill(0);
-      probs[argmax(row)] = 1;
+      probs[argmax(adjusted)] = 1;
       return probs;
     }
     let max = -Infinity;
-    for (let i = 0; i < row.length; i++) if (row[i]! > max) max = row[i]!;
+    for (let i = 0; i < n; i++) if (adjusted[i]! > max) max = adjusted[i]!;
     let sum = 0;
-    for (let i = 0; i < row.length; i++) {
-      const e = Math.exp((row[i]! - max) / temperature);
+    for (let i = 0; i < n; i++) {
+      const e = Math.exp((adjusted[i]! - max) / params.temperature);
       probs[i] = e;
       sum += e;
     }
-    for (let i = 0; i < row.length; i++) probs[i] = probs[i]! / sum;
-    if (topK > 0 && topK < row.length) this.#keepTopK(probs, topK);
-    if (topP > 0 && topP < 1) this.#keepTopP(probs, topP);
+    for (let i = 0; i < n; i++) probs[i] = probs[i]! / sum;
+    if (params.topK > 0 && params.topK < n) this.#keepTopK(probs, params.topK);
+    if (params.topP > 0 && params.topP < 1) this.#keepTopP(probs, params.topP);
+    if (params.minP > 0) this.#keepMinP(probs, params.minP);
     return probs;
   }
 
-  /** Samples one token from the processed distribution (argmax when greedy). */
-  sample(row: Float32Array): number {
-    if (this.#rng === undefined) return argmax(row);
-    return this.#draw(this.distribution(row));
-  }
-
   /**
-   * Verifies `drafts` against `rows` (rows[i] = target logits for the position after drafts[i-1]; rows.length ==
-   * drafts.length + 1). Standard speculative rejection sampling with a deterministic draft (q = one-hot at the
-   * draft): accept draft d with probability p(d); on rejection sample from normalize(max(p - q, 0)), which is p with
-   * d removed. If every draft is accepted, a bonus token is sampled from the last row. The emitted tokens are then
-   * distributed exactly as sampling the target token by token. Greedy reduces to "accept iff d is the argmax".
+   * Samples the token that will sit at `position` (the row follows fed position `position - 1`). Greedy takes the
+   * largest adjusted logit; otherwise draws u = uniform(seed, position, 0) and walks the kept distribution in
+   * ascending id order.
    */
-  verify(rows: readonly Float32Array[], drafts: readonly number[]): VerifyResult {
-    const tokens: number[] = [];
-    for (let i = 0; i < drafts.length; i++) {
-      const row = rows[i]!;
-      const draft = drafts[i]!;
-      if (this.#rng === undefined) {
-        const best = argmax(row);
-        tokens.push(best);
-        if (best !== draft) return { tokens, acceptedDrafts: i };
-        continue;
-      }
-      const p = this.distribution(row);
-      const pd = p[draft]!;
-      if (pd > 0 && this.#rng.next() < pd) {
-        tokens.push(draft);
-        continue;
-      }
-      p[draft] = 0;
-      tokens.push(this.#draw(p));
-      return { tokens, acceptedDrafts: i };
-    }
-    tokens.push(this.sample(rows[drafts.length]!));
-    return { tokens, acceptedDrafts: drafts.length };
+  sample(
+    row: Float32Array,
+    params: RowSampling,
+    position: number,
+    history?: PenaltyHistory,
+    mask?: Uint32Array,
+  ): number {
+    const plain = history === undefined && mask === undefined;
+    if (params.temperature <= 0 && plain) return argmax(row);
+    const adjusted = this.adjusted(row, params, history, mask);
+    if (params.temperature <= 0) return argmax(adjusted);
+    const p = this.distribution(adjusted, params);
+    return inverseCdf(p, philoxUniform(params.seed, position, 0));
   }
 
-  /** Draws from an unnormalized non-negative vector (the residual after rejection need not sum to 1). */
-  #draw(p: Float64Array): number {
-    let total = 0;
-    let last = -1;
-    for (let i = 0; i < p.length; i++) {
-      if (p[i]! > 0) {
-        total += p[i]!;
-        last = i;
-      }
-    }
-    if (last < 0) throw new Error("sampler: empty distribution");
-    let u = this.#rng!.next() * total;
-    for (let i = 0; i < p.length; i++) {
-      const v = p[i]!;
-      if (v <= 0) continue;
-      if (u < v) return i;
-      u -= v;
-    }
-    return last; // float rounding left u just above the total
-  }
-
-  /** Keeps the k most likely tokens (ties at the threshold keep the lowest ids) and renormalizes. */
+  /** Keeps the k most likely tokens (ties at the threshold keep the lowest ids) and renormalises. */
   #keepTopK(probs: Float64Array, k: number): void {
     const keep = topIds(probs, k);
     let kept = 0;
@@ -228,15 +198,16 @@ export class Sampler {
   }
 
   /**
-   * Nucleus: keeps the smallest most-likely set whose mass reaches `topP`. Only tokens with p >= (1 - topP) / V can
-   * belong to it (all smaller ones together weigh less than 1 - topP), so only those are sorted: cheap on big vocabs.
+   * Nucleus: keeps the shortest most-likely-first set whose mass reaches `topP` (ties to the lower id). Only tokens
+   * with p >= (1 - topP) / V can belong to it (all smaller ones together weigh less than 1 - topP), so only those
+   * are sorted: cheap on big vocabularies.
    */
   #keepTopP(probs: Float64Array, topP: number): void {
     const n = probs.length;
     const threshold = (1 - topP) / n;
     const idx = this.#candidates;
     let m = 0;
-    for (let i = 0; i < n; i++) if (probs[i]! >= threshold) idx[m++] = i;
+    for (let i = 0; i < n; i++) if (probs[i]! > 0 && probs[i]! >= threshold) idx[m++] = i;
     const order = Array.from(idx.subarray(0, m)).sort((a, b) => probs[b]! - probs[a]! || a - b);
     let cum = 0;
     let cut = order.length;
@@ -255,4 +226,59 @@ export class Sampler {
     }
     for (let i = 0; i < n; i++) probs[i] = probs[i]! / kept;
   }
+
+  /** Drops tokens below minP × the largest kept probability and renormalises. */
+  #keepMinP(probs: Float64Array, minP: number): void {
+    let max = 0;
+    for (let i = 0; i < probs.length; i++) if (probs[i]! > max) max = probs[i]!;
+    const floor = minP * max;
+    let kept = 0;
+    for (let i = 0; i < probs.length; i++) {
+      if (probs[i]! < floor) probs[i] = 0;
+      else kept += probs[i]!;
+    }
+    for (let i = 0; i < probs.length; i++) probs[i] = probs[i]! / kept;
+  }
+}
+
+/** The first id, in ascending order, at which the running sum of `p` exceeds u · total. */
+export function inverseCdf(p: Float64Array, u: number): number {
+  let total = 0;
+  let last = -1;
+  for (let i = 0; i < p.length; i++) {
+    if (p[i]! > 0) {
+      total += p[i]!;
+      last = i;
+    }
+  }
+  if (last < 0) throw new Error("sampler: empty distribution");
+  const target = u * total;
+  let cum = 0;
+  for (let i = 0; i < p.length; i++) {
+    const v = p[i]!;
+    if (v <= 0) continue;
+    cum += v;
+    if (cum > target) return i;
+  }
+  return last; // float rounding left the running sum just below u · total
+}
+
+/** Builds what the penalties see from `history` (prompt tokens first) plus tokens accepted since. */
+export function penaltyHistory(
+  history: Int32Array,
+  promptLen: number,
+  extra: readonly number[] = [],
+): PenaltyHistory {
+  const generated = new Map<number, number>();
+  const seen = new Set<number>();
+  for (let i = 0; i < history.length; i++) {
+    const t = history[i]!;
+    seen.add(t);
+    if (i >= promptLen) generated.set(t, (generated.get(t) ?? 0) + 1);
+  }
+  for (const t of extra) {
+    seen.add(t);
+    generated.set(t, (generated.get(t) ?? 0) + 1);
+  }
+  return { generated, seen };
 }

@@ -3,6 +3,8 @@ import { createHarmonyFormat, type HarmonyFormatOptions } from "./harmony_format
 import type { HfTokenizer } from "../model/hf_tokenizer.ts";
 import {
   type ChatFormatName,
+  contextLength,
+  eosTokenIds as modelEosTokenIds,
   type GenerationConfig,
   type ModelConfig,
   ModelDirError,
@@ -11,7 +13,11 @@ import {
 } from "../model/model_dir.ts";
 import { createTemplateFormat } from "./template_format.ts";
 
-/** Everything about a model except its weights session: the backend opens `onnxPath` itself. */
+/**
+ * The one model description: config.json, generation_config.json and the tokenizer files read once and validated
+ * (engine/model_dir.ts), plus the chat format. Backends and the engine take their numbers from here; the backend
+ * opens `onnxPath` itself.
+ */
 export interface LoadedModel {
   readonly dir: string;
   /** The directory's base name (what clients send as `model`). */
@@ -37,9 +43,6 @@ export interface LoadModelOptions {
   /** Qwen3-style `enable_thinking` for template formats. Default true. */
   readonly enableThinking?: boolean;
 }
-
-/** Used when neither config.json nor tokenizer_config.json bounds the context. */
-const DEFAULT_MAX_MODEL_LEN = 2048;
 
 /**
  * The chat format a model speaks: config.json's `rill.chat_format` when set; otherwise harmony for gpt-oss models
@@ -104,9 +107,8 @@ export async function loadModel(dir: string, options: LoadModelOptions = {}): Pr
     } ms)`,
   );
 
-  const limits = [m.config.maxPositionEmbeddings, m.tokenizerConfig.modelMaxLength].filter((n) => n !== undefined);
-  const maxModelLen = limits.length > 0 ? Math.min(...limits) : DEFAULT_MAX_MODEL_LEN;
-  const eosTokenIds = [...new Set([...(m.generationConfig?.eosTokenIds ?? []), ...m.config.eosTokenIds])];
+  const maxModelLen = contextLength(m);
+  const eosTokenIds = modelEosTokenIds(m);
   const modelId = baseName(dir);
   progress(`loaded ${modelId} in ${Math.round(performance.now() - start)} ms (max model len ${maxModelLen})`);
   return {

@@ -304,6 +304,23 @@ function ms(t0: number): string {
   return `${Math.round(performance.now() - t0)} ms`;
 }
 
+/** Used when neither config.json nor tokenizer_config.json bounds the context. */
+const DEFAULT_CONTEXT_LENGTH = 2048;
+
+/**
+ * The model's context length, computed here and nowhere else: the smaller of config.json's max_position_embeddings
+ * and tokenizer_config.json's model_max_length, else 2048.
+ */
+export function contextLength(m: Pick<ModelDir, "config" | "tokenizerConfig">): number {
+  const limits = [m.config.maxPositionEmbeddings, m.tokenizerConfig.modelMaxLength].filter((n) => n !== undefined);
+  return limits.length > 0 ? Math.min(...limits) : DEFAULT_CONTEXT_LENGTH;
+}
+
+/** EOS ids from generation_config.json and config.json, deduplicated (a chat format's stop tokens may add more). */
+export function eosTokenIds(m: Pick<ModelDir, "config" | "generationConfig">): number[] {
+  return [...new Set([...(m.generationConfig?.eosTokenIds ?? []), ...m.config.eosTokenIds])];
+}
+
 /** Reads, validates and builds everything in a model directory except the ONNX session. */
 export async function readModelDir(dir: string, options: ReadModelDirOptions = {}): Promise<ModelDir> {
   const progress = options.onProgress ?? (() => {});

@@ -1,5 +1,5 @@
 /**
- * CPU backend on onnxruntime-node for models in the Optimum decoder-with-past layout (docs/model-contract.md).
+ * CPU backend on onnxruntime-node for models in the Optimum decoder-with-past layout (notes/model_contract.md).
  *
  * One ORT run per step for all running sequences, however different their lengths and however many tokens each
  * feeds (1 for decode, 1 + K when verifying drafts). Sequences live as rows of a batch-layout cache block
@@ -17,7 +17,8 @@
  * the longest prompt and multiply its compute by that length.
  */
 import * as ort from "onnxruntime-node";
-import type { Backend, BatchEntry, StepOutput } from "../backend.ts";
+import type { LogitsBackend } from "./logits_backend.ts";
+import type { StepBatch } from "../step_batch.ts";
 
 export interface OnnxBackendOptions {
   /** Threads ORT uses inside one operator (default 1: on a small model, extra threads mostly add sync cost). */
@@ -99,7 +100,20 @@ class FloatScratch {
   }
 }
 
-export class OnnxBackend implements Backend {
+/** One sequence's share of a step, read from the packed batch. */
+interface Entry {
+  readonly seqId: number;
+  readonly tokens: Int32Array;
+  /** Tokens the sequence keeps from before this step. */
+  readonly cachedLength: number;
+  /** Trailing fed positions whose logits are returned (0 for an intermediate prefill chunk). */
+  readonly logitsCount: number;
+  /** First output row of this sequence. */
+  readonly rowStart: number;
+}
+
+export class OnnxBackend implements LogitsBackend {
+  readonly sharesPrefixBlocks = false;
   readonly vocabSize: number;
   readonly maxPositions: number;
   readonly dims: ModelDims;
@@ -110,6 +124,7 @@ export class OnnxBackend implements Backend {
   #main: KvBlock | undefined;
   readonly #slabs: SlabPair;
   readonly #logits = new FloatScratch();
+  readonly #rows = new FloatScratch();
   readonly #ids = new Int64Scratch();
   readonly #positions = new Int64Scratch();
   readonly #prefillIds = new Int64Scratch();
@@ -163,64 +178,88 @@ export class OnnxBackend implements Backend {
     return new OnnxBackend(session, resolveDims(session, dims));
   }
 
-  step(batch: readonly BatchEntry[]): Promise<StepOutput> {
+  forward(batch: StepBatch): Promise<Float32Array> {
     if (this.#closed) return Promise.reject(new Error("onnx backend is closed"));
     try {
-      return this.#step(batch);
+      return this.#forward(batch);
     } catch (e) {
       return Promise.reject(e);
     }
   }
 
-  async #step(batch: readonly BatchEntry[]): Promise<StepOutput> {
-    const fresh: number[] = [];
-    const cont: number[] = [];
+  /**
+   * Reads the packed batch as per-sequence entries. Rollback is implicit: a sequence whose cached length before this
+   * step (`contextLens - fed`) is below what its row holds drops the tail by zeroing mask slots; one that restarts
+   * at 0 (recompute after preemption) is dropped and prefilled afresh. A longer one is an error: this backend keeps
+   * each sequence's cache privately and cannot take shared prefix blocks.
+   */
+  async #forward(batch: StepBatch): Promise<Float32Array> {
+    const entries: Entry[] = [];
     const seen = new Set<number>();
-    batch.forEach((e, i) => {
-      if (seen.has(e.seqId)) throw new Error(`sequence ${e.seqId} appears twice in one step`);
-      seen.add(e.seqId);
-      if (e.tokens.length === 0) throw new Error(`sequence ${e.seqId}: empty step`);
-      if (e.logitsCount < 1 || e.logitsCount > e.tokens.length) {
-        throw new Error(`sequence ${e.seqId}: logitsCount ${e.logitsCount} out of range`);
+    let rowCount = 0;
+    for (let i = 0; i < batch.numSeqs; i++) {
+      const q0 = batch.queryStart[i]!;
+      const q1 = batch.queryStart[i + 1]!;
+      const seqId = batch.seqIds[i]!;
+      if (seen.has(seqId)) throw new Error(`step batch: seqIds: sequence ${seqId} appears twice in one step`);
+      seen.add(seqId);
+      const fed = q1 - q0;
+      if (!(fed >= 1)) throw new Error(`step batch: queryStart: sequence ${seqId} feeds no tokens`);
+      const before = batch.contextLens[i]! - fed;
+      if (batch.contextLens[i]! > this.maxPositions) {
+        throw new Error(
+          `step batch: contextLens: sequence ${seqId} reaches ${batch.contextLens[i]}, beyond the model's context`,
+        );
       }
-      if (e.cachedLength + e.tokens.length > this.maxPositions) {
-        throw new Error(`sequence ${e.seqId}: position ${e.cachedLength + e.tokens.length} beyond the model's context`);
+      const held = this.cachedLength(seqId);
+      if (before < 0 || before > held) {
+        throw new Error(
+          `step batch: contextLens: sequence ${seqId} continues from ${before} tokens but the backend holds ${held}`,
+        );
       }
-      if (e.cachedLength === 0) {
-        if (this.#locations.has(e.seqId)) throw new Error(`sequence ${e.seqId} is already cached`);
-        fresh.push(i);
-      } else {
-        const loc = this.#locations.get(e.seqId);
-        if (loc === undefined) throw new Error(`sequence ${e.seqId} has no cache`);
-        if (loc.block.valid[loc.row] !== e.cachedLength) {
-          throw new Error(
-            `sequence ${e.seqId}: cache holds ${loc.block.valid[loc.row]} tokens, step says ${e.cachedLength}`,
-          );
-        }
-        cont.push(i);
+      const logitsCount = batch.sampleFlags[i] === 1 ? batch.draftCounts[i]! + 1 : 0;
+      if (logitsCount > fed) {
+        throw new Error(`step batch: draftCounts: sequence ${seqId} has more drafts than fed tokens`);
       }
-    });
-    const rows: Float32Array[] = new Array(batch.length);
-    if (cont.length > 0) await this.#decode(batch, cont, rows);
-    if (fresh.length > 0) await this.#prefill(batch, fresh, rows);
-    return { logits: (i: number) => rows[i]! };
+      entries.push({
+        seqId,
+        tokens: batch.tokens.subarray(q0, q1),
+        cachedLength: before,
+        logitsCount,
+        rowStart: rowCount,
+      });
+      rowCount += logitsCount;
+    }
+    for (const e of entries) {
+      const held = this.cachedLength(e.seqId);
+      if (e.cachedLength === 0 && held > 0) this.release(e.seqId);
+      else if (e.cachedLength < held) this.#truncate(e.seqId, e.cachedLength);
+    }
+    const fresh: Entry[] = [];
+    const cont: Entry[] = [];
+    for (const e of entries) (e.cachedLength === 0 ? fresh : cont).push(e);
+    const V = this.vocabSize;
+    const out = this.#rows.view(rowCount * V);
+    if (cont.length > 0) await this.#decode(cont, out);
+    if (fresh.length > 0) await this.#prefill(fresh, out);
+    return out;
   }
 
-  async #decode(batch: readonly BatchEntry[], cont: readonly number[], out: Float32Array[]): Promise<void> {
-    const seqIds = cont.map((i) => batch[i]!.seqId);
+  async #decode(cont: readonly Entry[], out: Float32Array): Promise<void> {
+    const seqIds = cont.map((e) => e.seqId);
     let block = this.#main;
     if (block === undefined || !sameRows(block, seqIds) || wasteful(block)) block = this.#gather(seqIds);
     const { kvHeads, headDim } = this.dims;
     const B = block.rows;
     const P = block.slots;
     let S = 1;
-    for (const i of cont) S = Math.max(S, batch[i]!.tokens.length);
+    for (const e of cont) S = Math.max(S, e.tokens.length);
     const T = P + S;
     const ids = this.#ids.view(B * S);
     const pos = this.#positions.view(B * S);
     const mask = new BigInt64Array(B * T); // becomes the next block's mask, so never reused
     for (let r = 0; r < B; r++) {
-      const e = batch[cont[r]!]!;
+      const e = cont[r]!;
       const n = e.tokens.length;
       const padToken = BigInt(e.tokens[n - 1]!);
       for (let j = 0; j < S; j++) {
@@ -249,22 +288,22 @@ export class OnnxBackend implements Backend {
     });
     await this.#session.run(feeds, fetches);
     const valid = new Int32Array(B);
-    for (let r = 0; r < B; r++) valid[r] = block.valid[r]! + batch[cont[r]!]!.tokens.length;
+    for (let r = 0; r < B; r++) valid[r] = block.valid[r]! + cont[r]!.tokens.length;
     const next = new KvBlock(data, B, T, mask, valid, Int32Array.from(seqIds), side);
     this.#main = next;
     seqIds.forEach((id, r) => this.#locations.set(id, { block: next, row: r }));
     for (let r = 0; r < B; r++) {
-      const e = batch[cont[r]!]!;
+      const e = cont[r]!;
       const first = r * S + e.tokens.length - e.logitsCount;
-      out[cont[r]!] = logits.subarray(first * V, (first + e.logitsCount) * V);
+      out.set(logits.subarray(first * V, (first + e.logitsCount) * V), e.rowStart * V);
     }
   }
 
-  async #prefill(batch: readonly BatchEntry[], fresh: readonly number[], out: Float32Array[]): Promise<void> {
+  async #prefill(fresh: readonly Entry[], out: Float32Array): Promise<void> {
     const { kvHeads, headDim } = this.dims;
     const B = fresh.length;
     let S = 1;
-    for (const i of fresh) S = Math.max(S, batch[i]!.tokens.length);
+    for (const e of fresh) S = Math.max(S, e.tokens.length);
     const ids = this.#prefillIds.view(B * S);
     const pos = this.#prefillPositions.view(B * S);
     const mask = new BigInt64Array(B * S);
@@ -272,7 +311,7 @@ export class OnnxBackend implements Backend {
     pos.fill(0n);
     const valid = new Int32Array(B);
     for (let r = 0; r < B; r++) {
-      const e = batch[fresh[r]!]!;
+      const e = fresh[r]!;
       const n = e.tokens.length;
       const pad = S - n; // left padding: the prompt ends at the last column for every row
       for (let j = 0; j < n; j++) {
@@ -291,15 +330,15 @@ export class OnnxBackend implements Backend {
     for (const name of this.#pastNames) feeds[name] = new ort.Tensor("float32", empty, [B, kvHeads, 0, headDim]);
     const result = await this.#session.run(feeds);
     const data = this.#presentNames.map((name) => result[name]!.data as Float32Array);
-    const seqIds = Int32Array.from(fresh, (i) => batch[i]!.seqId);
+    const seqIds = Int32Array.from(fresh, (e) => e.seqId);
     const block = new KvBlock(data, B, S, mask, valid, seqIds, -1);
     seqIds.forEach((id, r) => this.#locations.set(id, { block, row: r }));
     const logits = result["logits"]!.data as Float32Array;
     const V = this.vocabSize;
     for (let r = 0; r < B; r++) {
-      const e = batch[fresh[r]!]!;
+      const e = fresh[r]!;
       const first = r * S + S - e.logitsCount;
-      out[fresh[r]!] = logits.subarray(first * V, (first + e.logitsCount) * V);
+      out.set(logits.subarray(first * V, (first + e.logitsCount) * V), e.rowStart * V);
     }
   }
 
@@ -373,13 +412,13 @@ export class OnnxBackend implements Backend {
     }
   }
 
-  truncate(seqId: number, length: number): void {
+  /** Keeps the first `length` cached tokens of a sequence: rejected drafts are its row's most recent live slots. */
+  #truncate(seqId: number, length: number): void {
     const loc = this.#locations.get(seqId);
     if (loc === undefined) throw new Error(`sequence ${seqId} has no cache`);
     const { block, row } = loc;
     let drop = block.valid[row]! - length;
     if (drop < 0 || length < 1) throw new Error(`sequence ${seqId}: cannot truncate to ${length}`);
-    // Rejected drafts are the row's most recent live slots.
     for (let s = (row + 1) * block.slots - 1; drop > 0; s--) {
       if (block.mask[s] === 1n) {
         block.mask[s] = 0n;

@@ -1,10 +1,10 @@
 /**
  * Worker side of WorkerBackend: hosts one OnnxBackend in a Web Worker so a second CPU core can run its own share
- * of the batch while the main thread runs another. Messages are handled strictly in order, so a truncate/release
- * posted after a step always applies after that step.
+ * of the batch while the main thread runs another. Messages are handled strictly in order, so a release posted after
+ * a step always applies after that step.
  */
 import { type ModelDims, OnnxBackend, type OnnxBackendOptions } from "./onnx_backend.ts";
-import type { BatchEntry } from "../backend.ts";
+import type { StepBatch } from "../step_batch.ts";
 
 export type WorkerRequest =
   | {
@@ -14,14 +14,13 @@ export type WorkerRequest =
     readonly options: OnnxBackendOptions;
     readonly dims: Partial<ModelDims>;
   }
-  | { readonly op: "step"; readonly entries: readonly BatchEntry[] }
-  | { readonly op: "truncate"; readonly seqId: number; readonly length: number }
+  | { readonly op: "step"; readonly batch: StepBatch }
   | { readonly op: "release"; readonly seqId: number }
   | { readonly op: "close" };
 
 export type WorkerReply =
   | { readonly op: "ready"; readonly dims: ModelDims }
-  | { readonly op: "logits"; readonly rows: Float32Array[] }
+  | { readonly op: "logits"; readonly rows: Float32Array }
   | { readonly op: "closed" }
   | { readonly op: "error"; readonly message: string };
 
@@ -31,7 +30,7 @@ const scope = self as unknown as {
 };
 
 let backend: OnnxBackend | undefined;
-/** Deferred truncate/release errors are reported with the next reply so they are not lost. */
+/** Deferred release errors are reported with the next reply so they are not lost. */
 let deferredError: string | undefined;
 let queue: Promise<void> = Promise.resolve();
 
@@ -47,15 +46,11 @@ async function handle(msg: WorkerRequest): Promise<void> {
         deferredError = undefined;
         throw new Error(message);
       }
-      const out = await backend!.step(msg.entries);
-      // Copies out of the backend's reused buffers, into buffers that can be transferred without copying again.
-      const rows = msg.entries.map((_, i) => out.logits(i).slice());
-      scope.postMessage({ op: "logits", rows }, rows.map((r) => r.buffer));
+      // Copied out of the backend's reused buffer into one that is transferred without copying again.
+      const rows = (await backend!.forward(msg.batch)).slice();
+      scope.postMessage({ op: "logits", rows }, [rows.buffer]);
       return;
     }
-    case "truncate":
-      backend!.truncate(msg.seqId, msg.length);
-      return;
     case "release":
       backend!.release(msg.seqId);
       return;
@@ -74,7 +69,7 @@ scope.onmessage = (e) => {
   const msg = e.data;
   queue = queue.then(() => handle(msg)).catch((err) => {
     const message = err instanceof Error ? err.message : String(err);
-    if (msg.op === "truncate" || msg.op === "release") deferredError = message;
+    if (msg.op === "release") deferredError = message;
     else scope.postMessage({ op: "error", message });
   });
 };

@@ -8,11 +8,14 @@
  * (the main thread) while it holds fewer than `mainFirst` live sequences, then to the shard with the fewest, ties to
  * the first: small batches stay entirely on the main thread and pay no messaging cost, large ones end up balanced.
  */
-import type { Backend, BatchEntry, StepOutput } from "../backend.ts";
+import type { LogitsBackend } from "./logits_backend.ts";
+import { subBatch } from "./sub_batch.ts";
 import type { ModelDims, OnnxBackendOptions } from "./onnx_backend.ts";
 import type { WorkerReply, WorkerRequest } from "./onnx_worker.ts";
+import type { StepBatch } from "../step_batch.ts";
 
-export class WorkerBackend implements Backend {
+export class WorkerBackend implements LogitsBackend {
+  readonly sharesPrefixBlocks = false;
   readonly vocabSize: number;
   readonly maxPositions: number;
   readonly #worker: Worker;
@@ -74,15 +77,11 @@ export class WorkerBackend implements Backend {
     p?.reject(error);
   }
 
-  async step(batch: readonly BatchEntry[]): Promise<StepOutput> {
-    const reply = await this.#request({ op: "step", entries: batch });
+  async forward(batch: StepBatch): Promise<Float32Array> {
+    const compact = subBatch(batch, Array.from({ length: batch.numSeqs }, (_, i) => i), this.vocabSize);
+    const reply = await this.#request({ op: "step", batch: compact });
     if (reply.op !== "logits") throw new Error(`onnx worker: unexpected ${reply.op}`);
-    const rows = reply.rows;
-    return { logits: (i: number) => rows[i]! };
-  }
-
-  truncate(seqId: number, length: number): void {
-    if (!this.#closed) this.#worker.postMessage({ op: "truncate", seqId, length } satisfies WorkerRequest);
+    return reply.rows;
   }
 
   release(seqId: number): void {
@@ -100,21 +99,23 @@ export class WorkerBackend implements Backend {
   }
 }
 
-export class ShardedBackend implements Backend {
+export class ShardedBackend implements LogitsBackend {
+  readonly sharesPrefixBlocks = false;
   readonly vocabSize: number;
   readonly maxPositions: number;
-  readonly #shards: readonly Backend[];
+  readonly #shards: readonly LogitsBackend[];
   readonly #owner = new Map<number, number>();
   readonly #live: number[];
 
   readonly #mainFirst: number;
+  #rows = new Float32Array(0);
 
   /**
    * `mainFirst` (default 8): on the bundled model on a 2-core machine, 8 streams decode faster as one batch of 8 on
    * the main thread than as two parallel batches of 4 (2,457 vs 2,258 tokens/s), while 32 streams gain from two
    * (2,041 → 2,522).
    */
-  constructor(shards: readonly Backend[], options: { readonly mainFirst?: number } = {}) {
+  constructor(shards: readonly LogitsBackend[], options: { readonly mainFirst?: number } = {}) {
     if (shards.length === 0) throw new RangeError("sharded backend needs at least one shard");
     this.#shards = shards;
     this.#mainFirst = options.mainFirst ?? 8;
@@ -124,33 +125,45 @@ export class ShardedBackend implements Backend {
     if (shards.some((s) => s.vocabSize !== this.vocabSize)) throw new Error("shards disagree on the vocabulary");
   }
 
-  async step(batch: readonly BatchEntry[]): Promise<StepOutput> {
+  async forward(batch: StepBatch): Promise<Float32Array> {
     const parts: number[][] = this.#shards.map(() => []);
-    batch.forEach((e, i) => {
-      let shard = this.#owner.get(e.seqId);
+    for (let i = 0; i < batch.numSeqs; i++) {
+      const seqId = batch.seqIds[i]!;
+      let shard = this.#owner.get(seqId);
       if (shard === undefined) {
         shard = this.#live[0]! < this.#mainFirst ? 0 : this.#live.indexOf(Math.min(...this.#live));
-        this.#owner.set(e.seqId, shard);
+        this.#owner.set(seqId, shard);
         this.#live[shard]!++;
       }
       parts[shard]!.push(i);
-    });
+    }
     // Workers are posted to first, then the main-thread shard blocks in its own ORT run while they compute.
     const order = this.#shards.map((_, s) => s).reverse();
-    const outs: (StepOutput | undefined)[] = new Array(this.#shards.length);
+    const outs: (Float32Array | undefined)[] = new Array(this.#shards.length);
     await Promise.all(order.map(async (s) => {
       const idx = parts[s]!;
-      if (idx.length > 0) outs[s] = await this.#shards[s]!.step(idx.map((i) => batch[i]!));
+      if (idx.length > 0) outs[s] = await this.#shards[s]!.forward(subBatch(batch, idx, this.vocabSize));
     }));
-    const rows: Float32Array[] = new Array(batch.length);
-    parts.forEach((idx, s) => idx.forEach((i, j) => rows[i] = outs[s]!.logits(j)));
-    return { logits: (i: number) => rows[i]! };
-  }
-
-  truncate(seqId: number, length: number): void {
-    const shard = this.#owner.get(seqId);
-    if (shard === undefined) throw new Error(`sequence ${seqId} has no cache`);
-    this.#shards[shard]!.truncate(seqId, length);
+    // Rows back in batch order: each sampled sequence's draftCounts + 1 rows, wherever they were computed.
+    const V = this.vocabSize;
+    const rowsOf = (i: number) => batch.sampleFlags[i] === 1 ? batch.draftCounts[i]! + 1 : 0;
+    let total = 0;
+    for (let i = 0; i < batch.numSeqs; i++) total += rowsOf(i);
+    const out = this.#rows.length >= total * V ? this.#rows : (this.#rows = new Float32Array(total * V));
+    const startOf = new Int32Array(batch.numSeqs);
+    for (let i = 0, r = 0; i < batch.numSeqs; i++) {
+      startOf[i] = r;
+      r += rowsOf(i);
+    }
+    parts.forEach((idx, s) => {
+      let src = 0;
+      for (const i of idx) {
+        const n = rowsOf(i) * V;
+        out.set(outs[s]!.subarray(src, src + n), startOf[i]! * V);
+        src += n;
+      }
+    });
+    return out.subarray(0, total * V);
   }
 
   release(seqId: number): void {

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { CliError, DEFAULT_MODEL_DIR, parseServeArgs, resolveShards, serveHelp } from "../../api/cli_options.ts";
+import { CliError, DEFAULT_MODEL_DIR, parseServeArgs, serveHelp } from "../../api/cli_options.ts";
 
 const noEnv = () => undefined;
 
@@ -16,20 +16,50 @@ Deno.test("parseServeArgs: defaults", () => {
   assert.equal(c.speculative, "none");
   assert.equal(c.maxModelLen, undefined);
   assert.equal(c.shards, "auto");
+  assert.equal(c.device, "auto");
+  assert.equal(c.threads, "auto");
+  assert.equal(c.dtype, "auto");
+  assert.equal(c.blockSize, 16);
+  assert.equal(c.maxNumBatchedTokens, undefined);
+  assert.equal(c.numKvBlocks, undefined);
 });
 
-Deno.test("--shards: a positive integer or auto (RILL_SHARDS); auto is 2 for batches over 8 on 2+ cores", () => {
+Deno.test("backend flags: --backend onnx|native, --device, --threads, --dtype, --max-num-batched-tokens, --block-size, --num-kv-blocks", () => {
+  const c = parseServeArgs([
+    "--backend=native",
+    "--device",
+    "cuda",
+    "--threads",
+    "4",
+    "--dtype",
+    "bfloat16",
+    "--max-num-batched-tokens",
+    "2048",
+    "--block-size",
+    "32",
+    "--num-kv-blocks",
+    "500",
+  ], noEnv);
+  assert.ok(c !== "help");
+  assert.deepEqual(
+    [c.backend, c.device, c.threads, c.dtype, c.maxNumBatchedTokens, c.blockSize, c.numKvBlocks],
+    ["native", "cuda", 4, "bfloat16", 2048, 32, 500],
+  );
+  const e = parseServeArgs([], (n) => ({ RILL_THREADS: "2", RILL_NUM_KV_BLOCKS: "64" } as Record<string, string>)[n]);
+  assert.ok(e !== "help");
+  assert.equal(e.threads, 2);
+  assert.equal(e.numKvBlocks, 64);
+  assert.match(serveHelp(), /--threads N\|auto/);
+  assert.match(serveHelp(), /--backend onnx\|native/);
+});
+
+Deno.test("--shards: a positive integer or auto (RILL_SHARDS)", () => {
   const c = parseServeArgs(["--shards", "3"], noEnv);
   assert.ok(c !== "help");
   assert.equal(c.shards, 3);
   const e = parseServeArgs([], (n) => n === "RILL_SHARDS" ? "1" : undefined);
   assert.ok(e !== "help");
   assert.equal(e.shards, 1);
-  assert.equal(resolveShards("auto", 32, 2), 2);
-  assert.equal(resolveShards("auto", 32, 16), 2);
-  assert.equal(resolveShards("auto", 32, 1), 1);
-  assert.equal(resolveShards("auto", 8, 2), 1);
-  assert.equal(resolveShards(3, 4, 1), 3);
   assert.match(serveHelp(), /--shards N\|auto .*\[default: auto\] \(RILL_SHARDS\)/);
 });
 
@@ -60,6 +90,12 @@ Deno.test("parseServeArgs: bad values are one-line CliErrors naming the option",
     [["--max-num-seqs", "0"], /--max-num-seqs/],
     [["--shards", "0"], /--shards must be 'auto' or an integer/],
     [["--shards", "two"], /--shards/],
+    [["--threads", "0"], /--threads must be 'auto' or an integer/],
+    [["--device", "tpu"], /--device/],
+    [["--dtype", "int3"], /--dtype/],
+    [["--block-size", "0"], /--block-size/],
+    [["--max-num-batched-tokens", "x"], /--max-num-batched-tokens/],
+    [["--num-kv-blocks", "-1"], /--num-kv-blocks/],
     [["--nope"], /--nope/],
     [["--host"], /--host needs a value/],
     [["a", "b"], /one MODEL_DIR/],

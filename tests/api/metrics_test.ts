@@ -54,3 +54,36 @@ Deno.test("metrics: generations feed tokens, TTFT, TPOT and aborts; histograms a
   assert.match(text, /^rill_time_per_output_token_seconds_bucket\{model_name="m",le="0\.001"\} 0$/m);
   assert.match(text, /^rill_time_per_output_token_seconds_bucket\{model_name="m",le="0\.0025"\} 1$/m);
 });
+
+Deno.test("metrics: paged-KV series (blocks used/total, prefix-cache queries/hits/hit rate, preemptions, queue time)", () => {
+  const metrics = new Metrics();
+  const text = metrics.render({
+    running: 3,
+    waiting: 1,
+    kvCacheUsage: 0.125,
+    kvBlocksUsed: 16,
+    kvBlocksTotal: 128,
+    prefixCacheQueriedTokens: 400,
+    prefixCacheHitTokens: 100,
+    preemptions: 2,
+    admitted: 5,
+    queueTimeSeconds: 0.75,
+  }, "m");
+  const want: [string, string, number][] = [
+    ["rill_kv_cache_blocks_used", "gauge", 16],
+    ["rill_kv_cache_blocks_total", "gauge", 128],
+    ["rill_prefix_cache_queries_total", "counter", 400],
+    ["rill_prefix_cache_hits_total", "counter", 100],
+    ["rill_prefix_cache_hit_rate", "gauge", 0.25],
+    ["rill_num_preemptions_total", "counter", 2],
+    ["rill_requests_admitted_total", "counter", 5],
+    ["rill_request_queue_time_seconds_total", "counter", 0.75],
+  ];
+  for (const [name, type, value] of want) {
+    assert.match(text, new RegExp(`^# TYPE ${name} ${type}$`, "m"), name);
+    assert.equal(sample(text, name), value, name);
+  }
+  // An engine without a block pool reports none of them.
+  const bare = metrics.render({ running: 0, waiting: 0, kvCacheUsage: 0 }, "m");
+  assert.doesNotMatch(bare, /rill_kv_cache_blocks_used|rill_num_preemptions_total/);
+});

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { resolve } from "node:path";
 import { DEFAULT_MODEL_DIR } from "../../api/cli_options.ts";
 import { compiledRoot, engineModelDir, isEmbedded } from "../../api/model_source.ts";
-import { createEngine } from "../../engine/llm_engine.ts";
+import { openEngine } from "../../engine/open_engine.ts";
 import { loadModel } from "../../formats/load_model.ts";
 
 const FIXTURE = "tests/fixtures/tiny-random";
@@ -42,7 +42,12 @@ Deno.test("engineModelDir: a readable directory is used in place; an embedded on
     for (const name of ["config.json", "generation_config.json", "onnx/model.onnx"]) {
       assert.deepEqual(await Deno.readFile(`${copy.dir}/${name}`), await Deno.readFile(`${FIXTURE}/${name}`), name);
     }
-    const engine = await createEngine({ modelDir: copy.dir, tokenizer: loaded.tokenizer, maxNumSeqs: 1 });
+    // The copy holds what the backend opens (as in `rill serve`); the description was read once from the original.
+    const engine = await openEngine({
+      modelDir: copy.dir,
+      model: { ...loaded, onnxPath: `${copy.dir}/onnx/model.onnx` },
+      maxNumSeqs: 1,
+    });
     try {
       assert.equal(engine.maxModelLen, loaded.maxModelLen);
     } finally {

@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
 import type { GenerateRequest } from "../../engine/engine.ts";
-import { Sampler } from "../../engine/sampler.ts";
+import { createEngine } from "../../engine/llm_engine.ts";
+import { HistoryBackend } from "../../testing/history_backend.ts";
+import { ToyTokenizer } from "../../testing/toy_tokenizer.ts";
 import { samplerTopP } from "../../api/sampling_defaults.ts";
 import { answerText, MODEL, postJson, startTestServer, tokenizer } from "../../testing/test_server.ts";
 
@@ -50,21 +52,27 @@ Deno.test("top_p 0 is accepted by Chat Completions and reaches the engine as a t
   }
 });
 
-Deno.test("the sampler given top_p 0's engine value keeps only the most likely token, with no NaN", () => {
-  const row = new Float32Array([0.5, 2.0, 1.9, -1, 1.99]);
-  const sampler = new Sampler({
+Deno.test("the engine given top_p 0's value keeps only the most likely token, with no NaN", async () => {
+  const row = [0.5, 2.0, 1.9, -1, 1.99];
+  const backend = new HistoryBackend({ vocabSize: 5, numBlocks: 16, logitsOf: (_h, _n, out) => out.set(row) });
+  // Through the packed batch: its Float32 top-p must not round the tiny value to 0 (which means "off").
+  const engine = createEngine(backend.sampled(), { tokenizer: new ToyTokenizer() });
+  const sampling = {
     temperature: 1.5,
     topP: samplerTopP(0),
     topK: 0,
     seed: 42,
-    maxTokens: 1,
+    maxTokens: 200,
     stopTokens: [],
     stopStrings: [],
     logprobs: -1,
-  });
-  const dist = Array.from(sampler.distribution(row));
-  assert.deepEqual(dist, [0, 1, 0, 0, 0]);
-  for (let i = 0; i < 200; i++) assert.equal(sampler.sample(row), 1);
+  };
+  const tokens: number[] = [];
+  for await (const c of engine.generate({ id: "t", promptTokens: [0], sampling })) {
+    if (c.type === "step") tokens.push(...c.tokens);
+  }
+  await engine.close();
+  assert.deepEqual(tokens, new Array(200).fill(1));
   assert.equal(samplerTopP(0.5), 0.5);
   assert.equal(samplerTopP(1), 1);
 });

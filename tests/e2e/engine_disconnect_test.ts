@@ -7,10 +7,10 @@
 import assert from "node:assert/strict";
 import { ResponseStore } from "../../api/response_store.ts";
 import { createServer } from "../../api/server.ts";
-import type { Backend, BatchEntry, StepOutput } from "../../engine/backend.ts";
+import { createBackend } from "../../engine/backends/create_backend.ts";
 import { createEngine } from "../../engine/llm_engine.ts";
 import { loadModel } from "../../formats/load_model.ts";
-import { OnnxBackend } from "../../engine/backends/onnx_backend.ts";
+import type { Backend, BackendInfo, StepBatch, StepResult } from "../../engine/step_batch.ts";
 
 const FIXTURE = "tests/fixtures/tiny-random";
 const STEP_MS = 15;
@@ -18,18 +18,11 @@ const STEP_MS = 15;
 /** The real ONNX backend, each step taking at least STEP_MS. */
 class PacedBackend implements Backend {
   constructor(readonly inner: Backend) {}
-  get vocabSize(): number {
-    return this.inner.vocabSize;
+  get info(): BackendInfo {
+    return this.inner.info;
   }
-  get maxPositions(): number {
-    return this.inner.maxPositions;
-  }
-  async step(batch: readonly BatchEntry[]): Promise<StepOutput> {
-    const [out] = await Promise.all([this.inner.step(batch), new Promise((r) => setTimeout(r, STEP_MS))]);
-    return out;
-  }
-  truncate(seqId: number, length: number): void {
-    this.inner.truncate(seqId, length);
+  async step(batch: StepBatch, result: StepResult): Promise<void> {
+    await Promise.all([this.inner.step(batch, result), new Promise((r) => setTimeout(r, STEP_MS))]);
   }
   release(seqId: number): void {
     this.inner.release(seqId);
@@ -48,10 +41,8 @@ for (const api of ["responses", "chat"] as const) {
   Deno.test(`real engine (${api}): a disconnect aborts within a step and frees the sequence's KV memory`, async () => {
     const loaded = await loadModel(FIXTURE);
     // No stop tokens, so the generation would run to max tokens: only the disconnect can end it early.
-    const backend = new PacedBackend(await OnnxBackend.create(`${FIXTURE}/onnx/model.onnx`));
-    const engine = await createEngine({
-      modelDir: FIXTURE,
-      customBackend: backend,
+    const backend = new PacedBackend(await createBackend(loaded, { maxNumSeqs: 4, maxModelLen: loaded.maxModelLen }));
+    const engine = createEngine(backend, {
       tokenizer: loaded.tokenizer,
       maxNumSeqs: 4,
       eosTokenIds: [],

@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import type { EngineChunk, SamplingParams } from "../../engine/engine.ts";
-import { createEngine } from "../../engine/llm_engine.ts";
+import { openEngine } from "../../engine/open_engine.ts";
 import { loadModel } from "../../formats/load_model.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
@@ -46,8 +46,8 @@ for (const name of ["rill-tiny-harmony", "rill-tiny-chatml"]) {
       logprobs: -1,
     };
     const make = (speculative: "ngram" | "none") =>
-      createEngine({
-        modelPath: model.onnxPath,
+      openEngine({
+        modelDir: dir,
         tokenizer: model.tokenizer,
         eosTokenIds: model.eosTokenIds,
         maxNumSeqs: 8,

@@ -1,37 +1,21 @@
 import assert from "node:assert/strict";
-import type { Backend, BatchEntry, StepOutput } from "../../engine/backend.ts";
 import type { EngineChunk, SamplingParams } from "../../engine/engine.ts";
 import { createEngine } from "../../engine/llm_engine.ts";
+import { HistoryBackend } from "../../testing/history_backend.ts";
 import { ToyTokenizer } from "../../testing/toy_tokenizer.ts";
 
 /** Always proposes token 7 with certainty; fails the step numbered `failAt` (1-based). */
-class FlakyBackend implements Backend {
-  readonly vocabSize = 16;
-  readonly maxPositions = 64;
-  readonly live = new Set<number>();
-  steps = 0;
-  constructor(readonly failAt: number) {}
-
-  step(batch: readonly BatchEntry[]): Promise<StepOutput> {
-    if (++this.steps === this.failAt) return Promise.reject(new Error("device lost"));
-    for (const e of batch) this.live.add(e.seqId);
-    const row = new Float32Array(16);
-    row[7] = 10;
-    return Promise.resolve({
-      logits: (i: number) => {
-        const out = new Float32Array(16 * batch[i]!.logitsCount);
-        for (let r = 0; r < batch[i]!.logitsCount; r++) out.set(row, r * 16);
-        return out;
-      },
-    });
-  }
-  truncate(): void {}
-  release(seqId: number): void {
-    this.live.delete(seqId);
-  }
-  close(): Promise<void> {
-    return Promise.resolve();
-  }
+function flaky(failAt: number): HistoryBackend {
+  return new HistoryBackend({
+    vocabSize: 16,
+    maxPositions: 64,
+    numBlocks: 64,
+    failAt,
+    logitsOf: (_h, _n, out) => {
+      out.fill(0);
+      out[7] = 10;
+    },
+  });
 }
 
 const sampling: SamplingParams = {
@@ -51,8 +35,8 @@ async function collect(s: ReadableStream<EngineChunk>): Promise<EngineChunk[]> {
 }
 
 Deno.test("engine: a failing backend step ends that batch with 'error', frees caches, and the engine keeps serving", async () => {
-  const backend = new FlakyBackend(3);
-  const engine = await createEngine({ customBackend: backend, tokenizer: new ToyTokenizer(), eosTokenIds: [] });
+  const backend = flaky(3);
+  const engine = createEngine(backend.sampled(), { tokenizer: new ToyTokenizer(), eosTokenIds: [] });
   const [a, b] = await Promise.all([
     collect(engine.generate({ id: "a", promptTokens: [1, 2], sampling })),
     collect(engine.generate({ id: "b", promptTokens: [3], sampling })),
@@ -66,13 +50,14 @@ Deno.test("engine: a failing backend step ends that batch with 'error', frees ca
   const c = await collect(engine.generate({ id: "c", promptTokens: [1], sampling }));
   const fin = c.at(-1)!;
   assert.ok(fin.type === "finish" && fin.reason === "length" && fin.outputTokens === 10);
-  assert.deepEqual(engine.stats(), { running: 0, waiting: 0, kvCacheUsage: 0 });
+  const stats = engine.stats();
+  assert.deepEqual([stats.running, stats.waiting, stats.kvCacheUsage, stats.kvBlocksUsed], [0, 0, 0, 0]);
   await engine.close();
 });
 
 Deno.test("engine: invalid requests finish at once without reaching the backend", async () => {
-  const backend = new FlakyBackend(0);
-  const engine = await createEngine({ customBackend: backend, tokenizer: new ToyTokenizer(), maxModelLen: 32 });
+  const backend = flaky(0);
+  const engine = createEngine(backend.sampled(), { tokenizer: new ToyTokenizer(), maxModelLen: 32 });
   const cases: [number[], Partial<SamplingParams>, string, RegExp | undefined][] = [
     [[], {}, "error", /empty/],
     [[99], {}, "error", /vocabulary/],

@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import type { EngineChunk } from "../../engine/engine.ts";
 import { HfTokenizer } from "../../model/hf_tokenizer.ts";
-import { createEngine } from "../../engine/llm_engine.ts";
+import { readModelDir } from "../../model/model_dir.ts";
+import { openEngine } from "../../engine/open_engine.ts";
 import { withTempDir } from "../../testing/temp_dir.ts";
 
 const FIXTURE = new URL("../fixtures/tiny-random", import.meta.url).pathname;
@@ -12,7 +13,15 @@ async function run(
   speculative: "ngram" | "none",
   source: { modelDir: string; modelBytes?: Uint8Array },
 ) {
-  const engine = await createEngine({ ...source, tokenizer, eosTokenIds: [], shards, speculative });
+  const model = await readModelDir(FIXTURE);
+  const engine = await openEngine({
+    modelDir: source.modelDir,
+    model: { ...model, onnxPath: `${source.modelDir}/onnx/model.onnx` },
+    tokenizer,
+    eosTokenIds: [],
+    speculative,
+    backend: { shards, ...(source.modelBytes === undefined ? {} : { modelBytes: source.modelBytes }) },
+  });
   try {
     // 12 at once: with two shards the main thread takes the first 8, the worker the other 4.
     const prompts = [
@@ -52,7 +61,8 @@ async function run(
       }
       return { tokens, reason };
     }));
-    assert.deepEqual(engine.stats(), { running: 0, waiting: 0, kvCacheUsage: 0 });
+    const stats = engine.stats();
+    assert.deepEqual([stats.running, stats.waiting, stats.kvCacheUsage], [0, 0, 0]);
     return outs;
   } finally {
     await engine.close();
@@ -72,14 +82,15 @@ Deno.test("engine with 2 shards (main thread + worker) gives the same outputs as
 
 Deno.test("engine from model bytes (no onnx/model.onnx on disk), on one and two shards, matches the file", async () => {
   const one = await run(1, "none", { modelDir: FIXTURE });
-  // Only config.json on disk: the directory supplies the dims and context length, the bytes supply the graph.
-  const setup = (dir: string) => Deno.copyFile(`${FIXTURE}/config.json`, `${dir}/config.json`);
+  // Nothing on disk: the model description supplies the dims and context length, the bytes supply the graph.
+  const setup = (_dir: string) => Promise.resolve();
   await withTempDir(setup, async (dir) => {
     const modelBytes = await Deno.readFile(`${FIXTURE}/onnx/model.onnx`);
     assert.deepEqual(await run(1, "none", { modelDir: dir, modelBytes }), one);
     assert.deepEqual(await run(2, "none", { modelDir: dir, modelBytes }), one);
     await assert.rejects(
-      () => createEngine({ modelDir: dir, tokenizer }),
+      async () =>
+        openEngine({ modelDir: dir, model: { ...await readModelDir(FIXTURE), onnxPath: `${dir}/onnx/model.onnx` } }),
       (e: unknown) => e instanceof Error && e.message.includes(`${dir}/onnx/model.onnx`),
     );
   });

@@ -4,9 +4,9 @@
  * The backend also checks the cache protocol (cachedLength, rollback) on every call.
  */
 import assert from "node:assert/strict";
-import type { Backend, BatchEntry, StepOutput } from "../../engine/backend.ts";
 import type { EngineChunk, SamplingParams } from "../../engine/engine.ts";
 import { createEngine } from "../../engine/llm_engine.ts";
+import { HistoryBackend } from "../../testing/history_backend.ts";
 import { ToyTokenizer } from "../../testing/toy_tokenizer.ts";
 
 const V = 4;
@@ -18,41 +18,14 @@ const LOGITS = [
   [1.0, 1.0, -0.2, 0.6],
 ];
 
-class MarkovBackend implements Backend {
-  readonly vocabSize = V;
-  readonly maxPositions = 4096;
-  readonly cached = new Map<number, number>();
-  calls = 0;
-  maxFed = 0;
-
-  step(batch: readonly BatchEntry[]): Promise<StepOutput> {
-    this.calls++;
-    const rows = batch.map((e) => {
-      const have = this.cached.get(e.seqId) ?? 0;
-      assert.equal(e.cachedLength, have, `seq ${e.seqId}: engine and backend disagree on the cache`);
-      this.cached.set(e.seqId, have + e.tokens.length);
-      this.maxFed = Math.max(this.maxFed, e.tokens.length);
-      const out = new Float32Array(e.logitsCount * V);
-      for (let r = 0; r < e.logitsCount; r++) {
-        out.set(LOGITS[e.tokens[e.tokens.length - e.logitsCount + r]! % V]!, r * V);
-      }
-      return out;
-    });
-    return Promise.resolve({ logits: (i: number) => rows[i]! });
-  }
-
-  truncate(seqId: number, length: number): void {
-    assert.ok(length <= this.cached.get(seqId)!, "truncate only shrinks");
-    this.cached.set(seqId, length);
-  }
-
-  release(seqId: number): void {
-    this.cached.delete(seqId);
-  }
-
-  close(): Promise<void> {
-    return Promise.resolve();
-  }
+/** A Markov chain read through the block tables, so rollback of rejected drafts is checked on every step. */
+function markovBackend(): HistoryBackend {
+  return new HistoryBackend({
+    vocabSize: V,
+    numBlocks: 64 * 2 * 2,
+    blockSize: 8,
+    logitsOf: (history, n, out) => out.set(LOGITS[history[n - 1]! % V]!),
+  });
 }
 
 function softmax(row: readonly number[]): number[] {
@@ -74,9 +47,8 @@ const sampling = (seed: number, maxTokens: number): SamplingParams => ({
 });
 
 async function generateMany(speculative: "ngram" | "none", n: number, len: number) {
-  const backend = new MarkovBackend();
-  const engine = await createEngine({
-    customBackend: backend,
+  const backend = markovBackend();
+  const engine = createEngine(backend.sampled({ maxDrafts: 3 }), {
     tokenizer: new ToyTokenizer(),
     maxNumSeqs: 64,
     maxQueue: n,
@@ -98,7 +70,7 @@ async function generateMany(speculative: "ngram" | "none", n: number, len: numbe
   }));
   const metrics = engine.metrics();
   await engine.close();
-  assert.equal(backend.cached.size, 0, "every sequence released its cache");
+  assert.equal(backend.live.size, 0, "every sequence released its cache");
   return { outs, metrics, backend };
 }
 

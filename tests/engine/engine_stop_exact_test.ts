@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import type { EngineChunk, SamplingParams, TokenLogprob } from "../../engine/engine.ts";
-import { createEngine } from "../../engine/llm_engine.ts";
+import { openEngine } from "../../engine/open_engine.ts";
 import { loadModel } from "../../formats/load_model.ts";
 import { StopMatcher } from "../../engine/stop_matcher.ts";
 
@@ -177,8 +177,8 @@ async function generation(stream: ReadableStream<EngineChunk>) {
 
 Deno.test("engine on rill-tiny-chatml: '= 19' starting inside ' =' leaves the text ending in '12 + 7 ', logprobs aligned", async () => {
   const model = await loadModel(new URL("../../models/rill-tiny-chatml", import.meta.url).pathname);
-  const engine = await createEngine({
-    modelPath: model.onnxPath,
+  const engine = await openEngine({
+    modelDir: model.dir,
     tokenizer: model.tokenizer,
     eosTokenIds: model.eosTokenIds,
   });

@@ -2,8 +2,15 @@ import assert from "node:assert/strict";
 import type { EngineChunk, GenerateRequest, SamplingParams } from "../../engine/engine.ts";
 import { QueueFullError } from "../../engine/engine.ts";
 import { HfTokenizer } from "../../model/hf_tokenizer.ts";
-import { createEngine, type EngineOptions, type LlmEngine } from "../../engine/llm_engine.ts";
+import type { LlmEngine } from "../../engine/llm_engine.ts";
+import { openEngine, type OpenEngineOptions } from "../../engine/open_engine.ts";
+import type { HostSampledBackend } from "../../engine/backends/host_sampled_backend.ts";
 import type { OnnxBackend } from "../../engine/backends/onnx_backend.ts";
+
+/** The ONNX session under the engine's host sampler (one shard). */
+function onnxOf(engine: LlmEngine): OnnxBackend {
+  return (engine.backend as HostSampledBackend).inner as OnnxBackend;
+}
 
 const FIXTURE = new URL("../fixtures/tiny-random", import.meta.url).pathname;
 const tokenizer = await HfTokenizer.fromFile(`${FIXTURE}/tokenizer.json`);
@@ -39,9 +46,9 @@ async function collect(stream: ReadableStream<EngineChunk>): Promise<Result> {
   return { tokens, chunks, finish };
 }
 
-async function withEngine<T>(options: Partial<EngineOptions>, fn: (e: LlmEngine) => Promise<T>): Promise<T> {
+async function withEngine<T>(options: Partial<OpenEngineOptions>, fn: (e: LlmEngine) => Promise<T>): Promise<T> {
   // eosTokenIds [] keeps random-weight generations from ending early on a special token by chance.
-  const engine = await createEngine({ modelDir: FIXTURE, tokenizer, eosTokenIds: [], ...options });
+  const engine = await openEngine({ modelDir: FIXTURE, tokenizer, eosTokenIds: [], ...options });
   try {
     return await fn(engine);
   } finally {
@@ -204,15 +211,16 @@ Deno.test("engine: abort ends the request at the next step and frees its cache",
     assert.ok(steps <= 4, `left within a step of the abort (${steps} steps)`);
     await other;
     assert.equal(engine.stats().kvCacheUsage, 0);
-    assert.equal((engine.backend as OnnxBackend).liveSequences, 0);
+    assert.equal(onnxOf(engine).liveSequences, 0);
     // A consumer that cancels its stream counts as an abort too.
     const s2 = engine.generate(request(PROMPTS[3]!, { maxTokens: 400 }));
     const r2 = s2.getReader();
     await r2.read();
     await r2.cancel();
     await collect(engine.generate(request(PROMPTS[0]!, { maxTokens: 3 })));
-    assert.deepEqual(engine.stats(), { running: 0, waiting: 0, kvCacheUsage: 0 });
-    assert.equal((engine.backend as OnnxBackend).liveSequences, 0);
+    const stats = engine.stats();
+    assert.deepEqual([stats.running, stats.waiting, stats.kvCacheUsage, stats.kvBlocksUsed], [0, 0, 0, 0]);
+    assert.equal(onnxOf(engine).liveSequences, 0);
     // Aborted before admission: finishes without running.
     const pre = new AbortController();
     pre.abort();
@@ -236,15 +244,15 @@ Deno.test("engine: a full waiting queue throws QueueFullError synchronously; que
 });
 
 Deno.test("engine: close lets running work finish, then refuses new requests", async () => {
-  const engine = await createEngine({ modelDir: FIXTURE, tokenizer, eosTokenIds: [] });
+  const engine = await openEngine({ modelDir: FIXTURE, tokenizer, eosTokenIds: [] });
   const r = collect(engine.generate(request(PROMPTS[0]!, { maxTokens: 12 })));
   await engine.close();
   assert.equal((await r).tokens.length, 12);
   assert.throws(() => engine.generate(request(PROMPTS[0]!)), /closed/);
 });
 
-Deno.test("engine: loads by modelPath and reads context length and eos from config", async () => {
-  const engine = await createEngine({ modelPath: `${FIXTURE}/onnx/model.onnx`, tokenizer });
+Deno.test("engine: opens a model directory and reads context length and eos from its description", async () => {
+  const engine = await openEngine({ modelDir: FIXTURE });
   try {
     assert.equal(engine.maxModelLen, 512);
     assert.equal(engine.modelId, "tiny-random");
@@ -254,5 +262,5 @@ Deno.test("engine: loads by modelPath and reads context length and eos from conf
   } finally {
     await engine.close();
   }
-  await assert.rejects(createEngine({ modelDir: "/nonexistent/model", tokenizer }), /not found/);
+  await assert.rejects(openEngine({ modelDir: "/nonexistent/model", tokenizer }), /not found/);
 });

@@ -1,10 +1,35 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import type { SamplingParams } from "../../engine/engine.ts";
-import { argmax, Prng, Sampler, tokenLogprob, topIds } from "../../engine/sampler.ts";
+import { philoxUniform } from "../../engine/philox.ts";
+import {
+  argmax,
+  inverseCdf,
+  penaltyHistory,
+  type RowSampling,
+  Sampler,
+  tokenLogprob,
+  topIds,
+} from "../../engine/sampler.ts";
 
-function params(p: Partial<SamplingParams>): SamplingParams {
-  return { temperature: 1, topP: 1, topK: 0, maxTokens: 16, stopTokens: [], stopStrings: [], logprobs: -1, ...p };
+function params(p: Partial<RowSampling>): RowSampling {
+  return {
+    temperature: 1,
+    topP: 1,
+    topK: 0,
+    minP: 0,
+    presencePenalty: 0,
+    frequencyPenalty: 0,
+    repetitionPenalty: 1,
+    seed: 0n,
+    ...p,
+  };
+}
+
+/** The kept distribution for raw logits (no penalties, no mask). */
+function dist(logits: Float32Array, p: Partial<RowSampling>): Float64Array {
+  const s = new Sampler();
+  const rp = params(p);
+  return s.distribution(s.adjusted(logits, rp), rp).slice();
 }
 
 function softmax(logits: readonly number[], temperature = 1): number[] {
@@ -32,23 +57,13 @@ function chiSquare(counts: readonly number[], probs: readonly number[], n: numbe
 // rejected draft from the residual) overshoots these by orders of magnitude at these sample sizes.
 const CHI2_999: Record<number, number> = { 2: 13.82, 3: 16.27, 4: 18.47, 5: 20.52 };
 
-Deno.test("Prng: same seed, same stream; different seeds differ; values in [0, 1)", () => {
-  const a = new Prng(42);
-  const b = new Prng(42);
-  const c = new Prng(43);
-  const xs = Array.from({ length: 100 }, () => a.next());
-  assert.deepEqual(xs, Array.from({ length: 100 }, () => b.next()));
-  assert.notDeepEqual(xs, Array.from({ length: 100 }, () => c.next()));
-  for (const x of xs) assert.ok(x >= 0 && x < 1);
-  const mean = xs.reduce((s, x) => s + x, 0) / xs.length;
-  assert.ok(Math.abs(mean - 0.5) < 0.1);
-});
-
-Deno.test("argmax breaks ties towards the lowest id; greedy sampler ignores the seed", () => {
+Deno.test("argmax breaks ties towards the lowest id; greedy sampling ignores the seed and the position", () => {
   assert.equal(argmax(Float32Array.from([1, 3, 3, 2])), 1);
-  const s = new Sampler(params({ temperature: 0, seed: 7 }));
-  assert.equal(s.greedy, true);
-  assert.equal(s.sample(Float32Array.from([0, -1, 5, 5])), 2);
+  const s = new Sampler();
+  const row = Float32Array.from([0, -1, 5, 5]);
+  for (const seed of [7n, 8n]) {
+    for (const pos of [0, 99]) assert.equal(s.sample(row, params({ temperature: 0, seed }), pos), 2);
+  }
 });
 
 Deno.test("topIds returns the k largest, descending, ties by id", () => {
@@ -75,67 +90,92 @@ Deno.test("tokenLogprob is the temperature-1 log-softmax of the raw logits", () 
   assert.deepEqual(tokenLogprob(Float32Array.from(logits), 0, 0).top, []);
 });
 
-Deno.test("distribution applies temperature, top-k and top-p", () => {
+Deno.test("distribution applies temperature, top-k, top-p and min-p", () => {
   const logits = Float32Array.from([1, 2, 3, 4]);
-  const t = new Sampler(params({ temperature: 0.5 })).distribution(logits);
+  const t = dist(logits, { temperature: 0.5 });
   softmax([...logits], 0.5).forEach((p, i) => assert.ok(Math.abs(t[i]! - p) < 1e-9));
-  const k = new Sampler(params({ topK: 2 })).distribution(logits);
+  const k = dist(logits, { topK: 2 });
   const p2 = softmax([3, 4]);
   assert.deepEqual([k[0], k[1]], [0, 0]);
   assert.ok(Math.abs(k[2]! - p2[0]!) < 1e-9 && Math.abs(k[3]! - p2[1]!) < 1e-9);
   // softmax([1,2,3,4]) ≈ [.032, .087, .237, .644]: top_p 0.8 keeps {3, 2}; 0.5 keeps {3} only.
-  const n = new Sampler(params({ topP: 0.8 })).distribution(logits);
+  const n = dist(logits, { topP: 0.8 });
   assert.deepEqual([n[0], n[1]], [0, 0]);
   assert.ok(Math.abs(n[2]! + n[3]! - 1) < 1e-9);
-  const one = new Sampler(params({ topP: 0.5 })).distribution(logits);
-  assert.deepEqual([...one], [0, 0, 0, 1]);
+  assert.deepEqual([...dist(logits, { topP: 0.5 })], [0, 0, 0, 1]);
+  // min-p 0.2 drops tokens below 0.2 × 0.644 ≈ 0.129: keeps {2, 3}; 0.05 keeps {1, 2, 3}.
+  const m = dist(logits, { minP: 0.2 });
+  assert.deepEqual([m[0], m[1]], [0, 0]);
+  assert.ok(Math.abs(m[2]! - p2[0]!) < 1e-9);
+  const m2 = dist(logits, { minP: 0.05 });
+  assert.equal(m2[0], 0);
+  assert.ok(m2[1]! > 0);
 });
 
-Deno.test("seeded sampling matches the target distribution and is reproducible", () => {
+Deno.test("top-k ties keep the lower id; top-p ties at the cut keep the lower id", () => {
+  const tie = Float32Array.from([1, 2, 2, 2]);
+  assert.deepEqual([...dist(tie, { topK: 2 })].map((p) => p > 0), [false, true, true, false]);
+  // Three equal tokens of 1/3 each (plus a small one): top-p 0.5 keeps the two lowest-id ones.
+  const three = Float32Array.from([5, 5, 5, -20]);
+  assert.deepEqual([...dist(three, { topP: 0.5 })].map((p) => p > 0), [true, true, false, false]);
+});
+
+Deno.test("inverse CDF walks ids in ascending order: the first id whose running sum exceeds u · total", () => {
+  const p = Float64Array.from([0.1, 0, 0.5, 0.4]);
+  assert.equal(inverseCdf(p, 0), 0);
+  assert.equal(inverseCdf(p, 0.0999), 0);
+  assert.equal(inverseCdf(p, 0.1), 2);
+  assert.equal(inverseCdf(p, 0.5999), 2);
+  assert.equal(inverseCdf(p, 0.6), 3);
+  assert.equal(inverseCdf(p, 0.99999), 3);
+  // Unnormalised weights: u scales by their total.
+  assert.equal(inverseCdf(Float64Array.from([1, 3]), 0.3), 1);
+});
+
+Deno.test("a sampled token is the inverse CDF at uniform(seed, position, 0): pure in (row, params, position)", () => {
   const logits = Float32Array.from([0.2, 1.5, -0.7, 1.1, 0.0]);
-  const probs = softmax([...logits]);
-  const n = 20000;
-  const draw = (seed: number) => {
-    const s = new Sampler(params({ seed }));
-    return Array.from({ length: n }, () => s.sample(logits));
-  };
-  const a = draw(11);
-  assert.deepEqual(a.slice(0, 200), draw(11).slice(0, 200));
-  const counts = [0, 0, 0, 0, 0];
-  for (const t of a) counts[t]!++;
-  assert.ok(chiSquare(counts, probs, n) < CHI2_999[4]!);
-});
-
-Deno.test("rejection sampling of a draft keeps the target distribution (every draft choice, with top-k)", () => {
-  const logits = Float32Array.from([0.2, 1.5, -0.7, 1.1, 0.0, 0.9]);
-  const bonus = Float32Array.from([0, 0, 0, 0, 0, 0]);
-  for (const [topK, df] of [[0, 5], [4, 3]] as const) {
-    const target = new Sampler(params({ topK, temperature: 0.8, seed: 1 })).distribution(logits);
-    const probs = [...target];
-    for (let draft = 0; draft < 6; draft++) {
-      const s = new Sampler(params({ topK, temperature: 0.8, seed: 100 + draft }));
-      const n = 12000;
-      const counts = [0, 0, 0, 0, 0, 0];
-      let accepted = 0;
-      for (let i = 0; i < n; i++) {
-        const v = s.verify([logits, bonus], [draft]);
-        counts[v.tokens[0]!]!++;
-        if (v.acceptedDrafts === 1) {
-          accepted++;
-          assert.equal(v.tokens.length, 2, "an accepted last draft earns a bonus token");
-        } else assert.equal(v.tokens.length, 1);
-      }
-      assert.ok(chiSquare(counts, probs, n) < CHI2_999[df]!, `draft ${draft}, topK ${topK}: ${counts}`);
-      // Acceptance rate is p(draft) for a one-hot draft distribution; binomial sd <= 0.0046 here, so 0.02 is > 4 sd.
-      assert.ok(Math.abs(accepted / n - probs[draft]!) < 0.02, `draft ${draft} accepted ${accepted / n}`);
-    }
+  const s = new Sampler();
+  const rp = params({ seed: 1234n, temperature: 0.7 });
+  const probs = s.distribution(s.adjusted(logits, rp), rp).slice();
+  for (let pos = 0; pos < 50; pos++) {
+    assert.equal(s.sample(logits, rp, pos), inverseCdf(probs, philoxUniform(1234n, pos, 0)));
   }
 });
 
-Deno.test("greedy verify accepts exactly the drafts that match the argmax chain", () => {
-  const s = new Sampler(params({ temperature: 0 }));
-  const rows = [Float32Array.from([0, 5, 1]), Float32Array.from([3, 0, 1]), Float32Array.from([0, 0, 9])];
-  assert.deepEqual(s.verify(rows, [1, 0]), { tokens: [1, 0, 2], acceptedDrafts: 2 });
-  assert.deepEqual(s.verify(rows, [1, 2]), { tokens: [1, 0], acceptedDrafts: 1 });
-  assert.deepEqual(s.verify(rows, [2, 0]), { tokens: [1], acceptedDrafts: 0 });
+Deno.test("seeded sampling matches the target distribution over positions", () => {
+  const logits = Float32Array.from([0.2, 1.5, -0.7, 1.1, 0.0]);
+  const probs = softmax([...logits]);
+  const n = 20000;
+  const s = new Sampler();
+  const counts = [0, 0, 0, 0, 0];
+  for (let pos = 0; pos < n; pos++) counts[s.sample(logits, params({ seed: 11n }), pos)]!++;
+  assert.ok(chiSquare(counts, probs, n) < CHI2_999[4]!);
+});
+
+Deno.test("penalties: frequency and presence over generated tokens, repetition over all; logprobs stay raw", () => {
+  const row = Float32Array.from([2, 1, -1, 0.5]);
+  // Prompt [3], generated [1, 1, 2].
+  const h = penaltyHistory(Int32Array.from([3, 1, 1, 2]), 1);
+  assert.deepEqual([...h.generated].sort(), [[1, 2], [2, 1]]);
+  assert.deepEqual([...h.seen].sort(), [1, 2, 3]);
+  const s = new Sampler();
+  const adj = s.adjusted(row, params({ frequencyPenalty: 0.5, presencePenalty: 0.25 }), h);
+  assert.deepEqual([...adj], [2, 1 - 0.5 * 2 - 0.25, -1 - 0.5 - 0.25, 0.5]);
+  const rep = s.adjusted(row, params({ repetitionPenalty: 2 }), h);
+  assert.deepEqual([...rep], [2, 0.5, -2, 0.25]);
+  // Greedy with a frequency penalty moves off token 0 once it dominates the history.
+  const many = penaltyHistory(Int32Array.from([0, 0, 0]), 0);
+  assert.equal(s.sample(row, params({ temperature: 0, frequencyPenalty: 1 }), 3, many), 1);
+  assert.equal(tokenLogprob(row, 0, 0).logprob, tokenLogprob(row, 0, 0).logprob);
+});
+
+Deno.test("mask: disallowed tokens get -inf; a row allowing nothing is an error", () => {
+  const row = Float32Array.from([5, 1, 3, 4]);
+  const s = new Sampler();
+  const mask = Uint32Array.of(0b0110); // tokens 1 and 2
+  assert.equal(s.sample(row, params({ temperature: 0 }), 0, undefined, mask), 2);
+  for (let pos = 0; pos < 50; pos++) {
+    assert.ok([1, 2].includes(s.sample(row, params({ seed: 5n }), pos, undefined, mask)));
+  }
+  assert.throws(() => s.sample(row, params({ temperature: 0 }), 0, undefined, Uint32Array.of(0)), /allowedMask/);
 });

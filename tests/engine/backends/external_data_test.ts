@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import type { EngineChunk, SamplingParams } from "../../../engine/engine.ts";
-import { createEngine } from "../../../engine/llm_engine.ts";
+import { openEngine } from "../../../engine/open_engine.ts";
 import { loadModel } from "../../../formats/load_model.ts";
 import { withTempDir } from "../../../testing/temp_dir.ts";
 
@@ -8,7 +8,7 @@ const TINY = new URL("../../fixtures/tiny-random", import.meta.url).pathname;
 
 async function greedy(dir: string): Promise<{ tokens: number[][]; dataPaths: readonly string[] }> {
   const model = await loadModel(dir);
-  const engine = await createEngine({ modelDir: dir, tokenizer: model.tokenizer, eosTokenIds: [], maxNumSeqs: 4 });
+  const engine = await openEngine({ modelDir: dir, tokenizer: model.tokenizer, eosTokenIds: [], maxNumSeqs: 4 });
   const sampling: SamplingParams = {
     temperature: 0,
     topP: 1,

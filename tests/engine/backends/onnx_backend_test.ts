@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
-import type { BatchEntry } from "../../../engine/backend.ts";
-import { readModelConfig } from "../../../engine/llm_engine.ts";
+import { onnxDims } from "../../../engine/backends/create_backend.ts";
+import { readModelDir } from "../../../model/model_dir.ts";
 import { OnnxBackend } from "../../../engine/backends/onnx_backend.ts";
+import { packBatch, type PackEntry, rowsOf } from "../../../testing/pack_batch.ts";
 
 const ROOT = new URL("../../../", import.meta.url).pathname;
 const FIXTURE = `${ROOT}tests/fixtures/tiny-random`;
@@ -14,12 +15,14 @@ interface GoldenCase {
 }
 
 async function load(dir: string): Promise<OnnxBackend> {
-  const c = await readModelConfig(dir);
-  const dims: Record<string, number> = {};
-  for (const k of ["vocabSize", "maxPositions", "numLayers", "kvHeads", "headDim"] as const) {
-    if (c[k] !== undefined) dims[k] = c[k];
-  }
-  return await OnnxBackend.create(`${dir}/onnx/model.onnx`, {}, dims);
+  const m = await readModelDir(dir);
+  return await OnnxBackend.create(m.onnxPath, {}, onnxDims(m.config));
+}
+
+/** One forward of packed entries; row i of the answer holds entry i's logitsCount rows. */
+async function run(backend: OnnxBackend, entries: readonly PackEntry[]): Promise<{ logits(i: number): Float32Array }> {
+  const rows = rowsOf(await backend.forward(packBatch(entries)), entries, backend.vocabSize);
+  return { logits: (i: number) => rows[i]! };
 }
 
 /** Max |ORT − golden| over every stored position of every case; each case runs as its own prefill. */
@@ -34,7 +37,7 @@ async function goldenError(dir: string): Promise<number> {
     for (const c of golden.cases) {
       const n = c.input_ids.length;
       const positions = c.positions ?? [...Array(n).keys()];
-      const out = await backend.step([{ seqId, tokens: c.input_ids, cachedLength: 0, logitsCount: n }]);
+      const out = await run(backend, [{ seqId, tokens: c.input_ids, cachedLength: 0, logitsCount: n }]);
       const all = out.logits(0);
       positions.forEach((p, k) => {
         const want = c.logits[k]!;
@@ -63,7 +66,7 @@ for (const dir of BUNDLED) {
 
 /** Reference: logits of the last `count` positions of `ids`, computed by a lone prefill. */
 async function alone(backend: OnnxBackend, ids: number[], count: number, seqId: number): Promise<Float32Array> {
-  const out = await backend.step([{ seqId, tokens: ids, cachedLength: 0, logitsCount: count }]);
+  const out = await run(backend, [{ seqId, tokens: ids, cachedLength: 0, logitsCount: count }]);
   const rows = out.logits(0).slice();
   backend.release(seqId);
   return rows;
@@ -81,14 +84,15 @@ Deno.test("onnx: ragged batches (mixed past lengths, 1..K+1 new tokens, joins, l
   try {
     const prompts = [[1, 2, 3, 4, 5, 6, 7], [40, 41], [100, 101, 102, 103], [7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7]];
     const hist = prompts.map((p) => [...p]);
-    const first = await backend.step(
+    const first = await run(
+      backend,
       prompts.slice(0, 3).map((p, i) => ({ seqId: i + 1, tokens: p, cachedLength: 0, logitsCount: 1 })),
     );
     for (let i = 0; i < 3; i++) {
       assert.ok(maxDiff(first.logits(i), await alone(backend, hist[i]!, 1, 100 + i)) < 1e-4);
     }
     let step = 0;
-    const feed = (i: number, tokens: number[], keep = tokens.length): BatchEntry & { keep: number } => ({
+    const feed = (i: number, tokens: number[], keep = tokens.length): PackEntry & { keep: number } => ({
       seqId: i + 1,
       tokens,
       cachedLength: hist[i]!.length,
@@ -107,7 +111,7 @@ Deno.test("onnx: ragged batches (mixed past lengths, 1..K+1 new tokens, joins, l
       if (step === 2) {
         backend.release(2);
       }
-      const out = await backend.step(entries);
+      const out = await run(backend, entries);
       for (let e = 0; e < entries.length; e++) {
         const entry = entries[e]!;
         const i = entry.seqId - 1;
@@ -117,14 +121,15 @@ Deno.test("onnx: ragged batches (mixed past lengths, 1..K+1 new tokens, joins, l
       }
       for (const entry of entries) {
         const i = entry.seqId - 1;
+        // Every fed token is cached; the rejected ones are dropped by the next step's shorter context (implicit
+        // rollback), which the lone-prefill comparison of that step checks.
+        assert.equal(backend.cachedLength(entry.seqId), hist[i]!.length + entry.tokens.length);
         hist[i]!.push(...entry.tokens.slice(0, entry.keep));
-        if (entry.keep < entry.tokens.length) backend.truncate(entry.seqId, hist[i]!.length);
-        assert.equal(backend.cachedLength(entry.seqId), hist[i]!.length);
       }
       step++;
     }
     // A newcomer prefilled while others decode, then merged into the running batch.
-    const mixed = await backend.step([feed(0, [15], 1), feed(2, [112], 1), {
+    const mixed = await run(backend, [feed(0, [15], 1), feed(2, [112], 1), {
       seqId: 4,
       tokens: prompts[3]!,
       cachedLength: 0,
@@ -133,7 +138,7 @@ Deno.test("onnx: ragged batches (mixed past lengths, 1..K+1 new tokens, joins, l
     assert.ok(maxDiff(mixed.logits(2), await alone(backend, prompts[3]!, 1, 300)) < 1e-4);
     hist[0]!.push(15);
     hist[2]!.push(112);
-    const merged = await backend.step([feed(0, [16], 1), feed(2, [113, 114], 2), feed(3, [8, 9], 2)]);
+    const merged = await run(backend, [feed(0, [16], 1), feed(2, [113, 114], 2), feed(3, [8, 9], 2)]);
     assert.ok(maxDiff(merged.logits(0), await alone(backend, [...hist[0]!, 16], 1, 301)) < 1e-4);
     assert.ok(maxDiff(merged.logits(1), await alone(backend, [...hist[2]!, 113, 114], 2, 302)) < 1e-4);
     assert.ok(maxDiff(merged.logits(2), await alone(backend, [...hist[3]!, 8, 9], 2, 303)) < 1e-4);
@@ -149,12 +154,12 @@ Deno.test("onnx: ragged batches (mixed past lengths, 1..K+1 new tokens, joins, l
 Deno.test("onnx: protocol errors are reported, not silently mis-batched", async () => {
   const backend = await load(FIXTURE);
   try {
-    await assert.rejects(backend.step([{ seqId: 1, tokens: [1], cachedLength: 3, logitsCount: 1 }]), /no cache/);
-    await backend.step([{ seqId: 1, tokens: [1, 2], cachedLength: 0, logitsCount: 1 }]);
-    await assert.rejects(backend.step([{ seqId: 1, tokens: [3], cachedLength: 5, logitsCount: 1 }]), /holds 2/);
-    await assert.rejects(backend.step([{ seqId: 2, tokens: [3], cachedLength: 0, logitsCount: 2 }]), /logitsCount/);
+    await assert.rejects(run(backend, [{ seqId: 1, tokens: [1], cachedLength: 3, logitsCount: 1 }]), /holds 0/);
+    await run(backend, [{ seqId: 1, tokens: [1, 2], cachedLength: 0, logitsCount: 1 }]);
+    await assert.rejects(run(backend, [{ seqId: 1, tokens: [3], cachedLength: 5, logitsCount: 1 }]), /holds 2/);
+    await assert.rejects(run(backend, [{ seqId: 2, tokens: [3], cachedLength: 0, logitsCount: 2 }]), /draftCounts/);
     await assert.rejects(
-      backend.step([{ seqId: 1, tokens: [3], cachedLength: 2, logitsCount: 1 }, {
+      run(backend, [{ seqId: 1, tokens: [3], cachedLength: 2, logitsCount: 1 }, {
         seqId: 1,
         tokens: [4],
         cachedLength: 2,
@@ -163,7 +168,7 @@ Deno.test("onnx: protocol errors are reported, not silently mis-batched", async 
       /twice/,
     );
     const tooLong = Array.from({ length: backend.maxPositions + 1 }, () => 5);
-    await assert.rejects(backend.step([{ seqId: 3, tokens: tooLong, cachedLength: 0, logitsCount: 1 }]), /context/);
+    await assert.rejects(run(backend, [{ seqId: 3, tokens: tooLong, cachedLength: 0, logitsCount: 1 }]), /context/);
   } finally {
     await backend.close();
   }
@@ -173,7 +178,7 @@ Deno.test("onnx: a sequence skipped for a few steps keeps its cache while the ot
   const backend = await load(FIXTURE);
   try {
     const hist = [[3, 4, 5], [6, 7, 8, 9], [10, 11]];
-    await backend.step(hist.map((p, i) => ({ seqId: i + 1, tokens: p, cachedLength: 0, logitsCount: 1 })));
+    await run(backend, hist.map((p, i) => ({ seqId: i + 1, tokens: p, cachedLength: 0, logitsCount: 1 })));
     const stepSome = async (which: number[], round: number) => {
       const entries = which.map((i) => ({
         seqId: i + 1,
@@ -181,7 +186,7 @@ Deno.test("onnx: a sequence skipped for a few steps keeps its cache while the ot
         cachedLength: hist[i]!.length,
         logitsCount: 1,
       }));
-      const out = await backend.step(entries);
+      const out = await run(backend, entries);
       for (let e = 0; e < which.length; e++) {
         const i = which[e]!;
         const want = await alone(backend, [...hist[i]!, 20 + round], 1, 500 + round * 10 + e);

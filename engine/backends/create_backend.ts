@@ -1,0 +1,179 @@
+/**
+ * The one place backends are made (`--backend onnx|native`). Every backend comes back as a `Backend`
+ * (engine/step_batch.ts): ONNX Runtime wrapped in the host sampler, the native library as it is. The native module
+ * is imported only when asked for, so the ONNX path works where it or its library is absent.
+ */
+import type { ModelConfig } from "../../model/model_dir.ts";
+import { type ModelDims, OnnxBackend } from "./onnx_backend.ts";
+import type { Backend } from "../step_batch.ts";
+import { ShardedBackend, WorkerBackend } from "./worker_backend.ts";
+import { HostSampledBackend } from "./host_sampled_backend.ts";
+import type { LogitsBackend } from "./logits_backend.ts";
+import { parameterCount, resolveThreading } from "./threading.ts";
+
+export type BackendKind = "onnx" | "native";
+export type DeviceKind = "cpu" | "cuda" | "auto";
+
+/** A backend cannot be made as asked (unknown device, missing native library): a one-line message for the user. */
+export class BackendUnavailableError extends Error {
+  override readonly name = "BackendUnavailableError";
+}
+
+/** What a backend needs to know about the model (from the one model description, engine/model_dir.ts). */
+export interface BackendModel {
+  readonly dir: string;
+  readonly config: ModelConfig;
+  readonly onnxPath: string;
+}
+
+export interface BackendOptions {
+  readonly kind?: BackendKind;
+  readonly device?: DeviceKind;
+  /** Intra-op threads per session, or "auto" (from the model's size; see threading.ts). */
+  readonly threads?: number | "auto";
+  /** ONNX sessions a step is split across, or "auto". */
+  readonly shards?: number | "auto";
+  /** Weight/activation type for backends that choose one ("auto": the model's own). ONNX runs the graph's types. */
+  readonly dtype?: string;
+  /** Most sequences in one step. */
+  readonly maxNumSeqs: number;
+  /** Context length the engine will use. */
+  readonly maxModelLen: number;
+  /** Fed tokens per step (default: see defaultMaxBatchTokens). */
+  readonly maxNumBatchedTokens?: number;
+  /** Tokens per KV block (default 16). */
+  readonly blockSize?: number;
+  /** KV blocks in the pool (default: every sequence at full context, i.e. never the limit on ONNX). */
+  readonly numKvBlocks?: number;
+  /** Most drafts verified per step (default 4). */
+  readonly maxDrafts?: number;
+  /** The ONNX graph's bytes instead of reading onnxPath (a self-contained model embedded in a binary). */
+  readonly modelBytes?: Uint8Array;
+  /** Cores to plan threads for (default navigator.hardwareConcurrency). */
+  readonly cores?: number;
+}
+
+/** Most top alternatives a request may ask for (OpenAI's top_logprobs limit). */
+export const MAX_TOP_LOGPROBS = 20;
+
+/**
+ * Default step budget in fed tokens: the ONNX graph returns logits for every fed position of a prefill, so a step
+ * holds tokens × vocab floats; ~256 MB bounds it (at least 512 tokens, at most 8192), plus room for every sequence's
+ * decode with drafts.
+ */
+export function defaultMaxBatchTokens(vocabSize: number, maxNumSeqs: number, maxDrafts: number): number {
+  const prefill = Math.max(512, Math.min(8192, Math.floor(64e6 / vocabSize)));
+  return Math.max(prefill, maxNumSeqs * (maxDrafts + 1));
+}
+
+/** ONNX dimensions from config.json. */
+export function onnxDims(config: ModelConfig): ModelDims {
+  return {
+    vocabSize: config.vocabSize,
+    maxPositions: config.maxPositionEmbeddings ?? 2048,
+    numLayers: config.numHiddenLayers,
+    kvHeads: config.numKeyValueHeads,
+    headDim: config.headDim,
+  };
+}
+
+const descriptions = new WeakMap<Backend, string>();
+
+/** How the factory set a backend up (sessions, threads), for the startup log. */
+export function describeBackend(backend: Backend): string {
+  return descriptions.get(backend) ?? "custom backend";
+}
+
+export async function createBackend(model: BackendModel, options: BackendOptions): Promise<Backend> {
+  const kind = options.kind ?? "onnx";
+  switch (kind) {
+    case "onnx":
+      return await createOnnxBackend(model, options);
+    case "native":
+      return await createNativeBackend(model, options);
+    default: {
+      const never: never = kind;
+      throw new BackendUnavailableError(`unknown backend ${String(never)}`);
+    }
+  }
+}
+
+async function createOnnxBackend(model: BackendModel, options: BackendOptions): Promise<Backend> {
+  const device = options.device ?? "auto";
+  if (device === "cuda") {
+    throw new BackendUnavailableError("--backend onnx runs on the CPU only; use --device cpu or auto");
+  }
+  const blockSize = options.blockSize ?? 16;
+  const maxDrafts = options.maxDrafts ?? 4;
+  const { maxNumSeqs, maxModelLen } = options;
+  const { shards, threads } = resolveThreading({
+    params: parameterCount(model.config),
+    maxNumSeqs,
+    shards: options.shards ?? 1,
+    threads: options.threads ?? "auto",
+    cores: options.cores ?? navigator.hardwareConcurrency,
+  });
+  const dims = onnxDims(model.config);
+  const source: string | Uint8Array = options.modelBytes ?? model.onnxPath;
+  if (typeof source === "string" && !(await isFile(source))) throw new Error(`model file not found: ${source}`);
+  const sessionOptions = { intraOpNumThreads: threads };
+  const main = await OnnxBackend.create(source, sessionOptions, dims);
+  let inner: LogitsBackend = main;
+  if (shards > 1) {
+    const workers: LogitsBackend[] = [];
+    try {
+      for (let i = 1; i < shards; i++) workers.push(await WorkerBackend.create(source, sessionOptions, dims));
+    } catch (e) {
+      await Promise.all([main, ...workers].map((b) => b.close()));
+      throw e;
+    }
+    inner = new ShardedBackend([main, ...workers]);
+  }
+  const perSeq = Math.ceil(Math.min(maxModelLen, inner.maxPositions) / blockSize);
+  const backend = new HostSampledBackend(inner, {
+    blockSize,
+    numBlocks: options.numKvBlocks ?? maxNumSeqs * perSeq,
+    maxBatchTokens: options.maxNumBatchedTokens ?? defaultMaxBatchTokens(inner.vocabSize, maxNumSeqs, maxDrafts),
+    maxSeqs: maxNumSeqs,
+    maxDrafts,
+    maxTopLogprobs: MAX_TOP_LOGPROBS,
+  });
+  descriptions.set(
+    backend,
+    `${shards} ONNX session${shards === 1 ? "" : "s"} × ${threads} thread${threads === 1 ? "" : "s"}, host sampler`,
+  );
+  return backend;
+}
+
+/** What engine/backends/native_backend.ts exports (it lives on the native library's branch). */
+interface NativeModule {
+  readonly NativeBackend: {
+    create(modelDir: string, options: BackendOptions): Promise<Backend>;
+  };
+}
+
+async function createNativeBackend(model: BackendModel, options: BackendOptions): Promise<Backend> {
+  // A computed specifier: the module is optional, so type checking must not require it.
+  const url = new URL("./native_backend.ts", import.meta.url).href;
+  let mod: NativeModule;
+  try {
+    mod = await import(url) as NativeModule;
+  } catch (e) {
+    throw new BackendUnavailableError(
+      `--backend native is not available in this build (${e instanceof Error ? e.message.split("\n")[0] : e})`,
+    );
+  }
+  try {
+    return await mod.NativeBackend.create(model.dir, options);
+  } catch (e) {
+    throw new BackendUnavailableError(`--backend native: ${e instanceof Error ? e.message.split("\n")[0] : e}`);
+  }
+}
+
+async function isFile(path: string): Promise<boolean> {
+  try {
+    return (await Deno.stat(path)).isFile;
+  } catch {
+    return false;
+  }
+}

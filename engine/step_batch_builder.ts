@@ -1,0 +1,190 @@
+/**
+ * Packs one engine step into the struct-of-arrays StepBatch (docs/backend-step.md). Every buffer is allocated once,
+ * at the backend's largest batch (maxSeqs sequences, maxBatchTokens tokens), and reused step after step; only the
+ * penalty history grows, and only when a request uses penalties.
+ */
+import type { BackendInfo, StepBatch, StepResult } from "./step_batch.ts";
+
+/** One sequence's share of a step. */
+export interface StepEntry {
+  readonly seqId: number;
+  /** The sequence's known tokens (prompt then generated); the step feeds `tokens[from .. to)` then `drafts`. */
+  readonly tokens: Int32Array;
+  readonly from: number;
+  readonly to: number;
+  readonly drafts: readonly number[];
+  /** Whether the step samples (false for a prefill chunk that does not reach the end of the known tokens). */
+  readonly sample: boolean;
+  /** Block ids holding positions 0 .. contextLen (contextLen = to + drafts.length). */
+  readonly blocks: readonly number[];
+  readonly temperature: number;
+  readonly topP: number;
+  readonly topK: number;
+  readonly minP: number;
+  readonly presencePenalty: number;
+  readonly frequencyPenalty: number;
+  readonly repetitionPenalty: number;
+  readonly seed: bigint;
+  readonly logprobs: number;
+  /** Prompt length, for the penalties' history (the known tokens up to `to`). */
+  readonly promptLength: number;
+}
+
+const MIN_POSITIVE_F32 = 1.401298464324817e-45;
+
+export class StepBatchBuilder {
+  readonly info: BackendInfo;
+  readonly stride: number;
+  readonly seqIds: Int32Array;
+  readonly tokens: Int32Array;
+  readonly positions: Int32Array;
+  readonly queryStart: Int32Array;
+  readonly contextLens: Int32Array;
+  readonly draftCounts: Int32Array;
+  readonly sampleFlags: Uint8Array;
+  readonly blockTables: Int32Array;
+  readonly sampling;
+  readonly maskRowStart: Int32Array;
+  readonly allowedMask = new Uint32Array(0);
+  readonly historyStart: Int32Array;
+  readonly historyPromptLens: Int32Array;
+  #history = new Int32Array(0);
+  readonly result: StepResult;
+  #numSeqs = 0;
+  #numTokens = 0;
+  #historyLength = 0;
+
+  /** `maxContext`: the longest context a sequence may reach (sizes the block table rows). */
+  constructor(info: BackendInfo, maxContext: number) {
+    this.info = info;
+    const B = info.maxSeqs;
+    const T = info.maxBatchTokens;
+    this.stride = Math.ceil(maxContext / info.blockSize);
+    this.seqIds = new Int32Array(B);
+    this.tokens = new Int32Array(T);
+    this.positions = new Int32Array(T);
+    this.queryStart = new Int32Array(B + 1);
+    this.contextLens = new Int32Array(B);
+    this.draftCounts = new Int32Array(B);
+    this.sampleFlags = new Uint8Array(B);
+    this.blockTables = new Int32Array(B * this.stride).fill(-1);
+    this.sampling = {
+      temperature: new Float32Array(B),
+      topP: new Float32Array(B),
+      topK: new Int32Array(B),
+      minP: new Float32Array(B),
+      presencePenalty: new Float32Array(B),
+      frequencyPenalty: new Float32Array(B),
+      repetitionPenalty: new Float32Array(B),
+      seeds: new BigUint64Array(B),
+      logprobs: new Int32Array(B),
+    };
+    this.maskRowStart = new Int32Array(B).fill(-1);
+    this.historyStart = new Int32Array(B + 1);
+    this.historyPromptLens = new Int32Array(B);
+    const W = info.maxDrafts + 1;
+    this.result = {
+      counts: new Int32Array(B),
+      tokens: new Int32Array(B * W),
+      logprobs: new Float32Array(B * W),
+      topIds: new Int32Array(B * W * info.maxTopLogprobs),
+      topLogprobs: new Float32Array(B * W * info.maxTopLogprobs),
+    };
+  }
+
+  get numSeqs(): number {
+    return this.#numSeqs;
+  }
+
+  get numTokens(): number {
+    return this.#numTokens;
+  }
+
+  reset(): void {
+    for (let i = 0; i < this.#numSeqs; i++) this.blockTables.fill(-1, i * this.stride, (i + 1) * this.stride);
+    this.#numSeqs = 0;
+    this.#numTokens = 0;
+    this.#historyLength = 0;
+  }
+
+  /** Whether one more sequence feeding `fed` tokens fits. */
+  fits(fed: number): boolean {
+    return this.#numSeqs < this.info.maxSeqs && this.#numTokens + fed <= this.info.maxBatchTokens;
+  }
+
+  add(e: StepEntry): void {
+    const i = this.#numSeqs;
+    const fed = e.to - e.from + e.drafts.length;
+    if (!this.fits(fed)) throw new Error("step batch builder: the step is full");
+    const contextLen = e.to + e.drafts.length;
+    let t = this.#numTokens;
+    this.seqIds[i] = e.seqId;
+    this.queryStart[i] = t;
+    for (let p = e.from; p < e.to; p++, t++) {
+      this.tokens[t] = e.tokens[p]!;
+      this.positions[t] = p;
+    }
+    for (let k = 0; k < e.drafts.length; k++, t++) {
+      this.tokens[t] = e.drafts[k]!;
+      this.positions[t] = e.to + k;
+    }
+    this.queryStart[i + 1] = t;
+    this.#numTokens = t;
+    this.contextLens[i] = contextLen;
+    this.draftCounts[i] = e.drafts.length;
+    this.sampleFlags[i] = e.sample ? 1 : 0;
+    const row = i * this.stride;
+    for (let j = 0; j < e.blocks.length; j++) this.blockTables[row + j] = e.blocks[j]!;
+    const s = this.sampling;
+    s.temperature[i] = e.temperature;
+    // A positive top-p below float32's range (the API's "top_p 0" is the smallest positive double) must stay a cut,
+    // not become 0, which means off.
+    s.topP[i] = e.topP > 0 && Math.fround(e.topP) === 0 ? MIN_POSITIVE_F32 : e.topP;
+    s.topK[i] = e.topK;
+    s.minP[i] = e.minP;
+    s.presencePenalty[i] = e.presencePenalty;
+    s.frequencyPenalty[i] = e.frequencyPenalty;
+    s.repetitionPenalty[i] = e.repetitionPenalty;
+    s.seeds[i] = e.seed;
+    s.logprobs[i] = Math.min(e.logprobs, this.info.maxTopLogprobs);
+    this.maskRowStart[i] = -1;
+    const penalised = e.sample &&
+      (e.presencePenalty !== 0 || e.frequencyPenalty !== 0 || e.repetitionPenalty !== 1);
+    this.historyStart[i] = this.#historyLength;
+    if (penalised) {
+      const need = this.#historyLength + e.to;
+      if (need > this.#history.length) {
+        const grown = new Int32Array(Math.max(need, this.#history.length * 2));
+        grown.set(this.#history.subarray(0, this.#historyLength));
+        this.#history = grown;
+      }
+      this.#history.set(e.tokens.subarray(0, e.to), this.#historyLength);
+      this.#historyLength = need;
+      this.historyPromptLens[i] = Math.min(e.promptLength, e.to);
+    } else this.historyPromptLens[i] = 0;
+    this.historyStart[i + 1] = this.#historyLength;
+    this.#numSeqs = i + 1;
+  }
+
+  batch(): StepBatch {
+    return {
+      numSeqs: this.#numSeqs,
+      numTokens: this.#numTokens,
+      seqIds: this.seqIds,
+      tokens: this.tokens,
+      positions: this.positions,
+      queryStart: this.queryStart,
+      contextLens: this.contextLens,
+      draftCounts: this.draftCounts,
+      sampleFlags: this.sampleFlags,
+      blockTables: this.blockTables,
+      blockTableStride: this.stride,
+      sampling: this.sampling,
+      maskRowStart: this.maskRowStart,
+      allowedMask: this.allowedMask,
+      historyStart: this.historyStart,
+      history: this.#history,
+      historyPromptLens: this.historyPromptLens,
+    };
+  }
+}

@@ -1,0 +1,55 @@
+/**
+ * Prefix-cache hits reach the client: a repeated long prompt is served partly from cached KV blocks, and the usage
+ * says so (`input_tokens_details.cached_tokens` on Responses, `prompt_tokens_details.cached_tokens` on Chat). The
+ * engine runs over a fake model that shares prefix blocks (tests/support/history_backend.ts).
+ */
+import assert from "node:assert/strict";
+import { ResponseStore } from "../../api/response_store.ts";
+import { createServer } from "../../api/server.ts";
+import { createEngine } from "../../engine/llm_engine.ts";
+import { loadModel } from "../../formats/load_model.ts";
+import { HistoryBackend } from "../../testing/history_backend.ts";
+
+const FIXTURE = "tests/fixtures/tiny-random";
+
+Deno.test("a repeated prompt reports cached tokens in usage on Responses and Chat, and in /metrics", async () => {
+  const loaded = await loadModel(FIXTURE);
+  const backend = new HistoryBackend({ vocabSize: loaded.config.vocabSize, numBlocks: 256, maxPositions: 512 });
+  const engine = createEngine(backend.sampled(), { tokenizer: loaded.tokenizer, maxModelLen: 512 });
+  const store = ResponseStore.open(":memory:");
+  const server = createServer({ engine, format: loaded.format, modelId: "tiny", store, port: 0 });
+  const text = "Tell me about the weather in Paris, in Lyon and in Marseille, in detail, please.";
+  try {
+    const post = async (path: string, body: unknown) => {
+      const r = await fetch(`${server.url}/v1/${path}`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+      assert.equal(r.status, 200);
+      return await r.json();
+    };
+    const responses = () =>
+      post("responses", { model: "tiny", input: text, max_output_tokens: 4, temperature: 0, store: false });
+    const first = await responses();
+    const second = await responses();
+    const inputTokens = first.usage.input_tokens;
+    assert.ok(inputTokens > 32);
+    assert.equal(first.usage.input_tokens_details.cached_tokens, 0);
+    // Whole 16-token blocks before the last prompt token come from the cache.
+    assert.equal(second.usage.input_tokens_details.cached_tokens, Math.floor((inputTokens - 1) / 16) * 16);
+    const chat = () =>
+      post("chat/completions", { model: "tiny", messages: [{ role: "user", content: text }], max_tokens: 4 });
+    await chat();
+    const again = await chat();
+    assert.ok(again.usage.prompt_tokens_details.cached_tokens >= 16, JSON.stringify(again.usage));
+    const metrics = await (await fetch(`${server.url}/metrics`)).text();
+    const hits = Number(/^rill_prefix_cache_hits_total\{[^}]*\} (\d+)$/m.exec(metrics)?.[1]);
+    assert.ok(hits >= second.usage.input_tokens_details.cached_tokens + 16, metrics);
+    assert.match(metrics, /^rill_kv_cache_blocks_total\{[^}]*\} 256$/m);
+  } finally {
+    await server.shutdown(1000);
+    await engine.close();
+    store.close();
+  }
+});
