@@ -22,7 +22,8 @@ const OUT = join(ROOT, "build/ffi");
 export const LIBRARY_PATH = join(OUT, "librill.so");
 
 const COMMON = ["-std=c17", "-Wall", "-Wextra", "-Werror", "-pthread", `-I${INCLUDE}`, `-I${SRC}`];
-const LIB_FLAGS = [...COMMON, "-O2", "-fPIC"];
+// Only RILL_API functions (ffi/include/rill.h) are exported from the library.
+const LIB_FLAGS = [...COMMON, "-O2", "-fPIC", "-fvisibility=hidden"];
 const SAN_FLAGS = [
   ...COMMON,
   "-O1",
