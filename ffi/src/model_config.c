@@ -195,7 +195,7 @@ rill_status rill_model_config_read(const char *dir, rill_model_config *cfg, char
   snprintf(path, plen, "%s/" CFG, dir);
   char *text = NULL;
   size_t len = 0;
-  rill_status s = rill_read_file(path, CFG, (size_t)16 << 20, &text, &len, err, err_cap);
+  rill_status s = rill_read_file(path, path, (size_t)16 << 20, &text, &len, err, err_cap);
   free(path);
   if (s != RILL_OK) return s;
   char jerr[192];
