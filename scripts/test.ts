@@ -1,11 +1,12 @@
 /**
  * Runs the whole test suite and ends with the plain summary line CI reads: `N passed, N failed`.
- * Extra arguments are passed to `deno test` (e.g. a path or `--filter`). Without them, the native library's C test
- * programs (built with AddressSanitizer/UBSan by `scripts/build_ffi.ts --tests` into build/ffi/tests/) run first and
- * their counts join the summary.
+ * Extra arguments are passed to `deno test` (e.g. a path or `--filter`). First the native library is built when
+ * missing or stale (scripts/build_ffi.ts; a build failure is a failed test). Without extra arguments the library's C
+ * test programs are built too (AddressSanitizer/UBSan, into build/ffi/tests/), run, and their counts join the summary.
  */
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { buildFfi } from "./build_ffi.ts";
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const C_TESTS = join(ROOT, "build/ffi/tests");
@@ -53,7 +54,15 @@ async function runCTests(): Promise<{ passed: number; failed: number }> {
   return { passed, failed };
 }
 
-const c = Deno.args.length ? { passed: 0, failed: 0 } : await runCTests();
+let buildFailed = 0;
+try {
+  await buildFfi({ tests: Deno.args.length === 0 });
+} catch (e) {
+  console.error(`build:ffi failed: ${e instanceof Error ? e.message : String(e)}`);
+  buildFailed = 1;
+}
+const cTests = Deno.args.length ? { passed: 0, failed: 0 } : await runCTests();
+const c = { passed: cTests.passed, failed: cTests.failed + buildFailed };
 
 const args = ["test", "-A", "--no-prompt", ...(Deno.args.length ? Deno.args : ["tests/"])];
 const child = new Deno.Command(Deno.execPath(), { args, stdout: "piped", stderr: "inherit" }).spawn();
