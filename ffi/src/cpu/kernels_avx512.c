@@ -13,8 +13,6 @@
 
 #define TGT __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma"), always_inline)) static inline
 #define TGT_FN __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma"))) static
-#define TGT_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512vnni"), always_inline)) static inline
-#define TGT_VNNI_FN __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512vnni"))) static
 
 static inline float bf16f(uint16_t v) {
   uint32_t u = (uint32_t)v << 16;
@@ -98,10 +96,6 @@ TGT __m256i dot_q8_madd(__m256i x, __m256i w) {
   __m256i ax = _mm256_sign_epi8(x, x), sw = _mm256_sign_epi8(w, x);
   return _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sw), _mm256_set1_epi16(1));
 }
-TGT_VNNI __m256i dot_q8_vnni(__m256i x, __m256i w) {
-  __m256i ax = _mm256_sign_epi8(x, x), sw = _mm256_sign_epi8(w, x);
-  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), ax, sw);
-}
 
 #define Q8_TILE(NAME, ATTR, DOT)                                                                                   \
   ATTR void NAME(const int NR, const int NT, const int8_t *xq, const float *xs, const int8_t *w, const float *ws,  \
@@ -131,7 +125,62 @@ TGT_VNNI __m256i dot_q8_vnni(__m256i x, __m256i w) {
   }
 
 Q8_TILE(tile_q8_madd, TGT, dot_q8_madd)
-Q8_TILE(tile_q8_vnni, TGT_VNNI, dot_q8_vnni)
+
+/* VNNI on 512-bit vectors: two 32-element blocks per instruction. |x| (unsigned) times w carrying x's sign gives the
+ * signed products (vpdpbusd multiplies unsigned by signed bytes); each block's 8 int32 lanes are scaled by its own
+ * weight scale × activation scale, so the blocks stay independent exactly as in the 256-bit kernels. */
+#define TGT_Z __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512vnni"), always_inline)) static inline
+#define TGT_Z_FN __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512vnni"))) static
+
+/* [s[0] ×8, s[1] ×8], or [s[0] ×8, 0 ×8] for a final odd block. */
+TGT_Z __m512 pair_scales(const float *s, int two) {
+  const __m512i idx = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+  __m128 v = two ? _mm_castpd_ps(_mm_load_sd((const double *)s)) : _mm_load_ss(s);
+  return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(v));
+}
+
+TGT_Z __m512i pair_bytes(const int8_t *p, int two) {
+  return two ? _mm512_loadu_si512((const void *)p) : _mm512_maskz_loadu_epi8((__mmask64)0xFFFFFFFFu, p);
+}
+
+TGT_Z void tile_q8_z(const int NR, const int NT, const int8_t *xq, const float *xs, const int8_t *w, const float *ws,
+                     int nblocks, float *y, size_t ldy) {
+  size_t ld = (size_t)nblocks * RILL_Q8_BLOCK;
+  __m512 acc[TILE_R][TILE_T];
+#pragma GCC unroll 4
+  for (int r = 0; r < NR; r++) {
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) acc[r][t] = _mm512_setzero_ps();
+  }
+  const __m512i zero = _mm512_setzero_si512();
+  for (int b = 0; b < nblocks; b += 2) {
+    const int two = b + 1 < nblocks;
+    __m512i ax[TILE_T];
+    __mmask64 neg[TILE_T];
+    __m512 xsv[TILE_T];
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) {
+      __m512i xv = pair_bytes(xq + (size_t)t * ld + (size_t)b * RILL_Q8_BLOCK, two);
+      ax[t] = _mm512_abs_epi8(xv);
+      neg[t] = _mm512_movepi8_mask(xv);
+      xsv[t] = pair_scales(xs + (size_t)t * (size_t)nblocks + (size_t)b, two);
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; r++) {
+      __m512i wv = pair_bytes(w + (size_t)r * ld + (size_t)b * RILL_Q8_BLOCK, two);
+      __m512 wsv = pair_scales(ws + (size_t)r * (size_t)nblocks + (size_t)b, two);
+#pragma GCC unroll 4
+      for (int t = 0; t < NT; t++) {
+        __m512i sw = _mm512_mask_sub_epi8(wv, neg[t], zero, wv);
+        __m512i d = _mm512_dpbusd_epi32(zero, ax[t], sw);
+        acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(wsv, xsv[t]), acc[r][t]);
+      }
+    }
+  }
+  for (int r = 0; r < NR; r++) {
+    for (int t = 0; t < NT; t++) y[(size_t)t * ldy + (size_t)r] = _mm512_reduce_add_ps(acc[r][t]);
+  }
+}
 
 /* Expands to a switch calling TILE with compile-time row and token counts, so each tile keeps its accumulators in
  * registers. */
@@ -206,7 +255,7 @@ TGT_FN void gemm_bf16(const float *x, size_t ldx, int T, const uint16_t *w, size
   }
 
 GEMM_Q8(gemm_q8_madd, TGT_FN, tile_q8_madd)
-GEMM_Q8(gemm_q8_vnni, TGT_VNNI_FN, tile_q8_vnni)
+GEMM_Q8(gemm_q8_vnni, TGT_Z_FN, tile_q8_z)
 
 const rill_kernels rill_kernels_avx512 = {
     .isa = "avx512", .gemm_f32 = gemm_f32, .gemm_bf16 = gemm_bf16, .gemm_q8 = gemm_q8_madd};
