@@ -119,18 +119,24 @@ export const LIBRARY_PATH = resolve(dirname(fileURLToPath(import.meta.url)), "..
 let library: Library | undefined;
 
 /**
- * Opens the library once per process. Inside a `deno compile` binary the library is embedded (`--include`), where
- * native code cannot map it, so it is copied to a temporary file first (unlinked once loaded: the mapping stays).
+ * A file native code can map for the library at `path`: `path` itself, or, when `path` lies in a `deno compile`
+ * binary's embedded file system (`--include`), which only Deno's own file APIs can read, a temporary copy that
+ * `cleanup` removes (once loaded the mapping outlives the file).
  */
+export async function loadableLibraryFile(
+  path: string,
+  root: string | undefined = compiledRoot(),
+): Promise<{ file: string; cleanup: () => Promise<void> }> {
+  if (!isEmbedded(path, root)) return { file: path, cleanup: () => Promise.resolve() };
+  const file = await Deno.makeTempFile({ prefix: "librill-", suffix: ".so" });
+  await Deno.writeFile(file, await Deno.readFile(path));
+  return { file, cleanup: () => Deno.remove(file).catch(() => {}) };
+}
+
+/** Opens the library once per process and checks it speaks this binding's ABI. */
 export async function openLibrary(path: string = LIBRARY_PATH): Promise<Library> {
   if (library !== undefined) return library;
-  let file = path;
-  let temp: string | undefined;
-  if (isEmbedded(path, compiledRoot())) {
-    temp = await Deno.makeTempFile({ prefix: "librill-", suffix: ".so" });
-    await Deno.writeFile(temp, await Deno.readFile(path));
-    file = temp;
-  }
+  const { file, cleanup } = await loadableLibraryFile(path);
   try {
     library = Deno.dlopen(file, SYMBOLS);
   } catch (e) {
@@ -139,7 +145,7 @@ export async function openLibrary(path: string = LIBRARY_PATH): Promise<Library>
       `cannot load the native engine library ${path} (run \`deno task build:ffi\`; it needs a C compiler): ${detail}`,
     );
   } finally {
-    if (temp !== undefined) await Deno.remove(temp).catch(() => {});
+    await cleanup();
   }
   const abi = library.symbols.rill_abi_version();
   if (abi !== ABI_VERSION) {
