@@ -154,6 +154,21 @@ static void apply_penalties(const rill_step_batch *b, int32_t i, int32_t r, scra
 static rill_status sample_row(const rill_step_batch *b, int32_t i, int32_t r, const float *raw, int32_t V,
                               scratch_view *s, int32_t *out, char *err, size_t err_cap) {
   double *w = s->work;
+  const int plain = b->frequency_penalty[i] == 0 && b->presence_penalty[i] == 0 && b->repetition_penalty[i] == 1 &&
+                    b->mask_row_start[i] < 0;
+  if (plain && b->temperature[i] == 0) {
+    /* Greedy on untouched logits: the argmax of the row itself (the general path below gives the same token). */
+    int32_t best = 0;
+    float max = -INFINITY;
+    for (int32_t t = 0; t < V; t++) {
+      if (raw[t] > max) {
+        max = raw[t];
+        best = t;
+      }
+    }
+    *out = best;
+    return RILL_OK;
+  }
   /* A NaN logit (a broken model) can never be chosen: it ranks as an impossible token. */
   for (int32_t t = 0; t < V; t++) w[t] = isnan(raw[t]) ? -INFINITY : (double)raw[t];
   apply_penalties(b, i, r, s);
