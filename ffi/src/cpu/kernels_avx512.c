@@ -135,7 +135,14 @@ Q8_TILE(tile_q8_madd, TGT, dot_q8_madd)
 /* [s[0] ×8, s[1] ×8], or [s[0] ×8, 0 ×8] for a final odd block. */
 TGT_Z __m512 pair_scales(const float *s, int two) {
   const __m512i idx = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
-  __m128 v = two ? _mm_castpd_ps(_mm_load_sd((const double *)s)) : _mm_load_ss(s);
+  __m128 v;
+  if (two) {
+    uint64_t bits; /* two floats, any alignment */
+    memcpy(&bits, s, sizeof bits);
+    v = _mm_castsi128_ps(_mm_cvtsi64_si128((long long)bits));
+  } else {
+    v = _mm_load_ss(s);
+  }
   return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(v));
 }
 
