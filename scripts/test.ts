@@ -1,7 +1,69 @@
 /**
  * Runs the whole test suite and ends with the plain summary line CI reads: `N passed, N failed`.
- * Extra arguments are passed to `deno test` (e.g. a path or `--filter`).
+ * Extra arguments are passed to `deno test` (e.g. a path or `--filter`). First the native library is built when
+ * missing or stale (scripts/build_ffi.ts; a build failure is a failed test). Without extra arguments the library's C
+ * test programs are built too (AddressSanitizer/UBSan, into build/ffi/tests/), run, and their counts join the summary.
  */
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { buildFfi } from "./build_ffi.ts";
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+const C_TESTS = join(ROOT, "build/ffi/tests");
+/** A C test program that runs longer than this is killed and counted as failed. */
+const C_TEST_TIMEOUT_MS = 300_000;
+
+// deno-lint-ignore no-control-regex
+const stripAnsi = (s: string): string => s.replace(/\x1b\[[0-9;]*m/g, "");
+
+/** Runs each C test program; its last `N passed, N failed` line is its count, and a crash or leak adds a failure. */
+async function runCTests(): Promise<{ passed: number; failed: number }> {
+  let passed = 0;
+  let failed = 0;
+  const programs: string[] = [];
+  try {
+    for await (const entry of Deno.readDir(C_TESTS)) if (entry.isFile) programs.push(join(C_TESTS, entry.name));
+  } catch (e) {
+    if (!(e instanceof Deno.errors.NotFound)) throw e;
+  }
+  for (const program of programs.sort()) {
+    const name = program.slice(C_TESTS.length + 1);
+    const child = new Deno.Command(program, {
+      cwd: ROOT,
+      stdout: "piped",
+      stderr: "piped",
+      env: { ASAN_OPTIONS: "detect_leaks=1:abort_on_error=0", UBSAN_OPTIONS: "print_stacktrace=1" },
+    }).spawn();
+    const timer = setTimeout(() => child.kill("SIGKILL"), C_TEST_TIMEOUT_MS);
+    const { code, stdout, stderr } = await child.output();
+    clearTimeout(timer);
+    const out = new TextDecoder().decode(stdout);
+    const err = new TextDecoder().decode(stderr);
+    const counts = [...out.matchAll(/^(\d+) passed, (\d+) failed$/gm)].at(-1);
+    const p = counts ? Number(counts[1]) : 0;
+    let f = counts ? Number(counts[2]) : 0;
+    if (code !== 0 && f === 0) f = 1;
+    passed += p;
+    failed += f;
+    console.log(`${f === 0 ? "ok" : "FAILED"} | ffi/tests/${name}.c | ${p} passed | ${f} failed`);
+    if (f > 0) {
+      await Deno.stdout.write(new TextEncoder().encode(out));
+      await Deno.stderr.write(new TextEncoder().encode(err));
+    }
+  }
+  return { passed, failed };
+}
+
+let buildFailed = 0;
+try {
+  await buildFfi({ tests: Deno.args.length === 0 });
+} catch (e) {
+  console.error(`build:ffi failed: ${e instanceof Error ? e.message : String(e)}`);
+  buildFailed = 1;
+}
+const cTests = Deno.args.length ? { passed: 0, failed: 0 } : await runCTests();
+const c = { passed: cTests.passed, failed: cTests.failed + buildFailed };
+
 const args = ["test", "-A", "--no-prompt", ...(Deno.args.length ? Deno.args : ["tests/"])];
 const child = new Deno.Command(Deno.execPath(), { args, stdout: "piped", stderr: "inherit" }).spawn();
 
@@ -14,11 +76,10 @@ for await (const chunk of child.stdout) {
 const { code } = await child.status;
 
 // deno prints e.g. "ok | 12 passed (3 steps) | 0 failed (1s)" or "FAILED | 1 passed | 2 failed (1s)".
-// deno-lint-ignore no-control-regex
-const plain = tail.replace(/\x1b\[[0-9;]*m/g, "");
+const plain = stripAnsi(tail);
 const summary = [...plain.matchAll(/(\d+) passed(?: \(\d+ steps?\))? \| (\d+) failed/g)].at(-1);
-const passed = summary ? Number(summary[1]) : 0;
-let failed = summary ? Number(summary[2]) : 0;
+const passed = (summary ? Number(summary[1]) : 0) + c.passed;
+let failed = (summary ? Number(summary[2]) : 0) + c.failed;
 if (code !== 0 && failed === 0) failed = 1; // a crash or type error before any test ran still fails the run
 console.log(`${passed} passed, ${failed} failed`);
-Deno.exit(code === 0 ? 0 : 1);
+Deno.exit(code === 0 && c.failed === 0 ? 0 : 1);

@@ -46,6 +46,19 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
 
 
+def repeat_kv(x: torch.Tensor, rep: int) -> torch.Tensor:
+    """[B, kvh, S, D] -> [B, kvh * rep, S, D], query head j reading KV head j // rep (repeat_interleave on dim 1).
+
+    Written as expand + reshape because torch 1.13's ONNX lowering of repeat_interleave bakes in the traced lengths:
+    the exported graph is right only when past + new length equals the repeat factor, and ONNX Runtime fails on
+    anything else ("left operand cannot broadcast on dim 1").
+    """
+    if rep == 1:
+        return x
+    b, kvh, s, d = x.shape
+    return x.unsqueeze(2).expand(b, kvh, rep, s, d).reshape(b, kvh * rep, s, d)
+
+
 class Attention(nn.Module):
     def __init__(self, c: Config):
         super().__init__()
@@ -64,11 +77,7 @@ class Attention(nn.Module):
         k = k * cos + rotate_half(k) * sin
         k = torch.cat([past_k, k], dim=2)
         v = torch.cat([past_v, v], dim=2)
-        kk, vv = k, v
-        if self.kvh != self.h:
-            rep = self.h // self.kvh
-            kk = k.repeat_interleave(rep, dim=1)
-            vv = v.repeat_interleave(rep, dim=1)
+        kk, vv = repeat_kv(k, self.h // self.kvh), repeat_kv(v, self.h // self.kvh)
         scores = torch.matmul(q, kk.transpose(2, 3)) * (self.d ** -0.5)
         scores = torch.where(allowed, scores, torch.tensor(torch.finfo(torch.float32).min))
         probs = torch.softmax(scores, dim=-1)

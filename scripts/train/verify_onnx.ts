@@ -9,7 +9,7 @@ interface Packed {
   readonly shape: number[];
   readonly data: number[];
 }
-interface Case {
+export interface Case {
   readonly feeds: Record<string, number[][] | Packed>;
   readonly logits: Packed;
   readonly present0_key: number[];
@@ -34,24 +34,46 @@ function maxDiff(a: ArrayLike<number>, b: readonly number[]): number {
   return m;
 }
 
-const [dir, verifyPath] = Deno.args;
-if (dir === undefined || verifyPath === undefined) throw new Error("usage: verify_onnx.ts <model dir> <verify.json>");
-const session = await ort.InferenceSession.create(`${dir}/onnx/model.onnx`);
-const { cases } = JSON.parse(await Deno.readTextFile(verifyPath)) as { cases: Case[] };
-let worst = 0;
-for (const [i, c] of cases.entries()) {
-  const feeds: Record<string, ort.Tensor> = {};
-  for (const [name, v] of Object.entries(c.feeds)) feeds[name] = toTensor(name, v);
-  const out = await session.run(feeds);
-  const logits = out["logits"];
-  const present = out["present.0.key"];
-  if (logits === undefined || present === undefined) throw new Error("missing outputs");
-  const dl = maxDiff(logits.data as Float32Array, c.logits.data);
-  const dp = maxDiff(present.data as Float32Array, c.present0_key);
-  console.log(
-    `case ${i}: logits ${logits.dims.join("x")} max|diff| ${dl.toExponential(2)}, present.0.key ${dp.toExponential(2)}`,
-  );
-  worst = Math.max(worst, dl, dp);
+/** Max |ORT − torch| of each case's logits and present.0.key. */
+export async function verifyOnnx(
+  modelPath: string,
+  cases: readonly Case[],
+): Promise<{ dims: readonly number[]; logits: number; present0Key: number }[]> {
+  const session = await ort.InferenceSession.create(modelPath);
+  try {
+    const results = [];
+    for (const c of cases) {
+      const feeds: Record<string, ort.Tensor> = {};
+      for (const [name, v] of Object.entries(c.feeds)) feeds[name] = toTensor(name, v);
+      const out = await session.run(feeds);
+      const logits = out["logits"];
+      const present = out["present.0.key"];
+      if (logits === undefined || present === undefined) throw new Error("missing outputs");
+      results.push({
+        dims: logits.dims,
+        logits: maxDiff(logits.data as Float32Array, c.logits.data),
+        present0Key: maxDiff(present.data as Float32Array, c.present0_key),
+      });
+    }
+    return results;
+  } finally {
+    await session.release();
+  }
 }
-console.log(`worst ${worst.toExponential(2)}`);
-if (!(worst < 1e-4)) Deno.exit(1);
+
+if (import.meta.main) {
+  const [dir, verifyPath] = Deno.args;
+  if (dir === undefined || verifyPath === undefined) throw new Error("usage: verify_onnx.ts <model dir> <verify.json>");
+  const { cases } = JSON.parse(await Deno.readTextFile(verifyPath)) as { cases: Case[] };
+  let worst = 0;
+  for (const [i, r] of (await verifyOnnx(`${dir}/onnx/model.onnx`, cases)).entries()) {
+    console.log(
+      `case ${i}: logits ${r.dims.join("x")} max|diff| ${r.logits.toExponential(2)}, present.0.key ${
+        r.present0Key.toExponential(2)
+      }`,
+    );
+    worst = Math.max(worst, r.logits, r.present0Key);
+  }
+  console.log(`worst ${worst.toExponential(2)}`);
+  if (!(worst < 1e-4)) Deno.exit(1);
+}

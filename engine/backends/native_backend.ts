@@ -1,0 +1,506 @@
+/**
+ * The native engine library (ffi/, `build/ffi/librill.so`) as a step backend, over Deno FFI.
+ *
+ * Invariants:
+ * - One FFI call per engine step: `rill_step` is `nonblocking`, so it runs on a worker thread and the event loop keeps
+ *   serving other streams while the library computes.
+ * - The C structs (`rill_step_batch`, `rill_step_result`) are built once per set of typed arrays and reused: the
+ *   engine allocates its batch buffers once and refills them, so a step normally rewrites only the five counts.
+ *   Typed arrays are pinned off the V8 heap (`.buffer` externalises an on-heap backing store) before their address
+ *   is taken, and the cached struct keeps them alive.
+ * - The library is not thread-safe: one call at a time per engine. `release` during a step is deferred until the step
+ *   returns; a second concurrent `step` is a programming error and throws.
+ * - Offsets below are x86-64/aarch64 LP64 layouts of ffi/include/rill.h; tests/native/layout_test.ts compiles the
+ *   header and checks every one.
+ */
+import { dirname, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { compiledRoot, isEmbedded } from "../../api/model_source.ts";
+import type { Backend, BackendInfo, StepBatch, StepResult } from "../step_batch.ts";
+
+/** Field offsets and sizes of the ABI structs, in bytes. */
+export const LAYOUT = {
+  stepBatch: {
+    size: 200,
+    num_seqs: 0,
+    num_tokens: 4,
+    block_table_stride: 8,
+    num_mask_rows: 12,
+    history_len: 16,
+    seq_ids: 24,
+    tokens: 32,
+    positions: 40,
+    query_start: 48,
+    context_lens: 56,
+    draft_counts: 64,
+    sample_flags: 72,
+    block_tables: 80,
+    temperature: 88,
+    top_p: 96,
+    top_k: 104,
+    min_p: 112,
+    presence_penalty: 120,
+    frequency_penalty: 128,
+    repetition_penalty: 136,
+    seeds: 144,
+    logprobs: 152,
+    mask_row_start: 160,
+    allowed_mask: 168,
+    history_start: 176,
+    history: 184,
+    history_prompt_lens: 192,
+  },
+  stepResult: { size: 40, counts: 0, tokens: 8, logprobs: 16, top_ids: 24, top_logprobs: 32 },
+  options: {
+    size: 80,
+    device: 0,
+    dtype: 8,
+    kv_dtype: 16,
+    draft_model_dir: 24,
+    threads: 32,
+    block_size: 36,
+    num_blocks: 40,
+    kv_bytes: 48,
+    max_seqs: 56,
+    max_batch_tokens: 60,
+    max_drafts: 64,
+    max_top_logprobs: 68,
+    max_model_len: 72,
+    gpu_memory_fraction: 76,
+  },
+  info: {
+    size: 240,
+    abi_version: 0,
+    vocab_size: 4,
+    max_positions: 8,
+    block_size: 12,
+    num_blocks: 16,
+    max_batch_tokens: 20,
+    max_seqs: 24,
+    max_drafts: 28,
+    max_top_logprobs: 32,
+    shares_prefix_blocks: 36,
+    num_layers: 40,
+    hidden_size: 44,
+    num_heads: 48,
+    num_kv_heads: 52,
+    head_dim: 56,
+    threads: 60,
+    weight_bytes: 64,
+    kv_bytes: 72,
+    device: 80,
+    isa: 112,
+    dtype: 144,
+    kv_dtype: 160,
+    architecture: 176,
+  },
+} as const;
+
+/** The ABI version this binding speaks (RILL_ABI_VERSION in rill.h). */
+export const ABI_VERSION = 1;
+
+const SYMBOLS = {
+  rill_abi_version: { parameters: [], result: "i32" },
+  rill_engine_create: { parameters: ["buffer", "buffer", "buffer"], result: "i32" },
+  rill_engine_destroy: { parameters: ["pointer"], result: "void" },
+  rill_engine_info: { parameters: ["pointer", "buffer"], result: "i32" },
+  rill_step: { parameters: ["pointer", "buffer", "buffer"], result: "i32", nonblocking: true },
+  rill_release: { parameters: ["pointer", "i32"], result: "i32" },
+  rill_forward_logits: { parameters: ["pointer", "buffer", "buffer"], result: "i32", nonblocking: true },
+  rill_last_error: { parameters: ["pointer"], result: "pointer" },
+  rill_global_error: { parameters: [], result: "pointer" },
+} as const satisfies Deno.ForeignLibraryInterface;
+
+type Library = Deno.DynamicLibrary<typeof SYMBOLS>;
+
+/** Where `deno task build:ffi` puts the library, relative to this file's checkout (or the compiled binary's mount). */
+export const LIBRARY_PATH = resolve(dirname(fileURLToPath(import.meta.url)), "../../build/ffi/librill.so");
+
+let library: Library | undefined;
+
+/**
+ * A file native code can map for the library at `path`: `path` itself, or, when `path` lies in a `deno compile`
+ * binary's embedded file system (`--include`), which only Deno's own file APIs can read, a temporary copy that
+ * `cleanup` removes (once loaded the mapping outlives the file).
+ */
+export async function loadableLibraryFile(
+  path: string,
+  root: string | undefined = compiledRoot(),
+): Promise<{ file: string; cleanup: () => Promise<void> }> {
+  if (!isEmbedded(path, root)) return { file: path, cleanup: () => Promise.resolve() };
+  const file = await Deno.makeTempFile({ prefix: "librill-", suffix: ".so" });
+  await Deno.writeFile(file, await Deno.readFile(path));
+  return { file, cleanup: () => Deno.remove(file).catch(() => {}) };
+}
+
+/** Opens the library once per process and checks it speaks this binding's ABI. */
+export async function openLibrary(path: string = LIBRARY_PATH): Promise<Library> {
+  if (library !== undefined) return library;
+  const { file, cleanup } = await loadableLibraryFile(path);
+  try {
+    library = Deno.dlopen(file, SYMBOLS);
+  } catch (e) {
+    const detail = e instanceof Error ? e.message : String(e);
+    throw new Error(
+      `cannot load the native engine library ${path} (run \`deno task build:ffi\`; it needs a C compiler): ${detail}`,
+    );
+  } finally {
+    await cleanup();
+  }
+  const abi = library.symbols.rill_abi_version();
+  if (abi !== ABI_VERSION) {
+    library.close();
+    library = undefined;
+    throw new Error(`native engine library ${path} speaks ABI ${abi}, this binding ${ABI_VERSION}: rebuild it`);
+  }
+  return library;
+}
+
+const STATUS_NAMES: Record<number, string> = {
+  1: "invalid argument",
+  2: "model error",
+  3: "out of memory",
+  4: "device error",
+  5: "unsupported",
+  6: "internal error",
+};
+
+function cString(ptr: Deno.PointerValue): string {
+  return ptr === null ? "" : Deno.UnsafePointerView.getCString(ptr);
+}
+
+function nulTerminated(s: string): Uint8Array<ArrayBuffer> {
+  const bytes = new TextEncoder().encode(s);
+  const out = new Uint8Array(bytes.length + 1);
+  out.set(bytes);
+  return out;
+}
+
+/** The address of a typed array's first element, its backing store pinned off the V8 heap; 0 when empty. */
+function address(array: ArrayBufferView): bigint {
+  void array.buffer;
+  if (array.byteLength === 0) return 0n;
+  const ptr = Deno.UnsafePointer.of(array as BufferSource);
+  return ptr === null ? 0n : BigInt(Deno.UnsafePointer.value(ptr));
+}
+
+/** What `rill_engine_info` reports beyond the step contract: for logs, benchmarks and tests. */
+export interface NativeInfo extends BackendInfo {
+  readonly numLayers: number;
+  readonly hiddenSize: number;
+  readonly numHeads: number;
+  readonly numKvHeads: number;
+  readonly headDim: number;
+  readonly threads: number;
+  readonly weightBytes: number;
+  readonly kvBytes: number;
+  readonly device: string;
+  readonly isa: string;
+  readonly dtype: string;
+  readonly kvDtype: string;
+  readonly architecture: string;
+}
+
+export interface NativeOptions {
+  /** "cpu" (default), "cuda", "auto". */
+  readonly device?: string;
+  /** Weights as held: "fp32", "bf16", "int8"; default the checkpoint's. */
+  readonly dtype?: string;
+  readonly kvDtype?: string;
+  readonly draftModelDir?: string;
+  /** CPU threads; 0 or absent = all cores. */
+  readonly threads?: number;
+  readonly blockSize?: number;
+  readonly numBlocks?: number;
+  readonly kvBytes?: number;
+  readonly maxSeqs?: number;
+  readonly maxBatchTokens?: number;
+  readonly maxDrafts?: number;
+  readonly maxTopLogprobs?: number;
+  readonly maxModelLen?: number;
+  readonly gpuMemoryFraction?: number;
+  /** The library file (default: the build folder's). */
+  readonly libraryPath?: string;
+}
+
+function decodeInfo(bytes: Uint8Array): NativeInfo {
+  const v = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const L = LAYOUT.info;
+  const i32 = (off: number) => v.getInt32(off, true);
+  const text = (off: number, len: number) => {
+    const raw = bytes.subarray(off, off + len);
+    const end = raw.indexOf(0);
+    return new TextDecoder().decode(end < 0 ? raw : raw.subarray(0, end));
+  };
+  return {
+    vocabSize: i32(L.vocab_size),
+    maxPositions: i32(L.max_positions),
+    blockSize: i32(L.block_size),
+    numBlocks: i32(L.num_blocks),
+    maxBatchTokens: i32(L.max_batch_tokens),
+    maxSeqs: i32(L.max_seqs),
+    maxDrafts: i32(L.max_drafts),
+    maxTopLogprobs: i32(L.max_top_logprobs),
+    sharesPrefixBlocks: i32(L.shares_prefix_blocks) !== 0,
+    numLayers: i32(L.num_layers),
+    hiddenSize: i32(L.hidden_size),
+    numHeads: i32(L.num_heads),
+    numKvHeads: i32(L.num_kv_heads),
+    headDim: i32(L.head_dim),
+    threads: i32(L.threads),
+    weightBytes: Number(v.getBigInt64(L.weight_bytes, true)),
+    kvBytes: Number(v.getBigInt64(L.kv_bytes, true)),
+    device: text(L.device, 32),
+    isa: text(L.isa, 32),
+    dtype: text(L.dtype, 16),
+    kvDtype: text(L.kv_dtype, 16),
+    architecture: text(L.architecture, 64),
+  };
+}
+
+/** The batch arrays in the order of the struct's pointer fields (after the five counts). */
+function batchArrays(b: StepBatch): readonly ArrayBufferView[] {
+  const s = b.sampling;
+  return [
+    b.seqIds,
+    b.tokens,
+    b.positions,
+    b.queryStart,
+    b.contextLens,
+    b.draftCounts,
+    b.sampleFlags,
+    b.blockTables,
+    s.temperature,
+    s.topP,
+    s.topK,
+    s.minP,
+    s.presencePenalty,
+    s.frequencyPenalty,
+    s.repetitionPenalty,
+    s.seeds,
+    s.logprobs,
+    b.maskRowStart,
+    b.allowedMask,
+    b.historyStart,
+    b.history,
+    b.historyPromptLens,
+  ];
+}
+
+const sameArrays = (a: readonly ArrayBufferView[], b: readonly ArrayBufferView[]) =>
+  a.length === b.length && a.every((x, i) => x === b[i]);
+
+/**
+ * A `rill_step_batch` laid out over one set of typed arrays. Rebuilt only when the engine hands over different
+ * arrays; otherwise only the counts change.
+ */
+class BatchStruct {
+  readonly bytes = new Uint8Array(LAYOUT.stepBatch.size);
+  #arrays: readonly ArrayBufferView[] = [];
+  readonly #view = new DataView(this.bytes.buffer);
+
+  fill(batch: StepBatch, vocabSize: number): Uint8Array<ArrayBuffer> {
+    const arrays = batchArrays(batch);
+    const L = LAYOUT.stepBatch;
+    if (!sameArrays(arrays, this.#arrays)) {
+      this.#arrays = arrays;
+      arrays.forEach((array, k) => this.#view.setBigUint64(L.seq_ids + 8 * k, address(array), true));
+    }
+    const words = Math.ceil(vocabSize / 32);
+    this.#view.setInt32(L.num_seqs, batch.numSeqs, true);
+    this.#view.setInt32(L.num_tokens, batch.numTokens, true);
+    this.#view.setInt32(L.block_table_stride, batch.blockTableStride, true);
+    // The capacities of the mask and history buffers: the library validates every index against them.
+    this.#view.setInt32(L.num_mask_rows, Math.floor(batch.allowedMask.length / words), true);
+    this.#view.setInt32(L.history_len, batch.history.length, true);
+    return this.bytes as Uint8Array<ArrayBuffer>;
+  }
+}
+
+class ResultStruct {
+  readonly bytes = new Uint8Array(LAYOUT.stepResult.size);
+  #arrays: readonly ArrayBufferView[] = [];
+  readonly #view = new DataView(this.bytes.buffer);
+
+  fill(result: StepResult): Uint8Array<ArrayBuffer> {
+    const arrays = [result.counts, result.tokens, result.logprobs, result.topIds, result.topLogprobs];
+    if (!sameArrays(arrays, this.#arrays)) {
+      this.#arrays = arrays;
+      arrays.forEach((array, k) => this.#view.setBigUint64(8 * k, address(array), true));
+    }
+    return this.bytes as Uint8Array<ArrayBuffer>;
+  }
+}
+
+/** Checks the buffers are at least as long as the C side will read or write for this batch and these limits. */
+function checkSizes(batch: StepBatch, result: StepResult | undefined, info: BackendInfo): void {
+  const B = batch.numSeqs;
+  const T = batch.numTokens;
+  if (!Number.isInteger(B) || B < 1 || !Number.isInteger(T) || T < 1 || !Number.isInteger(batch.blockTableStride)) {
+    throw new Error(`invalid batch: numSeqs ${B}, numTokens ${T}, blockTableStride ${batch.blockTableStride}`);
+  }
+  const s = batch.sampling;
+  const need: [string, ArrayBufferView & { length: number }, number][] = [
+    ["seqIds", batch.seqIds, B],
+    ["tokens", batch.tokens, T],
+    ["positions", batch.positions, T],
+    ["queryStart", batch.queryStart, B + 1],
+    ["contextLens", batch.contextLens, B],
+    ["draftCounts", batch.draftCounts, B],
+    ["sampleFlags", batch.sampleFlags, B],
+    ["blockTables", batch.blockTables, B * batch.blockTableStride],
+    ["sampling.temperature", s.temperature, B],
+    ["sampling.topP", s.topP, B],
+    ["sampling.topK", s.topK, B],
+    ["sampling.minP", s.minP, B],
+    ["sampling.presencePenalty", s.presencePenalty, B],
+    ["sampling.frequencyPenalty", s.frequencyPenalty, B],
+    ["sampling.repetitionPenalty", s.repetitionPenalty, B],
+    ["sampling.seeds", s.seeds, B],
+    ["sampling.logprobs", s.logprobs, B],
+    ["maskRowStart", batch.maskRowStart, B],
+    ["historyStart", batch.historyStart, B + 1],
+    ["historyPromptLens", batch.historyPromptLens, B],
+  ];
+  if (result !== undefined) {
+    const K1 = info.maxDrafts + 1;
+    need.push(
+      ["result.counts", result.counts, B],
+      ["result.tokens", result.tokens, B * K1],
+      ["result.logprobs", result.logprobs, B * K1],
+      ["result.topIds", result.topIds, B * K1 * info.maxTopLogprobs],
+      ["result.topLogprobs", result.topLogprobs, B * K1 * info.maxTopLogprobs],
+    );
+  }
+  for (const [name, array, length] of need) {
+    if (array.length < length) throw new Error(`invalid batch: ${name} has ${array.length} entries, needs ${length}`);
+  }
+}
+
+export class NativeBackend implements Backend {
+  readonly info: NativeInfo;
+  readonly #lib: Library;
+  #engine: Deno.PointerValue;
+  readonly #batch = new BatchStruct();
+  readonly #result = new ResultStruct();
+  #running: Promise<unknown> | undefined;
+  #pendingReleases: number[] = [];
+
+  private constructor(lib: Library, engine: Deno.PointerObject, info: NativeInfo) {
+    this.#lib = lib;
+    this.#engine = engine;
+    this.info = info;
+  }
+
+  /** Loads a Hugging Face checkpoint directory; errors name the file and tensor. */
+  static async create(modelDir: string, options: NativeOptions = {}): Promise<NativeBackend> {
+    const lib = await openLibrary(options.libraryPath);
+    const L = LAYOUT.options;
+    const opts = new Uint8Array(L.size);
+    const v = new DataView(opts.buffer);
+    const keep: Uint8Array[] = [];
+    const str = (off: number, s: string | undefined) => {
+      if (s === undefined) return;
+      const bytes = nulTerminated(s);
+      keep.push(bytes);
+      v.setBigUint64(off, address(bytes), true);
+    };
+    const int = (off: number, n: number | undefined, name: string) => {
+      if (n === undefined) return;
+      if (!Number.isInteger(n) || n < 0 || n > 0x7fffffff) throw new Error(`native backend: invalid ${name} ${n}`);
+      v.setInt32(off, n, true);
+    };
+    str(L.device, options.device);
+    str(L.dtype, options.dtype);
+    str(L.kv_dtype, options.kvDtype);
+    str(L.draft_model_dir, options.draftModelDir);
+    int(L.threads, options.threads, "threads");
+    int(L.block_size, options.blockSize, "blockSize");
+    int(L.num_blocks, options.numBlocks, "numBlocks");
+    if (options.kvBytes !== undefined) v.setBigInt64(L.kv_bytes, BigInt(Math.floor(options.kvBytes)), true);
+    int(L.max_seqs, options.maxSeqs, "maxSeqs");
+    int(L.max_batch_tokens, options.maxBatchTokens, "maxBatchTokens");
+    int(L.max_drafts, options.maxDrafts, "maxDrafts");
+    int(L.max_top_logprobs, options.maxTopLogprobs, "maxTopLogprobs");
+    int(L.max_model_len, options.maxModelLen, "maxModelLen");
+    if (options.gpuMemoryFraction !== undefined) v.setFloat32(L.gpu_memory_fraction, options.gpuMemoryFraction, true);
+
+    const out = new BigUint64Array(1);
+    const status = lib.symbols.rill_engine_create(nulTerminated(modelDir), opts, out);
+    keep.length = 0;
+    const engine = Deno.UnsafePointer.create(out[0]!);
+    if (status !== 0 || engine === null) {
+      const message = cString(lib.symbols.rill_global_error());
+      throw new Error(`native backend: ${message || STATUS_NAMES[status] || `status ${status}`}`);
+    }
+    const infoBytes = new Uint8Array(LAYOUT.info.size);
+    const infoStatus = lib.symbols.rill_engine_info(engine, infoBytes);
+    if (infoStatus !== 0) {
+      const message = cString(lib.symbols.rill_last_error(engine));
+      lib.symbols.rill_engine_destroy(engine);
+      throw new Error(`native backend: ${message || STATUS_NAMES[infoStatus]}`);
+    }
+    return new NativeBackend(lib, engine, decodeInfo(infoBytes));
+  }
+
+  #error(status: number): Error {
+    const message = cString(this.#lib.symbols.rill_last_error(this.#engine));
+    return new Error(message || `native engine: ${STATUS_NAMES[status] ?? `status ${status}`}`);
+  }
+
+  #enter(): Deno.PointerObject {
+    if (this.#engine === null) throw new Error("native backend is closed");
+    if (this.#running !== undefined) throw new Error("native backend: a step is already running");
+    return this.#engine;
+  }
+
+  async #call(call: Promise<number>): Promise<void> {
+    this.#running = call;
+    let status: number;
+    try {
+      status = await call;
+    } finally {
+      this.#running = undefined;
+      this.#flushReleases();
+    }
+    if (status !== 0) throw this.#error(status);
+  }
+
+  async step(batch: StepBatch, result: StepResult): Promise<void> {
+    const engine = this.#enter();
+    checkSizes(batch, result, this.info);
+    const b = this.#batch.fill(batch, this.info.vocabSize);
+    const r = this.#result.fill(result);
+    await this.#call(this.#lib.symbols.rill_step(engine, b, r));
+  }
+
+  /** The logits of every fed position ([numTokens × vocabSize]), for tests and golden comparisons. Writes the KV. */
+  async forwardLogits(batch: StepBatch): Promise<Float32Array> {
+    const engine = this.#enter();
+    checkSizes(batch, undefined, this.info);
+    const logits = new Float32Array(batch.numTokens * this.info.vocabSize);
+    const b = this.#batch.fill(batch, this.info.vocabSize);
+    await this.#call(this.#lib.symbols.rill_forward_logits(engine, b, logits));
+    return logits;
+  }
+
+  release(seqId: number): void {
+    if (this.#engine === null) return;
+    this.#pendingReleases.push(seqId);
+    if (this.#running === undefined) this.#flushReleases();
+  }
+
+  #flushReleases(): void {
+    if (this.#engine === null) return;
+    for (const id of this.#pendingReleases) this.#lib.symbols.rill_release(this.#engine, id);
+    this.#pendingReleases = [];
+  }
+
+  async close(): Promise<void> {
+    if (this.#running !== undefined) await this.#running.catch(() => {});
+    if (this.#engine === null) return;
+    this.#flushReleases();
+    this.#lib.symbols.rill_engine_destroy(this.#engine);
+    this.#engine = null;
+  }
+}

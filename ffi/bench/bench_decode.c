@@ -1,0 +1,285 @@
+/*
+ * Decode and prefill speed of the native CPU device on a model directory, per weight precision, with this machine's
+ * memory read bandwidth so decode can be stated as a fraction of its roofline (bytes of weights streamed per token ÷
+ * bandwidth). Uses only the public ABI.
+ *
+ *   bench_decode MODEL_DIR [--dtype fp32|bf16|int8|all] [--threads N] [--prompt P] [--steps S] [--reps R]
+ *
+ * Prints one line per measurement; medians over R repetitions.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "rill.h"
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* ---- memory read bandwidth: every thread sums its share of a buffer far larger than the caches ---- */
+
+typedef struct bw_job {
+  const uint64_t *p;
+  size_t n;
+  uint64_t sum;
+} bw_job;
+
+static void *bw_read(void *arg) {
+  bw_job *j = arg;
+  uint64_t acc[8] = {0};
+  for (size_t i = 0; i + 8 <= j->n; i += 8) {
+    for (int l = 0; l < 8; l++) acc[l] += j->p[i + (size_t)l];
+  }
+  j->sum = acc[0] + acc[1] + acc[2] + acc[3] + acc[4] + acc[5] + acc[6] + acc[7];
+  return NULL;
+}
+
+static double read_bandwidth(int threads) {
+  const size_t bytes = (size_t)1 << 30;
+  uint64_t *buf = malloc(bytes);
+  if (buf == NULL) return 0.0;
+  for (size_t i = 0; i < bytes / 8; i++) buf[i] = i;
+  double best = 0.0;
+  for (int rep = 0; rep < 5; rep++) {
+    pthread_t th[64];
+    bw_job jobs[64];
+    size_t per = bytes / 8 / (size_t)threads;
+    double t0 = now();
+    for (int i = 0; i < threads; i++) {
+      jobs[i] = (bw_job){buf + (size_t)i * per, per, 0};
+      pthread_create(&th[i], NULL, bw_read, &jobs[i]);
+    }
+    uint64_t total = 0;
+    for (int i = 0; i < threads; i++) {
+      pthread_join(th[i], NULL);
+      total += jobs[i].sum;
+    }
+    double dt = now() - t0;
+    if (total == 42) fprintf(stderr, "(unlikely)\n");
+    double gbs = (double)bytes / dt / 1e9;
+    if (gbs > best) best = gbs;
+  }
+  free(buf);
+  return best;
+}
+
+/* ---- batches ---- */
+
+typedef struct seqs {
+  int n;
+  int32_t ctx[64];
+} seqs;
+
+typedef struct batch_buf {
+  int32_t *seq_ids, *tokens, *positions, *query_start, *context_lens, *draft_counts, *block_tables, *top_k, *logprobs,
+      *mask_row_start, *history_start, *history_prompt_lens;
+  uint8_t *sample_flags;
+  float *temperature, *top_p, *min_p, *pp, *fp, *rp;
+  uint64_t *seeds;
+  int32_t *counts, *out_tokens, *top_ids;
+  float *out_lp, *top_lp;
+} batch_buf;
+
+#define MAXB 64
+#define MAXT 4096
+#define STRIDE 512
+
+static void bb_alloc(batch_buf *b, int K1, int L) {
+  b->seq_ids = calloc(MAXB, 4);
+  b->tokens = calloc(MAXT, 4);
+  b->positions = calloc(MAXT, 4);
+  b->query_start = calloc(MAXB + 1, 4);
+  b->context_lens = calloc(MAXB, 4);
+  b->draft_counts = calloc(MAXB, 4);
+  b->block_tables = calloc((size_t)MAXB * STRIDE, 4);
+  b->top_k = calloc(MAXB, 4);
+  b->logprobs = calloc(MAXB, 4);
+  b->mask_row_start = calloc(MAXB, 4);
+  b->history_start = calloc(MAXB + 1, 4);
+  b->history_prompt_lens = calloc(MAXB, 4);
+  b->sample_flags = calloc(MAXB, 1);
+  b->temperature = calloc(MAXB, 4);
+  b->top_p = calloc(MAXB, 4);
+  b->min_p = calloc(MAXB, 4);
+  b->pp = calloc(MAXB, 4);
+  b->fp = calloc(MAXB, 4);
+  b->rp = calloc(MAXB, 4);
+  b->seeds = calloc(MAXB, 8);
+  b->counts = calloc(MAXB, 4);
+  b->out_tokens = calloc((size_t)MAXB * (size_t)K1, 4);
+  b->out_lp = calloc((size_t)MAXB * (size_t)K1, 4);
+  b->top_ids = calloc((size_t)MAXB * (size_t)K1 * (size_t)L, 4);
+  b->top_lp = calloc((size_t)MAXB * (size_t)K1 * (size_t)L, 4);
+}
+
+/* One step: sequence i feeds fed[i] tokens after ctx[i] cached ones, in its own run of blocks. */
+static rill_status step(rill_engine *e, batch_buf *bb, int n, const int *fed, int32_t *ctx, int block_size,
+                        int blocks_per_seq) {
+  rill_info info;
+  rill_engine_info(e, &info);
+  const int64_t vocab = info.vocab_size;
+  int t = 0;
+  for (int i = 0; i < n; i++) {
+    bb->seq_ids[i] = i + 1;
+    bb->query_start[i] = t;
+    for (int j = 0; j < fed[i]; j++, t++) {
+      bb->tokens[t] = (int32_t)(((int64_t)(ctx[i] + j) * 7919 + i * 104729) % vocab);
+      bb->positions[t] = ctx[i] + j;
+    }
+    ctx[i] += fed[i];
+    bb->context_lens[i] = ctx[i];
+    bb->sample_flags[i] = 1;
+    bb->top_p[i] = 1.0f;
+    bb->rp[i] = 1.0f;
+    bb->logprobs[i] = -1;
+    bb->mask_row_start[i] = -1;
+    for (int j = 0; j < STRIDE; j++) {
+      bb->block_tables[i * STRIDE + j] = j * block_size < ctx[i] ? i * blocks_per_seq + j : -1;
+    }
+  }
+  bb->query_start[n] = t;
+  rill_step_batch b = {
+      .num_seqs = n, .num_tokens = t, .block_table_stride = STRIDE, .seq_ids = bb->seq_ids, .tokens = bb->tokens,
+      .positions = bb->positions, .query_start = bb->query_start, .context_lens = bb->context_lens,
+      .draft_counts = bb->draft_counts, .sample_flags = bb->sample_flags, .block_tables = bb->block_tables,
+      .temperature = bb->temperature, .top_p = bb->top_p, .top_k = bb->top_k, .min_p = bb->min_p,
+      .presence_penalty = bb->pp, .frequency_penalty = bb->fp, .repetition_penalty = bb->rp, .seeds = bb->seeds,
+      .logprobs = bb->logprobs, .mask_row_start = bb->mask_row_start, .history_start = bb->history_start,
+      .history_prompt_lens = bb->history_prompt_lens};
+  rill_step_result r = {bb->counts, bb->out_tokens, bb->out_lp, bb->top_ids, bb->top_lp};
+  return rill_step(e, &b, &r);
+}
+
+static int fail(rill_engine *e) {
+  fprintf(stderr, "step: %s\n", rill_last_error(e));
+  return 1;
+}
+
+static int tied(const char *dir) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/config.json", dir);
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) return 0;
+  char buf[1 << 16];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  const char *p = strstr(buf, "\"tie_word_embeddings\"");
+  if (p == NULL) return 0;
+  p = strchr(p, ':');
+  while (p != NULL && (*p == ':' || *p == ' ')) p++;
+  return p != NULL && strncmp(p, "true", 4) == 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: bench_decode MODEL_DIR [--dtype fp32|bf16|int8|all] [--threads N] [--prompt P] "
+                    "[--steps S] [--reps R]\n");
+    return 2;
+  }
+  const char *dir = argv[1], *dtype_arg = "all";
+  int threads = 0, prompt = 128, steps = 16, reps = 3;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    if (strcmp(argv[i], "--dtype") == 0) dtype_arg = argv[i + 1];
+    else if (strcmp(argv[i], "--threads") == 0) threads = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "--prompt") == 0) prompt = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "--steps") == 0) steps = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "--reps") == 0) reps = atoi(argv[i + 1]);
+  }
+  if (reps > 15) reps = 15;
+  const char *dtypes[3] = {"fp32", "bf16", "int8"};
+  int first = 0, last = 2;
+  for (int d = 0; d < 3; d++) {
+    if (strcmp(dtype_arg, dtypes[d]) == 0) first = last = d;
+  }
+  const int is_tied = tied(dir);
+  for (int d = first; d <= last; d++) {
+    rill_options o = {0};
+    o.dtype = dtypes[d];
+    o.threads = threads;
+    o.max_seqs = 8;
+    o.max_batch_tokens = prompt > 256 ? prompt : 256;
+    o.num_blocks = 8 * 64;
+    o.block_size = 16;
+    o.max_drafts = 1;
+    o.max_top_logprobs = 1;
+    rill_engine *e = NULL;
+    double t0 = now();
+    if (rill_engine_create(dir, &o, &e) != RILL_OK) {
+      fprintf(stderr, "create (%s): %s\n", dtypes[d], rill_global_error());
+      return 1;
+    }
+    double load = now() - t0;
+    rill_info info;
+    rill_engine_info(e, &info);
+    static int bw_done = 0;
+    static double bw = 0.0;
+    if (!bw_done) {
+      bw = read_bandwidth(info.threads);
+      bw_done = 1;
+      printf("memory read bandwidth: %.2f GB/s (%d threads)\n", bw, info.threads);
+    }
+    /* Bytes streamed per decoded token: every layer matrix and the output projection; the embedding table is read
+     * one row at a time unless it is the (tied) output projection. */
+    double embed_bytes = (double)info.vocab_size * info.hidden_size * (d == 0 ? 4.0 : d == 1 ? 2.0 : 1.125);
+    double per_token = (double)info.weight_bytes - (is_tied ? 0.0 : embed_bytes);
+    double roofline = bw * 1e9 / per_token;
+    batch_buf bb;
+    bb_alloc(&bb, 2, 1);
+    const int bps = 64; /* blocks per sequence: 1024 positions */
+    double pf[15], d1[15], d8[15];
+    for (int r = 0; r < reps; r++) {
+      int32_t ctx[8] = {0};
+      int fed[8] = {prompt, 1, 1, 1, 1, 1, 1, 1};
+      double s = now();
+      if (step(e, &bb, 1, fed, ctx, 16, bps) != RILL_OK) {
+        fprintf(stderr, "prefill: %s\n", rill_last_error(e));
+        return 1;
+      }
+      pf[r] = prompt / (now() - s);
+      s = now();
+      for (int k = 0; k < steps; k++) {
+        fed[0] = 1;
+        if (step(e, &bb, 1, fed, ctx, 16, bps) != RILL_OK) return fail(e);
+      }
+      d1[r] = steps / (now() - s);
+      /* 8 streams: short prompts, then decode together. */
+      int32_t ctx8[8] = {0};
+      int fed8[8];
+      for (int i = 0; i < 8; i++) fed8[i] = 16 + i;
+      if (step(e, &bb, 8, fed8, ctx8, 16, bps) != RILL_OK) return fail(e);
+      for (int i = 0; i < 8; i++) fed8[i] = 1;
+      s = now();
+      for (int k = 0; k < steps; k++) {
+        if (step(e, &bb, 8, fed8, ctx8, 16, bps) != RILL_OK) return fail(e);
+      }
+      d8[r] = 8.0 * steps / (now() - s);
+    }
+    double mpf = median(pf, reps), md1 = median(d1, reps), md8 = median(d8, reps);
+    printf("%s: isa %s, threads %d, load %.1f s, weights %.0f MB, streamed %.0f MB/token | prefill %d: %.1f tok/s | "
+           "decode x1: %.2f tok/s (roofline %.2f, %.0f%%) | decode x8: %.2f tok/s\n",
+           dtypes[d], info.isa, info.threads, load, info.weight_bytes / 1e6, per_token / 1e6, prompt, mpf, md1,
+           roofline, 100.0 * md1 / roofline, md8);
+    fflush(stdout);
+    rill_engine_destroy(e);
+  }
+  return 0;
+}

@@ -1,0 +1,46 @@
+/*
+ * The CPU device's inner loops, one table per instruction set. Each ISA's file compiles its functions with a
+ * per-function target attribute, so one build holds them all and rill_kernels_select picks at run time.
+ *
+ * Batch invariance: every kernel computes output (token t, row r) with the same sequence of operations whatever the
+ * number of tokens or rows processed alongside it, so a sequence's logits do not depend on what it is batched with.
+ */
+#ifndef RILL_CPU_KERNELS_H
+#define RILL_CPU_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Elements per quantisation block of int8 weights and activations. */
+#define RILL_Q8_BLOCK 32
+
+typedef struct rill_kernels {
+  const char *isa;
+  /* y[t * ldy + r] = Σ_c x[t * ldx + c] · w[r * ldw + c] over c < cols, for t < T and r0 ≤ r < r1. */
+  void (*gemm_f32)(const float *x, size_t ldx, int T, const float *w, size_t ldw, int cols, int r0, int r1, float *y,
+                   size_t ldy);
+  /* Same with bf16 weights (the upper half of an fp32), fp32 activations and accumulation. */
+  void (*gemm_bf16)(const float *x, size_t ldx, int T, const uint16_t *w, size_t ldw, int cols, int r0, int r1,
+                    float *y, size_t ldy);
+  /* int8 weights and activations in blocks of RILL_Q8_BLOCK, each with an fp32 scale: row r of w is
+   * w[r * nblocks * 32 ..], its scales ws[r * nblocks ..]; token t is xq[t * nblocks * 32 ..], xs[t * nblocks ..]. */
+  void (*gemm_q8)(const int8_t *xq, const float *xs, int T, const int8_t *w, const float *ws, int nblocks, int r0,
+                  int r1, float *y, size_t ldy);
+} rill_kernels;
+
+/* Portable C; always available. */
+extern const rill_kernels rill_kernels_portable;
+/* AVX2 + FMA (+ AVX-VNNI int8 dot products where the processor has them). */
+extern const rill_kernels rill_kernels_avx2;
+extern const rill_kernels rill_kernels_avx2_vnni;
+/* AVX-512 F/BW/VL (+ VNNI for int8). */
+extern const rill_kernels rill_kernels_avx512;
+extern const rill_kernels rill_kernels_avx512_vnni;
+
+/* The best table this processor runs. `prefer` ("portable", "avx2", "avx512"; NULL = best) caps the choice. */
+const rill_kernels *rill_kernels_select(const char *prefer);
+
+/* Quantises cols floats into nblocks blocks of 32 int8 (symmetric, scale = max|x| / 127; the tail past cols is 0). */
+void rill_quantize_q8(const float *x, int cols, int nblocks, int8_t *q, float *s);
+
+#endif /* RILL_CPU_KERNELS_H */

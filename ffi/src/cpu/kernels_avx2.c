@@ -1,0 +1,215 @@
+#include "cpu/kernels.h"
+
+/* Only x86 processors have these instructions; elsewhere rill_kernels_select never names this table. */
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#include <string.h>
+
+/* Tiles of up to TILE_R weight rows × TILE_T tokens: each weight vector is loaded once per tile and used for every
+ * token in it; tokens are walked in chunks of CHUNK_T so a chunk's activations stay in cache while rows stream. */
+#define TILE_R 4
+#define TILE_T 4
+#define CHUNK_T 64
+
+#define TGT __attribute__((target("avx2,fma"), always_inline)) static inline
+#define TGT_FN __attribute__((target("avx2,fma"))) static
+#define TGT_VNNI __attribute__((target("avx2,fma,avxvnni"), always_inline)) static inline
+#define TGT_VNNI_FN __attribute__((target("avx2,fma,avxvnni"))) static
+
+static inline float bf16f(uint16_t v) {
+  uint32_t u = (uint32_t)v << 16;
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+TGT __m256 load_bf16(const uint16_t *p) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+}
+
+/* Sum of the 8 lanes in a fixed order. */
+TGT float hsum256(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+TGT void tile_f32(const int NR, const int NT, const float *x, size_t ldx, const float *w, size_t ldw, int cols,
+                  float *y, size_t ldy) {
+  __m256 acc[TILE_R][TILE_T];
+#pragma GCC unroll 4
+  for (int r = 0; r < NR; r++) {
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) acc[r][t] = _mm256_setzero_ps();
+  }
+  int c = 0;
+  for (; c + 8 <= cols; c += 8) {
+    __m256 xv[TILE_T];
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) xv[t] = _mm256_loadu_ps(x + (size_t)t * ldx + c);
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; r++) {
+      __m256 wv = _mm256_loadu_ps(w + (size_t)r * ldw + c);
+#pragma GCC unroll 4
+      for (int t = 0; t < NT; t++) acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);
+    }
+  }
+  for (int r = 0; r < NR; r++) {
+    for (int t = 0; t < NT; t++) {
+      float s = hsum256(acc[r][t]);
+      for (int k = c; k < cols; k++) s += x[(size_t)t * ldx + k] * w[(size_t)r * ldw + k];
+      y[(size_t)t * ldy + (size_t)r] = s;
+    }
+  }
+}
+
+TGT void tile_bf16(const int NR, const int NT, const float *x, size_t ldx, const uint16_t *w, size_t ldw, int cols,
+                   float *y, size_t ldy) {
+  __m256 acc[TILE_R][TILE_T];
+#pragma GCC unroll 4
+  for (int r = 0; r < NR; r++) {
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) acc[r][t] = _mm256_setzero_ps();
+  }
+  int c = 0;
+  for (; c + 8 <= cols; c += 8) {
+    __m256 xv[TILE_T];
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) xv[t] = _mm256_loadu_ps(x + (size_t)t * ldx + c);
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; r++) {
+      __m256 wv = load_bf16(w + (size_t)r * ldw + c);
+#pragma GCC unroll 4
+      for (int t = 0; t < NT; t++) acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);
+    }
+  }
+  for (int r = 0; r < NR; r++) {
+    for (int t = 0; t < NT; t++) {
+      float s = hsum256(acc[r][t]);
+      for (int k = c; k < cols; k++) s += x[(size_t)t * ldx + k] * bf16f(w[(size_t)r * ldw + k]);
+      y[(size_t)t * ldy + (size_t)r] = s;
+    }
+  }
+}
+
+/* Signed int8 dot products of 32 bytes into 8 int32 lanes: |x| (unsigned) times w carrying x's sign. */
+TGT __m256i dot_q8_madd(__m256i x, __m256i w) {
+  __m256i ax = _mm256_sign_epi8(x, x), sw = _mm256_sign_epi8(w, x);
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sw), _mm256_set1_epi16(1));
+}
+TGT_VNNI __m256i dot_q8_vnni(__m256i x, __m256i w) {
+  __m256i ax = _mm256_sign_epi8(x, x), sw = _mm256_sign_epi8(w, x);
+  return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), ax, sw);
+}
+
+#define Q8_TILE(NAME, ATTR, DOT)                                                                                   \
+  ATTR void NAME(const int NR, const int NT, const int8_t *xq, const float *xs, const int8_t *w, const float *ws,  \
+                 int nblocks, float *y, size_t ldy) {                                                               \
+    size_t ld = (size_t)nblocks * RILL_Q8_BLOCK;                                                                    \
+    __m256 acc[TILE_R][TILE_T];                                                                                     \
+    _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {                                                          \
+      _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] = _mm256_setzero_ps();                         \
+    }                                                                                                               \
+    for (int b = 0; b < nblocks; b++) {                                                                             \
+      __m256i xv[TILE_T];                                                                                           \
+      _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) xv[t] =                                                  \
+          _mm256_loadu_si256((const __m256i *)(xq + (size_t)t * ld + (size_t)b * RILL_Q8_BLOCK));                   \
+      _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {                                                        \
+        __m256i wv = _mm256_loadu_si256((const __m256i *)(w + (size_t)r * ld + (size_t)b * RILL_Q8_BLOCK));         \
+        float wsb = ws[(size_t)r * (size_t)nblocks + (size_t)b];                                                    \
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {                                                      \
+          __m256 d = _mm256_cvtepi32_ps(DOT(xv[t], wv));                                                            \
+          acc[r][t] = _mm256_fmadd_ps(d, _mm256_set1_ps(wsb * xs[(size_t)t * (size_t)nblocks + (size_t)b]),        \
+                                      acc[r][t]);                                                                   \
+        }                                                                                                           \
+      }                                                                                                             \
+    }                                                                                                               \
+    for (int r = 0; r < NR; r++) {                                                                                  \
+      for (int t = 0; t < NT; t++) y[(size_t)t * ldy + (size_t)r] = hsum256(acc[r][t]);                             \
+    }                                                                                                               \
+  }
+
+Q8_TILE(tile_q8_madd, TGT, dot_q8_madd)
+Q8_TILE(tile_q8_vnni, TGT_VNNI, dot_q8_vnni)
+
+/* Expands to a switch calling TILE with compile-time row and token counts, so each tile keeps its accumulators in
+ * registers. */
+#define DISPATCH(TILE, nr, nt, ...)              \
+  switch ((nr) * 8 + (nt)) {                     \
+  case 9: TILE(1, 1, __VA_ARGS__); break;        \
+  case 10: TILE(1, 2, __VA_ARGS__); break;       \
+  case 11: TILE(1, 3, __VA_ARGS__); break;       \
+  case 12: TILE(1, 4, __VA_ARGS__); break;       \
+  case 17: TILE(2, 1, __VA_ARGS__); break;       \
+  case 18: TILE(2, 2, __VA_ARGS__); break;       \
+  case 19: TILE(2, 3, __VA_ARGS__); break;       \
+  case 20: TILE(2, 4, __VA_ARGS__); break;       \
+  case 25: TILE(3, 1, __VA_ARGS__); break;       \
+  case 26: TILE(3, 2, __VA_ARGS__); break;       \
+  case 27: TILE(3, 3, __VA_ARGS__); break;       \
+  case 28: TILE(3, 4, __VA_ARGS__); break;       \
+  case 33: TILE(4, 1, __VA_ARGS__); break;       \
+  case 34: TILE(4, 2, __VA_ARGS__); break;       \
+  case 35: TILE(4, 3, __VA_ARGS__); break;       \
+  case 36: TILE(4, 4, __VA_ARGS__); break;       \
+  default: break;                                \
+  }
+
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+
+TGT_FN void gemm_f32(const float *x, size_t ldx, int T, const float *w, size_t ldw, int cols, int r0, int r1, float *y,
+                     size_t ldy) {
+  for (int tc = 0; tc < T; tc += CHUNK_T) {
+    int te = MIN(T, tc + CHUNK_T);
+    for (int r = r0; r < r1; r += TILE_R) {
+      int nr = MIN(TILE_R, r1 - r);
+      for (int t = tc; t < te; t += TILE_T) {
+        int nt = MIN(TILE_T, te - t);
+        DISPATCH(tile_f32, nr, nt, x + (size_t)t * ldx, ldx, w + (size_t)r * ldw, ldw, cols,
+                 y + (size_t)t * ldy + (size_t)r, ldy)
+      }
+    }
+  }
+}
+
+TGT_FN void gemm_bf16(const float *x, size_t ldx, int T, const uint16_t *w, size_t ldw, int cols, int r0, int r1,
+                      float *y, size_t ldy) {
+  for (int tc = 0; tc < T; tc += CHUNK_T) {
+    int te = MIN(T, tc + CHUNK_T);
+    for (int r = r0; r < r1; r += TILE_R) {
+      int nr = MIN(TILE_R, r1 - r);
+      for (int t = tc; t < te; t += TILE_T) {
+        int nt = MIN(TILE_T, te - t);
+        DISPATCH(tile_bf16, nr, nt, x + (size_t)t * ldx, ldx, w + (size_t)r * ldw, ldw, cols,
+                 y + (size_t)t * ldy + (size_t)r, ldy)
+      }
+    }
+  }
+}
+
+#define GEMM_Q8(NAME, ATTR, TILE)                                                                                  \
+  ATTR void NAME(const int8_t *xq, const float *xs, int T, const int8_t *w, const float *ws, int nblocks, int r0,  \
+                 int r1, float *y, size_t ldy) {                                                                   \
+    size_t ld = (size_t)nblocks * RILL_Q8_BLOCK;                                                                   \
+    for (int tc = 0; tc < T; tc += CHUNK_T) {                                                                      \
+      int te = MIN(T, tc + CHUNK_T);                                                                               \
+      for (int r = r0; r < r1; r += TILE_R) {                                                                      \
+        int nr = MIN(TILE_R, r1 - r);                                                                              \
+        for (int t = tc; t < te; t += TILE_T) {                                                                    \
+          int nt = MIN(TILE_T, te - t);                                                                            \
+          DISPATCH(TILE, nr, nt, xq + (size_t)t * ld, xs + (size_t)t * (size_t)nblocks, w + (size_t)r * ld,       \
+                   ws + (size_t)r * (size_t)nblocks, nblocks, y + (size_t)t * ldy + (size_t)r, ldy)                \
+        }                                                                                                          \
+      }                                                                                                            \
+    }                                                                                                              \
+  }
+
+GEMM_Q8(gemm_q8_madd, TGT_FN, tile_q8_madd)
+GEMM_Q8(gemm_q8_vnni, TGT_VNNI_FN, tile_q8_vnni)
+
+const rill_kernels rill_kernels_avx2 = {
+    .isa = "avx2", .gemm_f32 = gemm_f32, .gemm_bf16 = gemm_bf16, .gemm_q8 = gemm_q8_madd};
+const rill_kernels rill_kernels_avx2_vnni = {
+    .isa = "avx2vnni", .gemm_f32 = gemm_f32, .gemm_bf16 = gemm_bf16, .gemm_q8 = gemm_q8_vnni};
+#endif

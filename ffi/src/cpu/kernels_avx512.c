@@ -1,0 +1,271 @@
+#include "cpu/kernels.h"
+
+/* Only x86 processors have these instructions; elsewhere rill_kernels_select never names this table. */
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#include <string.h>
+
+/* Tiles of up to TILE_R weight rows × TILE_T tokens: each weight vector is loaded once per tile and used for every
+ * token in it; tokens are walked in chunks of CHUNK_T so a chunk's activations stay in cache while rows stream. */
+#define TILE_R 4
+#define TILE_T 4
+#define CHUNK_T 64
+
+#define TGT __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma"), always_inline)) static inline
+#define TGT_FN __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma"))) static
+
+static inline float bf16f(uint16_t v) {
+  uint32_t u = (uint32_t)v << 16;
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+TGT __m512 load_bf16(const uint16_t *p) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
+}
+
+TGT void tile_f32(const int NR, const int NT, const float *x, size_t ldx, const float *w, size_t ldw, int cols,
+                  float *y, size_t ldy) {
+  __m512 acc[TILE_R][TILE_T];
+#pragma GCC unroll 4
+  for (int r = 0; r < NR; r++) {
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) acc[r][t] = _mm512_setzero_ps();
+  }
+  int c = 0;
+  for (; c + 16 <= cols; c += 16) {
+    __m512 xv[TILE_T];
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) xv[t] = _mm512_loadu_ps(x + (size_t)t * ldx + c);
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; r++) {
+      __m512 wv = _mm512_loadu_ps(w + (size_t)r * ldw + c);
+#pragma GCC unroll 4
+      for (int t = 0; t < NT; t++) acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);
+    }
+  }
+  for (int r = 0; r < NR; r++) {
+    for (int t = 0; t < NT; t++) {
+      float s = _mm512_reduce_add_ps(acc[r][t]);
+      for (int k = c; k < cols; k++) s += x[(size_t)t * ldx + k] * w[(size_t)r * ldw + k];
+      y[(size_t)t * ldy + (size_t)r] = s;
+    }
+  }
+}
+
+TGT void tile_bf16(const int NR, const int NT, const float *x, size_t ldx, const uint16_t *w, size_t ldw, int cols,
+                   float *y, size_t ldy) {
+  __m512 acc[TILE_R][TILE_T];
+#pragma GCC unroll 4
+  for (int r = 0; r < NR; r++) {
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) acc[r][t] = _mm512_setzero_ps();
+  }
+  int c = 0;
+  for (; c + 16 <= cols; c += 16) {
+    __m512 xv[TILE_T];
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) xv[t] = _mm512_loadu_ps(x + (size_t)t * ldx + c);
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; r++) {
+      __m512 wv = load_bf16(w + (size_t)r * ldw + c);
+#pragma GCC unroll 4
+      for (int t = 0; t < NT; t++) acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);
+    }
+  }
+  for (int r = 0; r < NR; r++) {
+    for (int t = 0; t < NT; t++) {
+      float s = _mm512_reduce_add_ps(acc[r][t]);
+      for (int k = c; k < cols; k++) s += x[(size_t)t * ldx + k] * bf16f(w[(size_t)r * ldw + k]);
+      y[(size_t)t * ldy + (size_t)r] = s;
+    }
+  }
+}
+
+/* Sum of the 8 lanes in a fixed order. */
+TGT float hsum256(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+/* Signed int8 dot products of 32 bytes into 8 int32 lanes: |x| (unsigned) times w carrying x's sign. */
+TGT __m256i dot_q8_madd(__m256i x, __m256i w) {
+  __m256i ax = _mm256_sign_epi8(x, x), sw = _mm256_sign_epi8(w, x);
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sw), _mm256_set1_epi16(1));
+}
+
+#define Q8_TILE(NAME, ATTR, DOT)                                                                                   \
+  ATTR void NAME(const int NR, const int NT, const int8_t *xq, const float *xs, const int8_t *w, const float *ws,  \
+                 int nblocks, float *y, size_t ldy) {                                                               \
+    size_t ld = (size_t)nblocks * RILL_Q8_BLOCK;                                                                    \
+    __m256 acc[TILE_R][TILE_T];                                                                                     \
+    _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {                                                          \
+      _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] = _mm256_setzero_ps();                         \
+    }                                                                                                               \
+    for (int b = 0; b < nblocks; b++) {                                                                             \
+      __m256i xv[TILE_T];                                                                                           \
+      _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) xv[t] =                                                  \
+          _mm256_loadu_si256((const __m256i *)(xq + (size_t)t * ld + (size_t)b * RILL_Q8_BLOCK));                   \
+      _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {                                                        \
+        __m256i wv = _mm256_loadu_si256((const __m256i *)(w + (size_t)r * ld + (size_t)b * RILL_Q8_BLOCK));         \
+        float wsb = ws[(size_t)r * (size_t)nblocks + (size_t)b];                                                    \
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {                                                      \
+          __m256 d = _mm256_cvtepi32_ps(DOT(xv[t], wv));                                                            \
+          acc[r][t] = _mm256_fmadd_ps(d, _mm256_set1_ps(wsb * xs[(size_t)t * (size_t)nblocks + (size_t)b]),        \
+                                      acc[r][t]);                                                                   \
+        }                                                                                                           \
+      }                                                                                                             \
+    }                                                                                                               \
+    for (int r = 0; r < NR; r++) {                                                                                  \
+      for (int t = 0; t < NT; t++) y[(size_t)t * ldy + (size_t)r] = hsum256(acc[r][t]);                             \
+    }                                                                                                               \
+  }
+
+Q8_TILE(tile_q8_madd, TGT, dot_q8_madd)
+
+/* VNNI on 512-bit vectors: two 32-element blocks per instruction. |x| (unsigned) times w carrying x's sign gives the
+ * signed products (vpdpbusd multiplies unsigned by signed bytes); each block's 8 int32 lanes are scaled by its own
+ * weight scale × activation scale, so the blocks stay independent exactly as in the 256-bit kernels. */
+#define TGT_Z __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512vnni"), always_inline)) static inline
+#define TGT_Z_FN __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512vnni"))) static
+
+/* [s[0] ×8, s[1] ×8], or [s[0] ×8, 0 ×8] for a final odd block. */
+TGT_Z __m512 pair_scales(const float *s, int two) {
+  const __m512i idx = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+  __m128 v;
+  if (two) {
+    uint64_t bits; /* two floats, any alignment */
+    memcpy(&bits, s, sizeof bits);
+    v = _mm_castsi128_ps(_mm_cvtsi64_si128((long long)bits));
+  } else {
+    v = _mm_load_ss(s);
+  }
+  return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(v));
+}
+
+TGT_Z __m512i pair_bytes(const int8_t *p, int two) {
+  return two ? _mm512_loadu_si512((const void *)p) : _mm512_maskz_loadu_epi8((__mmask64)0xFFFFFFFFu, p);
+}
+
+TGT_Z void tile_q8_z(const int NR, const int NT, const int8_t *xq, const float *xs, const int8_t *w, const float *ws,
+                     int nblocks, float *y, size_t ldy) {
+  size_t ld = (size_t)nblocks * RILL_Q8_BLOCK;
+  __m512 acc[TILE_R][TILE_T];
+#pragma GCC unroll 4
+  for (int r = 0; r < NR; r++) {
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) acc[r][t] = _mm512_setzero_ps();
+  }
+  const __m512i zero = _mm512_setzero_si512();
+  for (int b = 0; b < nblocks; b += 2) {
+    const int two = b + 1 < nblocks;
+    __m512i ax[TILE_T];
+    __mmask64 neg[TILE_T];
+    __m512 xsv[TILE_T];
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) {
+      __m512i xv = pair_bytes(xq + (size_t)t * ld + (size_t)b * RILL_Q8_BLOCK, two);
+      ax[t] = _mm512_abs_epi8(xv);
+      neg[t] = _mm512_movepi8_mask(xv);
+      xsv[t] = pair_scales(xs + (size_t)t * (size_t)nblocks + (size_t)b, two);
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; r++) {
+      __m512i wv = pair_bytes(w + (size_t)r * ld + (size_t)b * RILL_Q8_BLOCK, two);
+      __m512 wsv = pair_scales(ws + (size_t)r * (size_t)nblocks + (size_t)b, two);
+#pragma GCC unroll 4
+      for (int t = 0; t < NT; t++) {
+        __m512i sw = _mm512_mask_sub_epi8(wv, neg[t], zero, wv);
+        __m512i d = _mm512_dpbusd_epi32(zero, ax[t], sw);
+        acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(wsv, xsv[t]), acc[r][t]);
+      }
+    }
+  }
+  for (int r = 0; r < NR; r++) {
+    for (int t = 0; t < NT; t++) y[(size_t)t * ldy + (size_t)r] = _mm512_reduce_add_ps(acc[r][t]);
+  }
+}
+
+/* Expands to a switch calling TILE with compile-time row and token counts, so each tile keeps its accumulators in
+ * registers. */
+#define DISPATCH(TILE, nr, nt, ...)              \
+  switch ((nr) * 8 + (nt)) {                     \
+  case 9: TILE(1, 1, __VA_ARGS__); break;        \
+  case 10: TILE(1, 2, __VA_ARGS__); break;       \
+  case 11: TILE(1, 3, __VA_ARGS__); break;       \
+  case 12: TILE(1, 4, __VA_ARGS__); break;       \
+  case 17: TILE(2, 1, __VA_ARGS__); break;       \
+  case 18: TILE(2, 2, __VA_ARGS__); break;       \
+  case 19: TILE(2, 3, __VA_ARGS__); break;       \
+  case 20: TILE(2, 4, __VA_ARGS__); break;       \
+  case 25: TILE(3, 1, __VA_ARGS__); break;       \
+  case 26: TILE(3, 2, __VA_ARGS__); break;       \
+  case 27: TILE(3, 3, __VA_ARGS__); break;       \
+  case 28: TILE(3, 4, __VA_ARGS__); break;       \
+  case 33: TILE(4, 1, __VA_ARGS__); break;       \
+  case 34: TILE(4, 2, __VA_ARGS__); break;       \
+  case 35: TILE(4, 3, __VA_ARGS__); break;       \
+  case 36: TILE(4, 4, __VA_ARGS__); break;       \
+  default: break;                                \
+  }
+
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+
+TGT_FN void gemm_f32(const float *x, size_t ldx, int T, const float *w, size_t ldw, int cols, int r0, int r1, float *y,
+                     size_t ldy) {
+  for (int tc = 0; tc < T; tc += CHUNK_T) {
+    int te = MIN(T, tc + CHUNK_T);
+    for (int r = r0; r < r1; r += TILE_R) {
+      int nr = MIN(TILE_R, r1 - r);
+      for (int t = tc; t < te; t += TILE_T) {
+        int nt = MIN(TILE_T, te - t);
+        DISPATCH(tile_f32, nr, nt, x + (size_t)t * ldx, ldx, w + (size_t)r * ldw, ldw, cols,
+                 y + (size_t)t * ldy + (size_t)r, ldy)
+      }
+    }
+  }
+}
+
+TGT_FN void gemm_bf16(const float *x, size_t ldx, int T, const uint16_t *w, size_t ldw, int cols, int r0, int r1,
+                      float *y, size_t ldy) {
+  for (int tc = 0; tc < T; tc += CHUNK_T) {
+    int te = MIN(T, tc + CHUNK_T);
+    for (int r = r0; r < r1; r += TILE_R) {
+      int nr = MIN(TILE_R, r1 - r);
+      for (int t = tc; t < te; t += TILE_T) {
+        int nt = MIN(TILE_T, te - t);
+        DISPATCH(tile_bf16, nr, nt, x + (size_t)t * ldx, ldx, w + (size_t)r * ldw, ldw, cols,
+                 y + (size_t)t * ldy + (size_t)r, ldy)
+      }
+    }
+  }
+}
+
+#define GEMM_Q8(NAME, ATTR, TILE)                                                                                  \
+  ATTR void NAME(const int8_t *xq, const float *xs, int T, const int8_t *w, const float *ws, int nblocks, int r0,  \
+                 int r1, float *y, size_t ldy) {                                                                   \
+    size_t ld = (size_t)nblocks * RILL_Q8_BLOCK;                                                                   \
+    for (int tc = 0; tc < T; tc += CHUNK_T) {                                                                      \
+      int te = MIN(T, tc + CHUNK_T);                                                                               \
+      for (int r = r0; r < r1; r += TILE_R) {                                                                      \
+        int nr = MIN(TILE_R, r1 - r);                                                                              \
+        for (int t = tc; t < te; t += TILE_T) {                                                                    \
+          int nt = MIN(TILE_T, te - t);                                                                            \
+          DISPATCH(TILE, nr, nt, xq + (size_t)t * ld, xs + (size_t)t * (size_t)nblocks, w + (size_t)r * ld,       \
+                   ws + (size_t)r * (size_t)nblocks, nblocks, y + (size_t)t * ldy + (size_t)r, ldy)                \
+        }                                                                                                          \
+      }                                                                                                            \
+    }                                                                                                              \
+  }
+
+GEMM_Q8(gemm_q8_madd, TGT_FN, tile_q8_madd)
+GEMM_Q8(gemm_q8_vnni, TGT_Z_FN, tile_q8_z)
+
+const rill_kernels rill_kernels_avx512 = {
+    .isa = "avx512", .gemm_f32 = gemm_f32, .gemm_bf16 = gemm_bf16, .gemm_q8 = gemm_q8_madd};
+const rill_kernels rill_kernels_avx512_vnni = {
+    .isa = "avx512vnni", .gemm_f32 = gemm_f32, .gemm_bf16 = gemm_bf16, .gemm_q8 = gemm_q8_vnni};
+#endif

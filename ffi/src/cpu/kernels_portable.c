@@ -1,0 +1,91 @@
+#include <math.h>
+#include <string.h>
+
+#include "cpu/kernels.h"
+
+/* Eight partial sums, so a vectorising compiler may keep them in one register; then a fixed pairwise reduction. */
+static float reduce8(const float a[8]) { return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7])); }
+
+static float bf16_to_f32(uint16_t v) {
+  uint32_t u = (uint32_t)v << 16;
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+static void gemm_f32(const float *x, size_t ldx, int T, const float *w, size_t ldw, int cols, int r0, int r1, float *y,
+                     size_t ldy) {
+  int main = cols & ~7;
+  for (int r = r0; r < r1; r++) {
+    const float *wr = w + (size_t)r * ldw;
+    for (int t = 0; t < T; t++) {
+      const float *xt = x + (size_t)t * ldx;
+      float acc[8] = {0};
+      for (int c = 0; c < main; c += 8) {
+        for (int l = 0; l < 8; l++) acc[l] += xt[c + l] * wr[c + l];
+      }
+      float s = reduce8(acc);
+      for (int c = main; c < cols; c++) s += xt[c] * wr[c];
+      y[(size_t)t * ldy + (size_t)r] = s;
+    }
+  }
+}
+
+static void gemm_bf16(const float *x, size_t ldx, int T, const uint16_t *w, size_t ldw, int cols, int r0, int r1,
+                      float *y, size_t ldy) {
+  int main = cols & ~7;
+  for (int r = r0; r < r1; r++) {
+    const uint16_t *wr = w + (size_t)r * ldw;
+    for (int t = 0; t < T; t++) {
+      const float *xt = x + (size_t)t * ldx;
+      float acc[8] = {0};
+      for (int c = 0; c < main; c += 8) {
+        for (int l = 0; l < 8; l++) acc[l] += xt[c + l] * bf16_to_f32(wr[c + l]);
+      }
+      float s = reduce8(acc);
+      for (int c = main; c < cols; c++) s += xt[c] * bf16_to_f32(wr[c]);
+      y[(size_t)t * ldy + (size_t)r] = s;
+    }
+  }
+}
+
+static void gemm_q8(const int8_t *xq, const float *xs, int T, const int8_t *w, const float *ws, int nblocks, int r0,
+                    int r1, float *y, size_t ldy) {
+  size_t ld = (size_t)nblocks * RILL_Q8_BLOCK;
+  for (int r = r0; r < r1; r++) {
+    const int8_t *wr = w + (size_t)r * ld;
+    const float *wsr = ws + (size_t)r * (size_t)nblocks;
+    for (int t = 0; t < T; t++) {
+      const int8_t *xt = xq + (size_t)t * ld;
+      const float *xst = xs + (size_t)t * (size_t)nblocks;
+      float s = 0.0f;
+      for (int b = 0; b < nblocks; b++) {
+        int32_t d = 0;
+        for (int l = 0; l < RILL_Q8_BLOCK; l++) d += (int32_t)xt[b * RILL_Q8_BLOCK + l] * wr[b * RILL_Q8_BLOCK + l];
+        s += (float)d * (xst[b] * wsr[b]);
+      }
+      y[(size_t)t * ldy + (size_t)r] = s;
+    }
+  }
+}
+
+const rill_kernels rill_kernels_portable = {
+    .isa = "portable", .gemm_f32 = gemm_f32, .gemm_bf16 = gemm_bf16, .gemm_q8 = gemm_q8};
+
+void rill_quantize_q8(const float *x, int cols, int nblocks, int8_t *q, float *s) {
+  for (int b = 0; b < nblocks; b++) {
+    int c0 = b * RILL_Q8_BLOCK;
+    float amax = 0.0f;
+    for (int l = 0; l < RILL_Q8_BLOCK && c0 + l < cols; l++) amax = fmaxf(amax, fabsf(x[c0 + l]));
+    float scale = amax / 127.0f;
+    float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    s[b] = scale;
+    for (int l = 0; l < RILL_Q8_BLOCK; l++) {
+      float v = c0 + l < cols ? x[c0 + l] * inv : 0.0f;
+      long qi = lrintf(v);
+      if (qi > 127) qi = 127;
+      if (qi < -127) qi = -127;
+      q[c0 + l] = (int8_t)qi;
+    }
+  }
+}

@@ -1,0 +1,25 @@
+#include <string.h>
+
+#include "cpu/kernels.h"
+
+static int rank_of(const char *name) {
+  if (name == NULL) return 3;
+  if (strcmp(name, "portable") == 0) return 0;
+  if (strcmp(name, "avx2") == 0) return 1;
+  return 3;
+}
+
+const rill_kernels *rill_kernels_select(const char *prefer) {
+  int cap = rank_of(prefer);
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  if (cap >= 3 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma")) {
+    return __builtin_cpu_supports("avx512vnni") ? &rill_kernels_avx512_vnni : &rill_kernels_avx512;
+  }
+  if (cap >= 1 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    return __builtin_cpu_supports("avxvnni") ? &rill_kernels_avx2_vnni : &rill_kernels_avx2;
+  }
+#endif
+  return &rill_kernels_portable;
+}

@@ -1,0 +1,335 @@
+#define _DEFAULT_SOURCE
+
+#include "engine.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rope.h"
+#include "safetensors.h"
+#include "sample.h"
+
+static _Thread_local char global_err[RILL_ERR_CAP];
+
+RILL_API int32_t rill_abi_version(void) { return RILL_ABI_VERSION; }
+
+RILL_API const char *rill_global_error(void) { return global_err; }
+
+RILL_API const char *rill_last_error(const rill_engine *e) { return e == NULL ? "no engine" : e->err; }
+
+static rill_status set_global(rill_status s, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(global_err, sizeof global_err, fmt, ap);
+  va_end(ap);
+  return s;
+}
+
+static void *alloc_floats(size_t n) {
+  size_t bytes = (n * sizeof(float) + 63) & ~(size_t)63;
+  return aligned_alloc(64, bytes == 0 ? 64 : bytes);
+}
+
+static void free_buffers(rill_engine *e) {
+  free(e->x);
+  free(e->xn);
+  free(e->qkv);
+  free(e->attn);
+  free(e->proj);
+  free(e->gu);
+  free(e->act);
+  free(e->rope_cos);
+  free(e->rope_sin);
+  free(e->slot_block);
+  free(e->slot_in_block);
+  free(e->tok_seq);
+  free(e->xq);
+  free(e->xs);
+  free(e->inv_freq);
+  free(e->att_scratch);
+  free(e->rows);
+  free(e->row_hidden);
+  free(e->logits);
+  free(e->sample_scratch);
+}
+
+RILL_API void rill_engine_destroy(rill_engine *e) {
+  if (e == NULL) return;
+  rill_pool_destroy(e->pool);
+  rill_kv_pool_destroy(&e->kv);
+  rill_model_weights_free(&e->w);
+  free_buffers(e);
+  free(e);
+}
+
+static int32_t or_default(int32_t v, int32_t def) { return v == 0 ? def : v; }
+
+static rill_status alloc_buffers(rill_engine *e) {
+  const rill_model_config *c = &e->cfg;
+  const size_t T = (size_t)e->lim.max_batch_tokens, H = (size_t)c->hidden_size, I = (size_t)c->intermediate_size;
+  const size_t D = (size_t)c->head_dim, QD = (size_t)c->num_heads * D;
+  const size_t widest = I > QD ? (I > H ? I : H) : (QD > H ? QD : H);
+  const size_t wblocks = (widest + RILL_Q8_BLOCK - 1) / RILL_Q8_BLOCK;
+  const size_t G = (size_t)(c->num_heads / c->num_kv_heads);
+  const size_t threads = (size_t)rill_pool_threads(e->pool);
+  e->x = alloc_floats(T * H);
+  e->xn = alloc_floats(T * H);
+  e->qkv = alloc_floats(T * (size_t)e->qkv_dim);
+  e->attn = alloc_floats(T * QD);
+  e->proj = alloc_floats(T * H);
+  e->gu = alloc_floats(T * 2 * I);
+  e->act = alloc_floats(T * I);
+  e->rope_cos = alloc_floats(T * D / 2);
+  e->rope_sin = alloc_floats(T * D / 2);
+  e->slot_block = malloc(T * sizeof(int64_t));
+  e->slot_in_block = malloc(T * sizeof(int32_t));
+  e->tok_seq = malloc(T * sizeof(int32_t));
+  e->xq = aligned_alloc(64, (T * wblocks * RILL_Q8_BLOCK + 63) & ~(size_t)63);
+  e->xs = alloc_floats(T * wblocks);
+  e->inv_freq = alloc_floats(D / 2);
+  /* Scores of G heads over the longest context, one dequantised K/V row, G output rows. */
+  e->att_scratch_stride = (G * (size_t)e->lim.max_positions + D + G * D + 15) & ~(size_t)15;
+  e->att_scratch = alloc_floats(threads * e->att_scratch_stride);
+  e->rows = malloc(T * sizeof(int32_t));
+  e->row_hidden = alloc_floats((size_t)e->max_rows * H);
+  e->logits = alloc_floats((size_t)e->max_rows * (size_t)c->vocab_size);
+  size_t sb = rill_sample_scratch_bytes(c->vocab_size);
+  e->sample_scratch = aligned_alloc(64, (sb + 63) & ~(size_t)63);
+  if (e->x == NULL || e->xn == NULL || e->qkv == NULL || e->attn == NULL || e->proj == NULL || e->gu == NULL ||
+      e->act == NULL || e->rope_cos == NULL || e->rope_sin == NULL || e->slot_block == NULL ||
+      e->slot_in_block == NULL || e->tok_seq == NULL || e->xq == NULL || e->xs == NULL || e->inv_freq == NULL ||
+      e->att_scratch == NULL || e->rows == NULL || e->row_hidden == NULL || e->logits == NULL ||
+      e->sample_scratch == NULL) {
+    return RILL_ERR_OUT_OF_MEMORY;
+  }
+  rill_rope_inv_freq(c, e->inv_freq);
+  return RILL_OK;
+}
+
+static rill_status parse_wtype(const char *s, rill_wtype *out) {
+  if (strcmp(s, "fp32") == 0) {
+    *out = RILL_W_F32;
+  } else if (strcmp(s, "bf16") == 0) {
+    *out = RILL_W_BF16;
+  } else if (strcmp(s, "int8") == 0) {
+    *out = RILL_W_INT8;
+  } else {
+    return RILL_ERR_INVALID_ARGUMENT;
+  }
+  return RILL_OK;
+}
+
+static const char *wtype_name(rill_wtype t) { return t == RILL_W_F32 ? "fp32" : t == RILL_W_BF16 ? "bf16" : "int8"; }
+
+/* Checks options and fills the engine's limits (everything but the KV pool size, which needs the model). */
+static rill_status read_options(const rill_options *o, rill_engine *e) {
+  if (o->device != NULL && strcmp(o->device, "cpu") != 0 && strcmp(o->device, "auto") != 0) {
+    if (strcmp(o->device, "cuda") == 0) return set_global(RILL_ERR_UNSUPPORTED, "device cuda: this build has no CUDA device");
+    return set_global(RILL_ERR_INVALID_ARGUMENT, "device %.32s: expected cpu, cuda or auto", o->device);
+  }
+  if (o->draft_model_dir != NULL) {
+    return set_global(RILL_ERR_UNSUPPORTED, "draft_model_dir: a draft model is not supported by this build yet");
+  }
+  if (o->kv_dtype != NULL && strcmp(o->kv_dtype, "fp32") != 0 && strcmp(o->kv_dtype, "bf16") != 0) {
+    return set_global(RILL_ERR_INVALID_ARGUMENT, "kv_dtype %.32s: expected fp32 or bf16", o->kv_dtype);
+  }
+  struct {
+    const char *name;
+    int64_t v;
+    int64_t max;
+  } ranges[] = {{"threads", o->threads, 1024},         {"block_size", o->block_size, 4096},
+                {"num_blocks", o->num_blocks, INT32_MAX}, {"kv_bytes", o->kv_bytes, INT64_MAX},
+                {"max_seqs", o->max_seqs, 1 << 20},     {"max_batch_tokens", o->max_batch_tokens, 1 << 24},
+                {"max_drafts", o->max_drafts, 64},      {"max_top_logprobs", o->max_top_logprobs, 1024},
+                {"max_model_len", o->max_model_len, INT32_MAX}};
+  for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++) {
+    if (ranges[i].v < 0 || ranges[i].v > ranges[i].max) {
+      return set_global(RILL_ERR_INVALID_ARGUMENT, "%s %lld: out of range 0..%lld", ranges[i].name,
+                        (long long)ranges[i].v, (long long)ranges[i].max);
+    }
+  }
+  e->lim.block_size = or_default(o->block_size, 16);
+  e->lim.max_seqs = or_default(o->max_seqs, 256);
+  e->lim.max_batch_tokens = or_default(o->max_batch_tokens, 8192);
+  e->lim.max_drafts = or_default(o->max_drafts, 8);
+  e->lim.max_top_logprobs = or_default(o->max_top_logprobs, 20);
+  return RILL_OK;
+}
+
+RILL_API rill_status rill_engine_create(const char *model_dir, const rill_options *options, rill_engine **out) {
+  global_err[0] = '\0';
+  if (out == NULL) return set_global(RILL_ERR_INVALID_ARGUMENT, "out: NULL");
+  *out = NULL;
+  if (model_dir == NULL) return set_global(RILL_ERR_INVALID_ARGUMENT, "model_dir: NULL");
+  rill_options defaults;
+  memset(&defaults, 0, sizeof defaults);
+  const rill_options *o = options != NULL ? options : &defaults;
+  rill_engine *e = calloc(1, sizeof *e);
+  if (e == NULL) return set_global(RILL_ERR_OUT_OF_MEMORY, "out of memory");
+  rill_status s = read_options(o, e);
+  if (s != RILL_OK) {
+    free(e);
+    return s;
+  }
+  s = rill_model_config_read(model_dir, &e->cfg, global_err, sizeof global_err);
+  if (s != RILL_OK) {
+    free(e);
+    return s;
+  }
+  const rill_model_config *c = &e->cfg;
+  if (o->max_model_len > c->max_positions) {
+    int32_t model_max = c->max_positions;
+    free(e);
+    return set_global(RILL_ERR_INVALID_ARGUMENT, "max_model_len %d: over the model's %d positions", o->max_model_len,
+                      model_max);
+  }
+  e->lim.vocab_size = c->vocab_size;
+  e->lim.max_positions = or_default(o->max_model_len, c->max_positions);
+  e->qkv_dim = (c->num_heads + 2 * c->num_kv_heads) * c->head_dim;
+
+  rill_checkpoint *ck = NULL;
+  s = rill_checkpoint_open(model_dir, &ck, global_err, sizeof global_err);
+  if (s != RILL_OK) {
+    free(e);
+    return s;
+  }
+  rill_wtype wt = rill_checkpoint_default_wtype(ck);
+  if (o->dtype != NULL && parse_wtype(o->dtype, &wt) != RILL_OK) {
+    rill_checkpoint_close(ck);
+    free(e);
+    return set_global(RILL_ERR_INVALID_ARGUMENT, "dtype %.32s: expected fp32, bf16 or int8", o->dtype);
+  }
+  const char *ck_name =
+      rill_checkpoint_find(ck, "model.embed_tokens.weight") != NULL &&
+              strcmp(rill_checkpoint_find(ck, "model.embed_tokens.weight")->file, "model.safetensors") == 0
+          ? "model.safetensors"
+          : "model.safetensors.index.json";
+  s = rill_model_weights_load(ck, ck_name, c, wt, &e->w, global_err, sizeof global_err);
+  rill_checkpoint_close(ck);
+  if (s != RILL_OK) {
+    free(e);
+    return s;
+  }
+
+  bool kv_bf16 = o->kv_dtype != NULL && strcmp(o->kv_dtype, "bf16") == 0;
+  size_t block_bytes = rill_kv_block_bytes(c->num_layers, e->lim.block_size, c->num_kv_heads, c->head_dim, kv_bf16);
+  int64_t blocks = o->num_blocks;
+  if (blocks == 0) {
+    int64_t budget = o->kv_bytes;
+    int64_t per_seq = (e->lim.max_positions + e->lim.block_size - 1) / e->lim.block_size;
+    if (budget == 0) {
+      long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+      int64_t quarter = pages > 0 && page > 0 ? (int64_t)pages * page / 4 : (int64_t)1 << 30;
+      int64_t want = (int64_t)e->lim.max_seqs * per_seq * (int64_t)block_bytes;
+      budget = want < quarter ? want : quarter;
+    }
+    blocks = budget / (int64_t)block_bytes;
+    if (blocks > INT32_MAX / e->lim.block_size) blocks = INT32_MAX / e->lim.block_size;
+  }
+  if (blocks < 1) {
+    rill_engine_destroy(e);
+    return set_global(RILL_ERR_INVALID_ARGUMENT, "kv_bytes: too small for one block of %zu bytes", block_bytes);
+  }
+  e->lim.num_blocks = (int32_t)blocks;
+  s = rill_kv_pool_create(&e->kv, c->num_layers, e->lim.num_blocks, e->lim.block_size, c->num_kv_heads, c->head_dim,
+                          kv_bf16);
+  if (s != RILL_OK) {
+    rill_engine_destroy(e);
+    return set_global(s, "out of memory for a KV pool of %d blocks", e->lim.num_blocks);
+  }
+
+  int threads = o->threads > 0 ? o->threads : rill_cpu_count();
+  s = rill_pool_create(threads, &e->pool);
+  if (s != RILL_OK) {
+    rill_engine_destroy(e);
+    return set_global(s, "cannot start %d threads", threads);
+  }
+  /* RILL_CPU_ISA (portable, avx2, avx512) caps the kernels, so tests can compare instruction sets. */
+  e->k = rill_kernels_select(getenv("RILL_CPU_ISA"));
+  int64_t rows = (int64_t)e->lim.max_seqs * (e->lim.max_drafts + 1);
+  e->max_rows = (int32_t)(rows < e->lim.max_batch_tokens ? rows : e->lim.max_batch_tokens);
+  s = alloc_buffers(e);
+  if (s != RILL_OK) {
+    rill_engine_destroy(e);
+    return set_global(s, "out of memory for step buffers (max_batch_tokens %d)", e->lim.max_batch_tokens);
+  }
+
+  rill_info *i = &e->info;
+  i->abi_version = RILL_ABI_VERSION;
+  i->vocab_size = c->vocab_size;
+  i->max_positions = e->lim.max_positions;
+  i->block_size = e->lim.block_size;
+  i->num_blocks = e->lim.num_blocks;
+  i->max_batch_tokens = e->lim.max_batch_tokens;
+  i->max_seqs = e->lim.max_seqs;
+  i->max_drafts = e->lim.max_drafts;
+  i->max_top_logprobs = e->lim.max_top_logprobs;
+  i->shares_prefix_blocks = 1;
+  i->num_layers = c->num_layers;
+  i->hidden_size = c->hidden_size;
+  i->num_heads = c->num_heads;
+  i->num_kv_heads = c->num_kv_heads;
+  i->head_dim = c->head_dim;
+  i->threads = threads;
+  i->weight_bytes = (int64_t)e->w.bytes;
+  i->kv_bytes = (int64_t)e->kv.bytes;
+  snprintf(i->device, sizeof i->device, "cpu");
+  snprintf(i->isa, sizeof i->isa, "%s", e->k->isa);
+  snprintf(i->dtype, sizeof i->dtype, "%s", wtype_name(wt));
+  snprintf(i->kv_dtype, sizeof i->kv_dtype, "%s", kv_bf16 ? "bf16" : "fp32");
+  snprintf(i->architecture, sizeof i->architecture, "%s", c->architecture);
+  *out = e;
+  return RILL_OK;
+}
+
+RILL_API rill_status rill_engine_info(const rill_engine *e, rill_info *out) {
+  if (e == NULL || out == NULL) return RILL_ERR_INVALID_ARGUMENT;
+  *out = e->info;
+  return RILL_OK;
+}
+
+static rill_status check_batch(rill_engine *e, const rill_step_batch *b) {
+  if (b == NULL) {
+    snprintf(e->err, sizeof e->err, "batch: NULL");
+    return RILL_ERR_INVALID_ARGUMENT;
+  }
+  return rill_validate_batch(b, &e->lim, e->err, sizeof e->err);
+}
+
+RILL_API rill_status rill_step(rill_engine *e, const rill_step_batch *b, rill_step_result *r) {
+  if (e == NULL) return RILL_ERR_INVALID_ARGUMENT;
+  e->err[0] = '\0';
+  if (r == NULL || r->counts == NULL || r->tokens == NULL || r->logprobs == NULL ||
+      (e->lim.max_top_logprobs > 0 && (r->top_ids == NULL || r->top_logprobs == NULL))) {
+    snprintf(e->err, sizeof e->err, "result: NULL buffer");
+    return RILL_ERR_INVALID_ARGUMENT;
+  }
+  rill_status s = check_batch(e, b);
+  if (s != RILL_OK) return s;
+  int32_t rows = 0;
+  s = rill_forward(e, b, 0, NULL, &rows);
+  if (s != RILL_OK) return s;
+  return rill_sample_batch(b, e->logits, e->cfg.vocab_size, e->lim.max_drafts, e->lim.max_top_logprobs,
+                           e->sample_scratch, r, e->err, sizeof e->err);
+}
+
+RILL_API rill_status rill_forward_logits(rill_engine *e, const rill_step_batch *b, float *logits_out) {
+  if (e == NULL) return RILL_ERR_INVALID_ARGUMENT;
+  e->err[0] = '\0';
+  if (logits_out == NULL) {
+    snprintf(e->err, sizeof e->err, "logits_out: NULL");
+    return RILL_ERR_INVALID_ARGUMENT;
+  }
+  rill_status s = check_batch(e, b);
+  if (s != RILL_OK) return s;
+  int32_t rows = 0;
+  return rill_forward(e, b, 1, logits_out, &rows);
+}
+
+RILL_API rill_status rill_release(rill_engine *e, int32_t seq_id) {
+  (void)seq_id;
+  return e == NULL ? RILL_ERR_INVALID_ARGUMENT : RILL_OK;
+}

@@ -1,0 +1,57 @@
+/*
+ * The CPU engine behind the public handle: model, KV pool, thread pool, kernels and every buffer a step needs,
+ * allocated once at create for the largest batch the engine accepts, so a step never allocates.
+ */
+#ifndef RILL_ENGINE_H
+#define RILL_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cpu/kernels.h"
+#include "kv_pool.h"
+#include "model_config.h"
+#include "model_weights.h"
+#include "rill.h"
+#include "thread_pool.h"
+#include "validate.h"
+
+#define RILL_ERR_CAP 512
+
+struct rill_engine {
+  rill_model_config cfg;
+  rill_model_weights w;
+  rill_kv_pool kv;
+  rill_pool *pool;
+  const rill_kernels *k;
+  rill_limits lim;
+  rill_info info;
+  int32_t max_rows; /* most logits rows a step computes */
+  int32_t qkv_dim;  /* (heads + 2 × kv_heads) × head_dim */
+
+  /* Per fed token, [max_batch_tokens × width]. */
+  float *x, *xn, *qkv, *attn, *proj, *gu, *act;
+  float *rope_cos, *rope_sin; /* [T × head_dim / 2] */
+  int64_t *slot_block;        /* [T] block id of the token's KV slot */
+  int32_t *slot_in_block;     /* [T] */
+  int32_t *tok_seq;           /* [T] the sequence each token belongs to */
+  int8_t *xq;                 /* int8 activations, [T × widest row in blocks × 32] */
+  float *xs;                  /* their scales */
+  float *inv_freq;            /* [head_dim / 2] */
+  float *att_scratch;         /* per thread: heads per KV head × max_positions scores */
+  size_t att_scratch_stride;  /* floats per thread */
+  int32_t *rows;              /* [max_batch_tokens] fed-token index of each logits row */
+  float *row_hidden;          /* [max_rows × hidden] */
+  float *logits;              /* [max_rows × vocab] */
+  void *sample_scratch;
+
+  char err[RILL_ERR_CAP];
+};
+
+/* Runs the layers over the batch's fed tokens (writing their K/V) and then the final norm and output projection for
+ * the chosen rows: when all_rows, every fed token into out ([T × V]); otherwise the sampled rows (the last
+ * draft_counts + 1 tokens of each sequence with sample_flags) into engine->logits, their count in *num_rows.
+ * The batch must have been validated. */
+rill_status rill_forward(rill_engine *e, const rill_step_batch *b, int all_rows, float *out, int32_t *num_rows);
+
+#endif /* RILL_ENGINE_H */

@@ -1,0 +1,357 @@
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "engine.h"
+#include "matrix.h"
+#include "rope.h"
+
+/* Tokens per task for the per-token stages (norms, RoPE, activation). */
+#define TOKENS_PER_TASK 8
+
+/* ---- y = x · Wᵀ over a row range per task ---- */
+
+typedef struct linear_job {
+  rill_engine *e;
+  const rill_matrix *m;
+  const float *x;
+  size_t ldx;
+  int T;
+  float *y;
+  size_t ldy;
+  int rows_per_task;
+} linear_job;
+
+static void linear_task(void *ctx, int64_t task, int thread) {
+  (void)thread;
+  const linear_job *j = ctx;
+  const rill_matrix *m = j->m;
+  int r0 = (int)task * j->rows_per_task;
+  int r1 = r0 + j->rows_per_task;
+  if (r1 > m->rows) r1 = m->rows;
+  switch (m->type) {
+  case RILL_W_F32: j->e->k->gemm_f32(j->x, j->ldx, j->T, m->data, m->ld, m->cols, r0, r1, j->y, j->ldy); break;
+  case RILL_W_BF16: j->e->k->gemm_bf16(j->x, j->ldx, j->T, m->data, m->ld, m->cols, r0, r1, j->y, j->ldy); break;
+  case RILL_W_INT8:
+    j->e->k->gemm_q8(j->e->xq, j->e->xs, j->T, m->data, m->scales, m->nblocks, r0, r1, j->y, j->ldy);
+    break;
+  }
+}
+
+typedef struct quant_job {
+  rill_engine *e;
+  const float *x;
+  size_t ldx;
+  int T, cols, nblocks;
+} quant_job;
+
+static void quant_task(void *ctx, int64_t task, int thread) {
+  (void)thread;
+  const quant_job *j = ctx;
+  int t0 = (int)task * TOKENS_PER_TASK, t1 = t0 + TOKENS_PER_TASK < j->T ? t0 + TOKENS_PER_TASK : j->T;
+  for (int t = t0; t < t1; t++) {
+    rill_quantize_q8(j->x + (size_t)t * j->ldx, j->cols, j->nblocks,
+                     j->e->xq + (size_t)t * (size_t)j->nblocks * RILL_Q8_BLOCK, j->e->xs + (size_t)t * (size_t)j->nblocks);
+  }
+}
+
+static int tasks_for(int n, int per) { return (n + per - 1) / per; }
+
+static void linear(rill_engine *e, const rill_matrix *m, const float *x, size_t ldx, int T, float *y, size_t ldy) {
+  if (m->type == RILL_W_INT8) {
+    quant_job q = {.e = e, .x = x, .ldx = ldx, .T = T, .cols = m->cols, .nblocks = m->nblocks};
+    rill_pool_run(e->pool, quant_task, &q, tasks_for(T, TOKENS_PER_TASK));
+  }
+  /* Enough tasks to balance threads on a shared machine; a multiple of the kernels' row tile. */
+  int threads = rill_pool_threads(e->pool);
+  int per = m->rows / (threads * 8);
+  per = (per + 15) & ~15;
+  if (per < 16) per = 16;
+  linear_job j = {.e = e, .m = m, .x = x, .ldx = ldx, .T = T, .y = y, .ldy = ldy, .rows_per_task = per};
+  rill_pool_run(e->pool, linear_task, &j, tasks_for(m->rows, per));
+}
+
+/* ---- RMSNorm ---- */
+
+static void rms_norm(const float *x, const float *w, int n, float eps, float *out) {
+  double ss = 0.0;
+  for (int i = 0; i < n; i++) ss += (double)x[i] * (double)x[i];
+  float inv = (float)(1.0 / sqrt(ss / n + (double)eps));
+  for (int i = 0; i < n; i++) out[i] = w[i] * (x[i] * inv);
+}
+
+typedef struct norm_job {
+  const float *x;
+  size_t ldx;
+  const float *w;
+  int n, T;
+  float eps;
+  float *out;
+  size_t ldo;
+  const int32_t *rows; /* optional: row t reads x row rows[t] */
+} norm_job;
+
+static void norm_task(void *ctx, int64_t task, int thread) {
+  (void)thread;
+  const norm_job *j = ctx;
+  int t0 = (int)task * TOKENS_PER_TASK, t1 = t0 + TOKENS_PER_TASK < j->T ? t0 + TOKENS_PER_TASK : j->T;
+  for (int t = t0; t < t1; t++) {
+    size_t src = j->rows != NULL ? (size_t)j->rows[t] : (size_t)t;
+    rms_norm(j->x + src * j->ldx, j->w, j->n, j->eps, j->out + (size_t)t * j->ldo);
+  }
+}
+
+static void norm_all(rill_engine *e, const float *x, size_t ldx, const float *w, int T, const int32_t *rows,
+                     float *out, size_t ldo) {
+  norm_job j = {.x = x, .ldx = ldx, .w = w, .n = e->cfg.hidden_size, .T = T, .eps = e->cfg.rms_norm_eps, .out = out,
+                .ldo = ldo, .rows = rows};
+  rill_pool_run(e->pool, norm_task, &j, tasks_for(T, TOKENS_PER_TASK));
+}
+
+/* ---- q/k bias, q/k norm, RoPE, KV write ---- */
+
+typedef struct qkv_job {
+  rill_engine *e;
+  const rill_layer_weights *L;
+  int layer, T;
+} qkv_job;
+
+static void store_kv(rill_kv_pool *kv, void *base, size_t off, const float *src, int n) {
+  if (kv->bf16) {
+    uint16_t *dst = (uint16_t *)base + off;
+    for (int i = 0; i < n; i++) dst[i] = rill_f32_to_bf16(src[i]);
+  } else {
+    memcpy((float *)base + off, src, (size_t)n * sizeof(float));
+  }
+}
+
+static void qkv_task(void *ctx, int64_t task, int thread) {
+  (void)thread;
+  const qkv_job *j = ctx;
+  rill_engine *e = j->e;
+  const rill_model_config *c = &e->cfg;
+  const int D = c->head_dim, half = D / 2, NH = c->num_heads, KH = c->num_kv_heads;
+  int t0 = (int)task * TOKENS_PER_TASK, t1 = t0 + TOKENS_PER_TASK < j->T ? t0 + TOKENS_PER_TASK : j->T;
+  for (int t = t0; t < t1; t++) {
+    float *q = e->qkv + (size_t)t * (size_t)e->qkv_dim;
+    float *k = q + (size_t)NH * D, *v = k + (size_t)KH * D;
+    if (j->L->qkv_bias != NULL) {
+      for (int i = 0; i < e->qkv_dim; i++) q[i] += j->L->qkv_bias[i];
+    }
+    const float *cs = e->rope_cos + (size_t)t * half, *sn = e->rope_sin + (size_t)t * half;
+    for (int h = 0; h < NH; h++) {
+      float *qh = q + (size_t)h * D;
+      if (j->L->q_norm != NULL) rms_norm(qh, j->L->q_norm, D, c->rms_norm_eps, qh);
+      rill_rope_apply(qh, half, cs, sn);
+    }
+    for (int h = 0; h < KH; h++) {
+      float *kh = k + (size_t)h * D;
+      if (j->L->k_norm != NULL) rms_norm(kh, j->L->k_norm, D, c->rms_norm_eps, kh);
+      rill_rope_apply(kh, half, cs, sn);
+      size_t off = rill_kv_offset(&e->kv, j->layer, (int32_t)e->slot_block[t], h, e->slot_in_block[t]);
+      store_kv(&e->kv, e->kv.k, off, kh, D);
+      store_kv(&e->kv, e->kv.v, off, v + (size_t)h * D, D);
+    }
+  }
+}
+
+/* ---- attention over the block table ---- */
+
+typedef struct attn_job {
+  rill_engine *e;
+  const rill_step_batch *b;
+  int layer;
+} attn_job;
+
+static float dot_f32(const float *a, const float *b, int n) {
+  float acc[8] = {0};
+  int m = n & ~7;
+  for (int i = 0; i < m; i += 8) {
+    for (int l = 0; l < 8; l++) acc[l] += a[i + l] * b[i + l];
+  }
+  float s = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+  for (int i = m; i < n; i++) s += a[i] * b[i];
+  return s;
+}
+
+static void load_kv(const rill_kv_pool *kv, const void *base, size_t off, float *dst, int n) {
+  if (kv->bf16) {
+    const uint16_t *src = (const uint16_t *)base + off;
+    for (int i = 0; i < n; i++) dst[i] = rill_bf16_to_f32(src[i]);
+  } else {
+    memcpy(dst, (const float *)base + off, (size_t)n * sizeof(float));
+  }
+}
+
+/* One task: one fed token × one KV head, covering the query heads that share it. A token at position p attends to
+ * positions 0..p of its sequence, read through the block table (its own K/V already written). */
+static void attn_task(void *ctx, int64_t task, int thread) {
+  const attn_job *j = ctx;
+  rill_engine *e = j->e;
+  const rill_model_config *c = &e->cfg;
+  const int D = c->head_dim, NH = c->num_heads, KH = c->num_kv_heads, G = NH / KH;
+  const int bs = e->kv.block_size;
+  int t = (int)(task / KH), kh = (int)(task % KH);
+  int s = e->tok_seq[t];
+  int32_t pos = j->b->positions[t];
+  const int32_t *table = j->b->block_tables + (size_t)s * (size_t)j->b->block_table_stride;
+  const float *q = e->qkv + (size_t)t * (size_t)e->qkv_dim + (size_t)kh * G * D;
+  float *scores = e->att_scratch + (size_t)thread * e->att_scratch_stride;
+  float *kbuf = scores + (size_t)G * (size_t)e->lim.max_positions;
+  float *acc = kbuf + D;
+  const float scale = 1.0f / sqrtf((float)D);
+  const int n = pos + 1;
+  for (int p = 0; p < n; p++) {
+    size_t off = rill_kv_offset(&e->kv, j->layer, table[p / bs], kh, p % bs);
+    const float *kp;
+    if (e->kv.bf16) {
+      load_kv(&e->kv, e->kv.k, off, kbuf, D);
+      kp = kbuf;
+    } else {
+      kp = (const float *)e->kv.k + off;
+    }
+    for (int g = 0; g < G; g++) scores[(size_t)g * (size_t)n + (size_t)p] = dot_f32(q + (size_t)g * D, kp, D) * scale;
+  }
+  for (int g = 0; g < G; g++) {
+    float *sc = scores + (size_t)g * (size_t)n;
+    float mx = sc[0];
+    for (int p = 1; p < n; p++) mx = sc[p] > mx ? sc[p] : mx;
+    double sum = 0.0;
+    for (int p = 0; p < n; p++) {
+      sc[p] = expf(sc[p] - mx);
+      sum += sc[p];
+    }
+    float inv = (float)(1.0 / sum);
+    for (int p = 0; p < n; p++) sc[p] *= inv;
+  }
+  float *out = e->attn + (size_t)t * (size_t)NH * D + (size_t)kh * G * D;
+  for (int g = 0; g < G; g++) {
+    for (int d = 0; d < D; d++) acc[(size_t)g * D + d] = 0.0f;
+  }
+  for (int p = 0; p < n; p++) {
+    size_t off = rill_kv_offset(&e->kv, j->layer, table[p / bs], kh, p % bs);
+    const float *vp;
+    if (e->kv.bf16) {
+      load_kv(&e->kv, e->kv.v, off, kbuf, D);
+      vp = kbuf;
+    } else {
+      vp = (const float *)e->kv.v + off;
+    }
+    for (int g = 0; g < G; g++) {
+      float w = scores[(size_t)g * (size_t)n + (size_t)p];
+      float *a = acc + (size_t)g * D;
+      for (int d = 0; d < D; d++) a[d] += w * vp[d];
+    }
+  }
+  memcpy(out, acc, (size_t)G * D * sizeof(float));
+}
+
+/* ---- residual add and SiLU gate ---- */
+
+typedef struct elem_job {
+  rill_engine *e;
+  int T;
+  const float *bias; /* residual: optional bias of the projection */
+} elem_job;
+
+static void residual_task(void *ctx, int64_t task, int thread) {
+  (void)thread;
+  const elem_job *j = ctx;
+  const int H = j->e->cfg.hidden_size;
+  int t0 = (int)task * TOKENS_PER_TASK, t1 = t0 + TOKENS_PER_TASK < j->T ? t0 + TOKENS_PER_TASK : j->T;
+  for (int t = t0; t < t1; t++) {
+    float *x = j->e->x + (size_t)t * H;
+    const float *p = j->e->proj + (size_t)t * H;
+    if (j->bias != NULL) {
+      for (int i = 0; i < H; i++) x[i] += p[i] + j->bias[i];
+    } else {
+      for (int i = 0; i < H; i++) x[i] += p[i];
+    }
+  }
+}
+
+static void silu_task(void *ctx, int64_t task, int thread) {
+  (void)thread;
+  const elem_job *j = ctx;
+  const int I = j->e->cfg.intermediate_size;
+  int t0 = (int)task * TOKENS_PER_TASK, t1 = t0 + TOKENS_PER_TASK < j->T ? t0 + TOKENS_PER_TASK : j->T;
+  for (int t = t0; t < t1; t++) {
+    const float *g = j->e->gu + (size_t)t * 2 * (size_t)I, *u = g + I;
+    float *a = j->e->act + (size_t)t * I;
+    for (int i = 0; i < I; i++) a[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+  }
+}
+
+static void residual(rill_engine *e, int T, const float *bias) {
+  elem_job j = {.e = e, .T = T, .bias = bias};
+  rill_pool_run(e->pool, residual_task, &j, tasks_for(T, TOKENS_PER_TASK));
+}
+
+rill_status rill_forward(rill_engine *e, const rill_step_batch *b, int all_rows, float *out, int32_t *num_rows) {
+  const rill_model_config *c = &e->cfg;
+  const int T = b->num_tokens, H = c->hidden_size, I = c->intermediate_size, half = c->head_dim / 2;
+  const int bs = e->kv.block_size;
+
+  /* Only the rows that are sampled (or every row, for rill_forward_logits) pay for the output projection; checked
+   * before any KV slot is written. */
+  int32_t R = 0;
+  if (all_rows) {
+    for (int t = 0; t < T; t++) e->rows[R++] = t;
+  } else {
+    for (int s = 0; s < b->num_seqs; s++) {
+      if (!b->sample_flags[s]) continue;
+      int end = b->query_start[s + 1], n = b->draft_counts[s] + 1;
+      if (n > end - b->query_start[s]) {
+        snprintf(e->err, sizeof e->err, "draft_counts[%d]: %d drafts but only %d fed tokens", s, n - 1,
+                 end - b->query_start[s]);
+        return RILL_ERR_INVALID_ARGUMENT;
+      }
+      for (int t = end - n; t < end; t++) e->rows[R++] = t;
+    }
+  }
+  /* Where each fed token's K/V goes; the batch was validated, so every table entry read here is in range. */
+  for (int s = 0; s < b->num_seqs; s++) {
+    const int32_t *table = b->block_tables + (size_t)s * (size_t)b->block_table_stride;
+    for (int t = b->query_start[s]; t < b->query_start[s + 1]; t++) {
+      int32_t p = b->positions[t];
+      e->tok_seq[t] = s;
+      e->slot_block[t] = table[p / bs];
+      e->slot_in_block[t] = p % bs;
+    }
+  }
+  for (int t = 0; t < T; t++) {
+    rill_matrix_row(&e->w.embed, b->tokens[t], e->x + (size_t)t * H);
+    rill_rope_angles(e->inv_freq, half, b->positions[t], e->rope_cos + (size_t)t * half,
+                     e->rope_sin + (size_t)t * half);
+  }
+
+  for (int l = 0; l < c->num_layers; l++) {
+    const rill_layer_weights *L = &e->w.layers[l];
+    norm_all(e, e->x, (size_t)H, L->attn_norm, T, NULL, e->xn, (size_t)H);
+    linear(e, &L->qkv, e->xn, (size_t)H, T, e->qkv, (size_t)e->qkv_dim);
+    qkv_job qj = {.e = e, .L = L, .layer = l, .T = T};
+    rill_pool_run(e->pool, qkv_task, &qj, tasks_for(T, TOKENS_PER_TASK));
+    attn_job aj = {.e = e, .b = b, .layer = l};
+    rill_pool_run(e->pool, attn_task, &aj, (int64_t)T * c->num_kv_heads);
+    const size_t qd = (size_t)c->num_heads * (size_t)c->head_dim;
+    linear(e, &L->o, e->attn, qd, T, e->proj, (size_t)H);
+    residual(e, T, L->o_bias);
+    norm_all(e, e->x, (size_t)H, L->ffn_norm, T, NULL, e->xn, (size_t)H);
+    linear(e, &L->gate_up, e->xn, (size_t)H, T, e->gu, 2 * (size_t)I);
+    elem_job sj = {.e = e, .T = T, .bias = NULL};
+    rill_pool_run(e->pool, silu_task, &sj, tasks_for(T, TOKENS_PER_TASK));
+    linear(e, &L->down, e->act, (size_t)I, T, e->proj, (size_t)H);
+    residual(e, T, NULL);
+  }
+
+  *num_rows = R;
+  const rill_matrix *head = e->w.tied ? &e->w.embed : &e->w.lm_head;
+  float *dst = all_rows ? out : e->logits;
+  /* rill_forward_logits may ask for more rows than the step buffers hold: go in slices of max_rows. */
+  for (int32_t r0 = 0; r0 < R; r0 += e->max_rows) {
+    int32_t n = R - r0 < e->max_rows ? R - r0 : e->max_rows;
+    norm_all(e, e->x, (size_t)H, e->w.final_norm, n, e->rows + r0, e->row_hidden, (size_t)H);
+    linear(e, head, e->row_hidden, (size_t)H, n, dst + (size_t)r0 * (size_t)c->vocab_size, (size_t)c->vocab_size);
+  }
+  return RILL_OK;
+}

@@ -1,0 +1,36 @@
+/*
+ * The paged KV pool: num_blocks blocks of block_size token slots for every layer, K and V, in fp32 or bf16. Layout
+ * [layer][block][kv_head][slot in block][head_dim], so one head's keys of a block are contiguous. The pool is mapped
+ * lazily: memory is committed only for blocks that are written.
+ */
+#ifndef RILL_KV_POOL_H
+#define RILL_KV_POOL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rill.h"
+
+typedef struct rill_kv_pool {
+  int32_t num_layers, num_blocks, block_size, kv_heads, head_dim;
+  bool bf16;
+  void *k, *v;
+  size_t bytes; /* K and V together */
+} rill_kv_pool;
+
+/* Bytes one block takes over all layers, K and V. */
+size_t rill_kv_block_bytes(int32_t num_layers, int32_t block_size, int32_t kv_heads, int32_t head_dim, bool bf16);
+rill_status rill_kv_pool_create(rill_kv_pool *kv, int32_t num_layers, int32_t num_blocks, int32_t block_size,
+                                int32_t kv_heads, int32_t head_dim, bool bf16);
+void rill_kv_pool_destroy(rill_kv_pool *kv);
+
+/* Element offset of (layer, block, head, slot within block, 0). */
+static inline size_t rill_kv_offset(const rill_kv_pool *kv, int32_t layer, int32_t block, int32_t head, int32_t slot) {
+  return ((((size_t)layer * (size_t)kv->num_blocks + (size_t)block) * (size_t)kv->kv_heads + (size_t)head) *
+              (size_t)kv->block_size +
+          (size_t)slot) *
+         (size_t)kv->head_dim;
+}
+
+#endif /* RILL_KV_POOL_H */

@@ -1,0 +1,166 @@
+#include "matrix.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/kernels.h"
+
+float rill_bf16_to_f32(uint16_t v) {
+  uint32_t u = (uint32_t)v << 16;
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+uint16_t rill_f32_to_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  if ((u & 0x7F800000u) == 0x7F800000u && (u & 0x007FFFFFu) != 0) return (uint16_t)((u >> 16) | 0x40); /* NaN */
+  u += 0x7FFFu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+
+static float f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu, u;
+  if (exp == 0) {
+    if (man == 0) {
+      u = sign;
+    } else {
+      /* Subnormal: normalise. */
+      int e = -1;
+      do {
+        e++;
+        man <<= 1;
+      } while ((man & 0x400u) == 0);
+      u = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3FFu) << 13);
+    }
+  } else if (exp == 31) {
+    u = sign | 0x7F800000u | (man << 13);
+  } else {
+    u = sign | ((exp + 127 - 15) << 23) | (man << 13);
+  }
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+float rill_tensor_get(const rill_tensor *t, int64_t i) {
+  const unsigned char *p = t->data;
+  switch (t->dtype) {
+  case RILL_TENSOR_F32: {
+    float f;
+    memcpy(&f, p + (size_t)i * 4, 4);
+    return f;
+  }
+  case RILL_TENSOR_F16: {
+    uint16_t h;
+    memcpy(&h, p + (size_t)i * 2, 2);
+    return f16_to_f32(h);
+  }
+  case RILL_TENSOR_BF16: {
+    uint16_t h;
+    memcpy(&h, p + (size_t)i * 2, 2);
+    return rill_bf16_to_f32(h);
+  }
+  case RILL_TENSOR_OTHER: break;
+  }
+  return 0.0f;
+}
+
+/* One row of a tensor as fp32. */
+static void tensor_row(const rill_tensor *t, int64_t row, int cols, float *out) {
+  const unsigned char *p = t->data;
+  size_t off = (size_t)row * (size_t)cols;
+  if (t->dtype == RILL_TENSOR_F32) {
+    memcpy(out, p + off * 4, (size_t)cols * 4);
+  } else if (t->dtype == RILL_TENSOR_BF16) {
+    for (int c = 0; c < cols; c++) {
+      uint16_t h;
+      memcpy(&h, p + (off + (size_t)c) * 2, 2);
+      out[c] = rill_bf16_to_f32(h);
+    }
+  } else {
+    for (int c = 0; c < cols; c++) out[c] = rill_tensor_get(t, (int64_t)off + c);
+  }
+}
+
+rill_status rill_matrix_load(rill_matrix *m, rill_wtype type, const rill_tensor *const *parts, int nparts, int cols) {
+  memset(m, 0, sizeof *m);
+  int64_t rows = 0;
+  for (int i = 0; i < nparts; i++) rows += parts[i]->shape[0];
+  m->type = type;
+  m->rows = (int32_t)rows;
+  m->cols = cols;
+  size_t elem = type == RILL_W_F32 ? 4 : type == RILL_W_BF16 ? 2 : 1;
+  if (type == RILL_W_INT8) {
+    m->nblocks = (cols + RILL_Q8_BLOCK - 1) / RILL_Q8_BLOCK;
+    m->ld = (size_t)m->nblocks * RILL_Q8_BLOCK;
+    m->scales = malloc((size_t)rows * (size_t)m->nblocks * sizeof(float));
+    if (m->scales == NULL) return RILL_ERR_OUT_OF_MEMORY;
+  } else {
+    m->ld = (size_t)cols;
+  }
+  /* 64-byte alignment keeps vector loads within cache lines. */
+  size_t bytes = (size_t)rows * m->ld * elem;
+  m->data = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+  float *row = malloc(((size_t)cols + RILL_Q8_BLOCK) * sizeof(float));
+  if (m->data == NULL || row == NULL) {
+    free(row);
+    rill_matrix_free(m);
+    return RILL_ERR_OUT_OF_MEMORY;
+  }
+  int64_t r = 0;
+  for (int i = 0; i < nparts; i++) {
+    const rill_tensor *t = parts[i];
+    for (int64_t pr = 0; pr < t->shape[0]; pr++, r++) {
+      if (type == RILL_W_F32) {
+        tensor_row(t, pr, cols, (float *)m->data + (size_t)r * m->ld);
+      } else if (type == RILL_W_BF16 && t->dtype == RILL_TENSOR_BF16) {
+        memcpy((uint16_t *)m->data + (size_t)r * m->ld, (const unsigned char *)t->data + (size_t)pr * (size_t)cols * 2,
+               (size_t)cols * 2);
+      } else if (type == RILL_W_BF16) {
+        tensor_row(t, pr, cols, row);
+        uint16_t *dst = (uint16_t *)m->data + (size_t)r * m->ld;
+        for (int c = 0; c < cols; c++) dst[c] = rill_f32_to_bf16(row[c]);
+      } else {
+        tensor_row(t, pr, cols, row);
+        rill_quantize_q8(row, cols, m->nblocks, (int8_t *)m->data + (size_t)r * m->ld,
+                         m->scales + (size_t)r * (size_t)m->nblocks);
+      }
+    }
+  }
+  free(row);
+  return RILL_OK;
+}
+
+void rill_matrix_free(rill_matrix *m) {
+  free(m->data);
+  free(m->scales);
+  m->data = NULL;
+  m->scales = NULL;
+}
+
+size_t rill_matrix_bytes(const rill_matrix *m) {
+  size_t elem = m->type == RILL_W_F32 ? 4 : m->type == RILL_W_BF16 ? 2 : 1;
+  size_t b = (size_t)m->rows * m->ld * elem;
+  if (m->type == RILL_W_INT8) b += (size_t)m->rows * (size_t)m->nblocks * sizeof(float);
+  return b;
+}
+
+void rill_matrix_row(const rill_matrix *m, int32_t r, float *out) {
+  switch (m->type) {
+  case RILL_W_F32: memcpy(out, (const float *)m->data + (size_t)r * m->ld, (size_t)m->cols * sizeof(float)); break;
+  case RILL_W_BF16: {
+    const uint16_t *src = (const uint16_t *)m->data + (size_t)r * m->ld;
+    for (int c = 0; c < m->cols; c++) out[c] = rill_bf16_to_f32(src[c]);
+    break;
+  }
+  case RILL_W_INT8: {
+    const int8_t *src = (const int8_t *)m->data + (size_t)r * m->ld;
+    const float *s = m->scales + (size_t)r * (size_t)m->nblocks;
+    for (int c = 0; c < m->cols; c++) out[c] = (float)src[c] * s[c / RILL_Q8_BLOCK];
+    break;
+  }
+  }
+}

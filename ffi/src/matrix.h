@@ -1,0 +1,39 @@
+/*
+ * A weight matrix as the CPU device holds it: rows × cols (out × in, the checkpoint's layout), in fp32, bf16, or int8
+ * with one fp32 scale per 32-element block of a row (rows padded with zeros to whole blocks). Several checkpoint
+ * tensors with the same cols may be stacked into one matrix (q/k/v, gate/up), so one pass over the activations feeds
+ * them all.
+ */
+#ifndef RILL_MATRIX_H
+#define RILL_MATRIX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rill.h"
+#include "safetensors.h"
+
+typedef enum rill_wtype { RILL_W_F32, RILL_W_BF16, RILL_W_INT8 } rill_wtype;
+
+typedef struct rill_matrix {
+  rill_wtype type;
+  int32_t rows, cols;
+  int32_t nblocks; /* INT8: blocks of 32 per row */
+  size_t ld;       /* elements per row as stored (cols, or nblocks × 32 for INT8) */
+  void *data;
+  float *scales; /* INT8: rows × nblocks */
+} rill_matrix;
+
+/* Converts and stacks parts (each [rows_i, cols], F32/F16/BF16) into m. Shapes and dtypes must have been checked. */
+rill_status rill_matrix_load(rill_matrix *m, rill_wtype type, const rill_tensor *const *parts, int nparts, int cols);
+void rill_matrix_free(rill_matrix *m);
+size_t rill_matrix_bytes(const rill_matrix *m);
+/* Row r as fp32 (dequantised for INT8). */
+void rill_matrix_row(const rill_matrix *m, int32_t r, float *out);
+/* A tensor (F32/F16/BF16) element as fp32. */
+float rill_tensor_get(const rill_tensor *t, int64_t i);
+/* Round to nearest even, as torch converts fp32 to bf16. */
+uint16_t rill_f32_to_bf16(float f);
+float rill_bf16_to_f32(uint16_t v);
+
+#endif /* RILL_MATRIX_H */

@@ -1,0 +1,211 @@
+#include "model_config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+#include "read_file.h"
+
+#define CFG "config.json"
+
+typedef struct reader {
+  const rill_json *root;
+  char *err;
+  size_t err_cap;
+  bool failed;
+} reader;
+
+/* A positive integer field; missing → def (def < 0: required). */
+static int32_t int_field(reader *r, const char *key, int32_t def) {
+  if (r->failed) return 0;
+  const rill_json *v = rill_json_get(r->root, key);
+  if (v == NULL || v->kind == RILL_JSON_NULL) {
+    if (def >= 0) return def;
+    snprintf(r->err, r->err_cap, CFG ": missing %s", key);
+    r->failed = true;
+    return 0;
+  }
+  if (v->kind != RILL_JSON_NUMBER || !v->is_integer || v->integer < 1 || v->integer > INT32_MAX) {
+    snprintf(r->err, r->err_cap, CFG ": %s must be a positive integer", key);
+    r->failed = true;
+    return 0;
+  }
+  return (int32_t)v->integer;
+}
+
+static double num_field(reader *r, const rill_json *obj, const char *key, double def, bool required) {
+  if (r->failed) return 0;
+  const rill_json *v = rill_json_get(obj, key);
+  if (v == NULL || v->kind == RILL_JSON_NULL) {
+    if (!required) return def;
+    snprintf(r->err, r->err_cap, CFG ": missing %s", key);
+    r->failed = true;
+    return 0;
+  }
+  if (v->kind != RILL_JSON_NUMBER || !(v->number > 0)) {
+    snprintf(r->err, r->err_cap, CFG ": %s must be a positive number", key);
+    r->failed = true;
+    return 0;
+  }
+  return v->number;
+}
+
+static bool bool_field(reader *r, const char *key, bool def) {
+  if (r->failed) return def;
+  const rill_json *v = rill_json_get(r->root, key);
+  if (v == NULL || v->kind == RILL_JSON_NULL) return def;
+  if (v->kind != RILL_JSON_TRUE && v->kind != RILL_JSON_FALSE) {
+    snprintf(r->err, r->err_cap, CFG ": %s must be true or false", key);
+    r->failed = true;
+    return def;
+  }
+  return v->kind == RILL_JSON_TRUE;
+}
+
+static const char *string_field(const rill_json *obj, const char *key) {
+  const rill_json *v = rill_json_get(obj, key);
+  return v != NULL && v->kind == RILL_JSON_STRING ? v->string : NULL;
+}
+
+static rill_status parse(const rill_json *root, rill_model_config *c, char *err, size_t err_cap) {
+  if (root->kind != RILL_JSON_OBJECT) {
+    snprintf(err, err_cap, CFG ": not a JSON object");
+    return RILL_ERR_MODEL;
+  }
+  reader r = {.root = root, .err = err, .err_cap = err_cap, .failed = false};
+  const rill_json *archs = rill_json_get(root, "architectures");
+  const rill_json *a0 = rill_json_at(archs, 0);
+  const char *arch = a0 != NULL && a0->kind == RILL_JSON_STRING ? a0->string : NULL;
+  const char *model_type = string_field(root, "model_type");
+  if (arch == NULL) {
+    /* Older configs name only the model type. */
+    static const char *const by_type[][2] = {{"llama", "LlamaForCausalLM"},
+                                            {"mistral", "MistralForCausalLM"},
+                                            {"qwen2", "Qwen2ForCausalLM"},
+                                            {"qwen3", "Qwen3ForCausalLM"}};
+    for (size_t i = 0; model_type != NULL && i < sizeof by_type / sizeof by_type[0]; i++) {
+      if (strcmp(model_type, by_type[i][0]) == 0) arch = by_type[i][1];
+    }
+  }
+  if (arch == NULL) {
+    snprintf(err, err_cap, CFG ": no architectures entry or known model_type");
+    return RILL_ERR_MODEL;
+  }
+  bool llama = strcmp(arch, "LlamaForCausalLM") == 0, mistral = strcmp(arch, "MistralForCausalLM") == 0;
+  bool qwen2 = strcmp(arch, "Qwen2ForCausalLM") == 0, qwen3 = strcmp(arch, "Qwen3ForCausalLM") == 0;
+  if (!llama && !mistral && !qwen2 && !qwen3) {
+    snprintf(err, err_cap,
+             CFG ": unsupported architecture %.64s (supported: LlamaForCausalLM, MistralForCausalLM, "
+                 "Qwen2ForCausalLM, Qwen3ForCausalLM)",
+             arch);
+    return RILL_ERR_MODEL;
+  }
+  snprintf(c->architecture, sizeof c->architecture, "%s", arch);
+  c->vocab_size = int_field(&r, "vocab_size", -1);
+  c->hidden_size = int_field(&r, "hidden_size", -1);
+  c->intermediate_size = int_field(&r, "intermediate_size", -1);
+  c->num_layers = int_field(&r, "num_hidden_layers", -1);
+  c->num_heads = int_field(&r, "num_attention_heads", -1);
+  c->num_kv_heads = int_field(&r, "num_key_value_heads", c->num_heads);
+  c->max_positions = int_field(&r, "max_position_embeddings", 2048);
+  if (r.failed) return RILL_ERR_MODEL;
+  if (c->hidden_size % c->num_heads != 0 && rill_json_get(root, "head_dim") == NULL) {
+    snprintf(err, err_cap, CFG ": hidden_size %d is not a multiple of num_attention_heads %d and no head_dim is given",
+             c->hidden_size, c->num_heads);
+    return RILL_ERR_MODEL;
+  }
+  c->head_dim = int_field(&r, "head_dim", c->hidden_size / c->num_heads);
+  c->rms_norm_eps = (float)num_field(&r, root, "rms_norm_eps", 1e-6, false);
+  c->rope_theta = (float)num_field(&r, root, "rope_theta", 10000.0, false);
+  c->tie_word_embeddings = bool_field(&r, "tie_word_embeddings", false);
+  bool attention_bias = bool_field(&r, "attention_bias", false);
+  bool mlp_bias = bool_field(&r, "mlp_bias", false);
+  if (r.failed) return RILL_ERR_MODEL;
+  if (c->num_heads % c->num_kv_heads != 0) {
+    snprintf(err, err_cap, CFG ": num_attention_heads %d is not a multiple of num_key_value_heads %d", c->num_heads,
+             c->num_kv_heads);
+    return RILL_ERR_MODEL;
+  }
+  if (c->head_dim % 2 != 0 || c->head_dim > 1024) {
+    snprintf(err, err_cap, CFG ": head_dim %d must be even and at most 1024", c->head_dim);
+    return RILL_ERR_MODEL;
+  }
+  if (mlp_bias) {
+    snprintf(err, err_cap, CFG ": mlp_bias true is not supported");
+    return RILL_ERR_MODEL;
+  }
+  const char *act = string_field(root, "hidden_act");
+  if (act != NULL && strcmp(act, "silu") != 0) {
+    snprintf(err, err_cap, CFG ": hidden_act %.32s is not supported (only silu)", act);
+    return RILL_ERR_MODEL;
+  }
+  c->qkv_bias = qwen2 || attention_bias;
+  c->o_bias = !qwen2 && attention_bias;
+  c->qk_norm = qwen3;
+  /* A sliding window narrower than the context changes attention; serve only the window so results stay exact. */
+  const rill_json *sw = rill_json_get(root, "sliding_window");
+  bool window_on = mistral || bool_field(&r, "use_sliding_window", false);
+  if (window_on && sw != NULL && sw->kind == RILL_JSON_NUMBER && sw->is_integer && sw->integer > 0 &&
+      sw->integer < c->max_positions) {
+    c->max_positions = (int32_t)sw->integer;
+  }
+  c->rope_scaling = RILL_ROPE_NONE;
+  const rill_json *rs = rill_json_get(root, "rope_scaling");
+  if (rs != NULL && rs->kind != RILL_JSON_NULL) {
+    const char *type = string_field(rs, "rope_type");
+    if (type == NULL) type = string_field(rs, "type");
+    if (rs->kind != RILL_JSON_OBJECT || type == NULL) {
+      snprintf(err, err_cap, CFG ": rope_scaling must be an object with rope_type");
+      return RILL_ERR_MODEL;
+    }
+    if (strcmp(type, "default") == 0) {
+      c->rope_scaling = RILL_ROPE_NONE;
+    } else if (strcmp(type, "linear") == 0) {
+      c->rope_scaling = RILL_ROPE_LINEAR;
+      c->rope_factor = (float)num_field(&r, rs, "factor", 1.0, true);
+    } else if (strcmp(type, "llama3") == 0) {
+      c->rope_scaling = RILL_ROPE_LLAMA3;
+      c->rope_factor = (float)num_field(&r, rs, "factor", 1.0, true);
+      c->rope_low_freq_factor = (float)num_field(&r, rs, "low_freq_factor", 1.0, true);
+      c->rope_high_freq_factor = (float)num_field(&r, rs, "high_freq_factor", 4.0, true);
+      double orig = num_field(&r, rs, "original_max_position_embeddings", 8192, true);
+      c->rope_original_max_positions = (int32_t)orig;
+      if (!r.failed && !(c->rope_high_freq_factor > c->rope_low_freq_factor)) {
+        snprintf(err, err_cap, CFG ": rope_scaling high_freq_factor must exceed low_freq_factor");
+        return RILL_ERR_MODEL;
+      }
+    } else {
+      snprintf(err, err_cap, CFG ": rope_scaling type %.32s is not supported (default, linear, llama3)", type);
+      return RILL_ERR_MODEL;
+    }
+    if (r.failed) return RILL_ERR_MODEL;
+  }
+  return RILL_OK;
+}
+
+rill_status rill_model_config_read(const char *dir, rill_model_config *cfg, char *err, size_t err_cap) {
+  memset(cfg, 0, sizeof *cfg);
+  size_t plen = strlen(dir) + 16;
+  char *path = malloc(plen);
+  if (path == NULL) {
+    snprintf(err, err_cap, "out of memory");
+    return RILL_ERR_OUT_OF_MEMORY;
+  }
+  snprintf(path, plen, "%s/" CFG, dir);
+  char *text = NULL;
+  size_t len = 0;
+  rill_status s = rill_read_file(path, path, (size_t)16 << 20, &text, &len, err, err_cap);
+  free(path);
+  if (s != RILL_OK) return s;
+  char jerr[192];
+  rill_json_doc *doc = rill_json_parse(text, len, jerr, sizeof jerr);
+  free(text);
+  if (doc == NULL) {
+    snprintf(err, err_cap, CFG ": %s", jerr);
+    return RILL_ERR_MODEL;
+  }
+  s = parse(rill_json_root(doc), cfg, err, err_cap);
+  rill_json_free(doc);
+  return s;
+}

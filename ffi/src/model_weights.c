@@ -1,0 +1,216 @@
+#include "model_weights.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct loader {
+  const rill_checkpoint *ck;
+  const char *ck_name;
+  char *err;
+  size_t err_cap;
+} loader;
+
+static void shape_text(const rill_tensor *t, char *out, size_t cap) {
+  size_t n = 0;
+  n += (size_t)snprintf(out + n, cap - n, "[");
+  for (int d = 0; d < t->ndim && n < cap; d++) {
+    n += (size_t)snprintf(out + n, cap - n, d == 0 ? "%lld" : ", %lld", (long long)t->shape[d]);
+  }
+  if (n < cap) snprintf(out + n, cap - n, "]");
+}
+
+/* The tensor named name with shape [d0] (d1 < 0) or [d0, d1], else an error naming file and tensor. */
+static const rill_tensor *need(loader *l, const char *name, int64_t d0, int64_t d1, rill_status *s) {
+  if (*s != RILL_OK) return NULL;
+  const rill_tensor *t = rill_checkpoint_find(l->ck, name);
+  if (t == NULL) {
+    snprintf(l->err, l->err_cap, "%s: missing tensor %s", l->ck_name, name);
+    *s = RILL_ERR_MODEL;
+    return NULL;
+  }
+  if (t->dtype == RILL_TENSOR_OTHER) {
+    snprintf(l->err, l->err_cap, "%s: tensor %s has dtype %s; expected F32, F16 or BF16", t->file, name,
+             t->dtype_name);
+    *s = RILL_ERR_MODEL;
+    return NULL;
+  }
+  int ndim = d1 < 0 ? 1 : 2;
+  if (t->ndim != ndim || t->shape[0] != d0 || (ndim == 2 && t->shape[1] != d1)) {
+    char got[96];
+    shape_text(t, got, sizeof got);
+    if (ndim == 1) {
+      snprintf(l->err, l->err_cap, "%s: tensor %s has shape %s; expected [%lld]", t->file, name, got, (long long)d0);
+    } else {
+      snprintf(l->err, l->err_cap, "%s: tensor %s has shape %s; expected [%lld, %lld]", t->file, name, got,
+               (long long)d0, (long long)d1);
+    }
+    *s = RILL_ERR_MODEL;
+    return NULL;
+  }
+  return t;
+}
+
+static float *vector(loader *l, const char *name, int64_t n, rill_status *s) {
+  const rill_tensor *t = need(l, name, n, -1, s);
+  if (t == NULL) return NULL;
+  float *v = malloc((size_t)n * sizeof(float));
+  if (v == NULL) {
+    snprintf(l->err, l->err_cap, "out of memory");
+    *s = RILL_ERR_OUT_OF_MEMORY;
+    return NULL;
+  }
+  for (int64_t i = 0; i < n; i++) v[i] = rill_tensor_get(t, i);
+  return v;
+}
+
+static void matrix(loader *l, rill_matrix *m, rill_wtype type, const rill_tensor *const *parts, int nparts, int cols,
+                   rill_status *s) {
+  if (*s != RILL_OK) return;
+  *s = rill_matrix_load(m, type, parts, nparts, cols);
+  if (*s != RILL_OK) snprintf(l->err, l->err_cap, "out of memory loading %s", parts[0]->name);
+}
+
+rill_wtype rill_checkpoint_default_wtype(const rill_checkpoint *ck) {
+  const rill_tensor *t = rill_checkpoint_find(ck, "model.embed_tokens.weight");
+  return t != NULL && t->dtype == RILL_TENSOR_BF16 ? RILL_W_BF16 : RILL_W_F32;
+}
+
+rill_status rill_model_weights_load(const rill_checkpoint *ck, const char *ck_name, const rill_model_config *c,
+                                    rill_wtype type, rill_model_weights *w, char *err, size_t err_cap) {
+  memset(w, 0, sizeof *w);
+  loader l = {.ck = ck, .ck_name = ck_name, .err = err, .err_cap = err_cap};
+  rill_status s = RILL_OK;
+  const int64_t H = c->hidden_size, I = c->intermediate_size, V = c->vocab_size, D = c->head_dim;
+  const int64_t QD = (int64_t)c->num_heads * D, KD = (int64_t)c->num_kv_heads * D;
+  char name[160];
+
+  /* Check every tensor before converting any, so a bad checkpoint fails fast. */
+  const rill_tensor *embed = need(&l, "model.embed_tokens.weight", V, H, &s);
+  need(&l, "model.norm.weight", H, -1, &s);
+  const rill_tensor *head = rill_checkpoint_find(ck, "lm_head.weight");
+  w->tied = c->tie_word_embeddings || head == NULL;
+  if (!w->tied) head = need(&l, "lm_head.weight", V, H, &s);
+  for (int i = 0; i < c->num_layers && s == RILL_OK; i++) {
+    static const char *const vec1[] = {"input_layernorm", "post_attention_layernorm"};
+    for (int k = 0; k < 2; k++) {
+      snprintf(name, sizeof name, "model.layers.%d.%s.weight", i, vec1[k]);
+      need(&l, name, H, -1, &s);
+    }
+    static const char *const proj[] = {"q_proj", "k_proj", "v_proj", "o_proj"};
+    const int64_t rows[] = {QD, KD, KD, H}, cols[] = {H, H, H, QD};
+    for (int k = 0; k < 4; k++) {
+      snprintf(name, sizeof name, "model.layers.%d.self_attn.%s.weight", i, proj[k]);
+      need(&l, name, rows[k], cols[k], &s);
+      if ((k < 3 && c->qkv_bias) || (k == 3 && c->o_bias)) {
+        snprintf(name, sizeof name, "model.layers.%d.self_attn.%s.bias", i, proj[k]);
+        need(&l, name, rows[k], -1, &s);
+      }
+    }
+    if (c->qk_norm) {
+      snprintf(name, sizeof name, "model.layers.%d.self_attn.q_norm.weight", i);
+      need(&l, name, D, -1, &s);
+      snprintf(name, sizeof name, "model.layers.%d.self_attn.k_norm.weight", i);
+      need(&l, name, D, -1, &s);
+    }
+    static const char *const mlp[] = {"gate_proj", "up_proj", "down_proj"};
+    const int64_t mrows[] = {I, I, H}, mcols[] = {H, H, I};
+    for (int k = 0; k < 3; k++) {
+      snprintf(name, sizeof name, "model.layers.%d.mlp.%s.weight", i, mlp[k]);
+      need(&l, name, mrows[k], mcols[k], &s);
+    }
+  }
+  if (s != RILL_OK) return s;
+
+  w->num_layers = c->num_layers;
+  w->layers = calloc((size_t)c->num_layers, sizeof *w->layers);
+  if (w->layers == NULL) {
+    snprintf(err, err_cap, "out of memory");
+    return RILL_ERR_OUT_OF_MEMORY;
+  }
+  matrix(&l, &w->embed, type, &embed, 1, (int)H, &s);
+  if (!w->tied) matrix(&l, &w->lm_head, type, &head, 1, (int)H, &s);
+  w->final_norm = vector(&l, "model.norm.weight", H, &s);
+  for (int i = 0; i < c->num_layers && s == RILL_OK; i++) {
+    rill_layer_weights *L = &w->layers[i];
+    snprintf(name, sizeof name, "model.layers.%d.input_layernorm.weight", i);
+    L->attn_norm = vector(&l, name, H, &s);
+    snprintf(name, sizeof name, "model.layers.%d.post_attention_layernorm.weight", i);
+    L->ffn_norm = vector(&l, name, H, &s);
+    if (c->qk_norm) {
+      snprintf(name, sizeof name, "model.layers.%d.self_attn.q_norm.weight", i);
+      L->q_norm = vector(&l, name, D, &s);
+      snprintf(name, sizeof name, "model.layers.%d.self_attn.k_norm.weight", i);
+      L->k_norm = vector(&l, name, D, &s);
+    }
+    const rill_tensor *qkv[3];
+    static const char *const qkvn[] = {"q_proj", "k_proj", "v_proj"};
+    for (int k = 0; k < 3; k++) {
+      snprintf(name, sizeof name, "model.layers.%d.self_attn.%s.weight", i, qkvn[k]);
+      qkv[k] = rill_checkpoint_find(ck, name);
+    }
+    matrix(&l, &L->qkv, type, qkv, 3, (int)H, &s);
+    if (c->qkv_bias && s == RILL_OK) {
+      L->qkv_bias = malloc((size_t)(QD + 2 * KD) * sizeof(float));
+      if (L->qkv_bias == NULL) {
+        snprintf(err, err_cap, "out of memory");
+        s = RILL_ERR_OUT_OF_MEMORY;
+        break;
+      }
+      int64_t off = 0;
+      for (int k = 0; k < 3; k++) {
+        snprintf(name, sizeof name, "model.layers.%d.self_attn.%s.bias", i, qkvn[k]);
+        const rill_tensor *b = rill_checkpoint_find(ck, name);
+        for (int64_t j = 0; j < b->shape[0]; j++) L->qkv_bias[off + j] = rill_tensor_get(b, j);
+        off += b->shape[0];
+      }
+    }
+    snprintf(name, sizeof name, "model.layers.%d.self_attn.o_proj.weight", i);
+    const rill_tensor *o = rill_checkpoint_find(ck, name);
+    matrix(&l, &L->o, type, &o, 1, (int)QD, &s);
+    if (c->o_bias) {
+      snprintf(name, sizeof name, "model.layers.%d.self_attn.o_proj.bias", i);
+      L->o_bias = vector(&l, name, H, &s);
+    }
+    const rill_tensor *gu[2];
+    snprintf(name, sizeof name, "model.layers.%d.mlp.gate_proj.weight", i);
+    gu[0] = rill_checkpoint_find(ck, name);
+    snprintf(name, sizeof name, "model.layers.%d.mlp.up_proj.weight", i);
+    gu[1] = rill_checkpoint_find(ck, name);
+    matrix(&l, &L->gate_up, type, gu, 2, (int)H, &s);
+    snprintf(name, sizeof name, "model.layers.%d.mlp.down_proj.weight", i);
+    const rill_tensor *down = rill_checkpoint_find(ck, name);
+    matrix(&l, &L->down, type, &down, 1, (int)I, &s);
+    w->bytes += rill_matrix_bytes(&L->qkv) + rill_matrix_bytes(&L->o) + rill_matrix_bytes(&L->gate_up) +
+                rill_matrix_bytes(&L->down);
+  }
+  if (s != RILL_OK) {
+    rill_model_weights_free(w);
+    return s;
+  }
+  w->bytes += rill_matrix_bytes(&w->embed) + (w->tied ? 0 : rill_matrix_bytes(&w->lm_head));
+  return RILL_OK;
+}
+
+void rill_model_weights_free(rill_model_weights *w) {
+  if (w->layers != NULL) {
+    for (int i = 0; i < w->num_layers; i++) {
+      rill_layer_weights *L = &w->layers[i];
+      free(L->attn_norm);
+      free(L->ffn_norm);
+      free(L->q_norm);
+      free(L->k_norm);
+      free(L->qkv_bias);
+      free(L->o_bias);
+      rill_matrix_free(&L->qkv);
+      rill_matrix_free(&L->o);
+      rill_matrix_free(&L->gate_up);
+      rill_matrix_free(&L->down);
+    }
+    free(w->layers);
+  }
+  rill_matrix_free(&w->embed);
+  rill_matrix_free(&w->lm_head);
+  free(w->final_norm);
+  memset(w, 0, sizeof *w);
+}

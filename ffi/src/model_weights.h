@@ -1,0 +1,43 @@
+/*
+ * The weights of a decoder-only transformer (Llama / Mistral / Qwen2 / Qwen3 layout) read from a checkpoint: every
+ * tensor is checked for presence, dtype (F32, F16 or BF16) and shape before anything is converted.
+ */
+#ifndef RILL_MODEL_WEIGHTS_H
+#define RILL_MODEL_WEIGHTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "matrix.h"
+#include "model_config.h"
+#include "safetensors.h"
+
+typedef struct rill_layer_weights {
+  float *attn_norm, *ffn_norm; /* [hidden] */
+  float *q_norm, *k_norm;      /* [head_dim] when qk_norm */
+  rill_matrix qkv;             /* rows: q (heads × head_dim), k, v (kv_heads × head_dim each); cols: hidden */
+  float *qkv_bias;             /* [qkv.rows] or NULL */
+  rill_matrix o;               /* rows: hidden; cols: heads × head_dim */
+  float *o_bias;               /* [hidden] or NULL */
+  rill_matrix gate_up;         /* rows: gate (intermediate), then up (intermediate); cols: hidden */
+  rill_matrix down;            /* rows: hidden; cols: intermediate */
+} rill_layer_weights;
+
+typedef struct rill_model_weights {
+  rill_matrix embed;   /* [vocab, hidden]; also the output projection when tied */
+  rill_matrix lm_head; /* [vocab, hidden] when not tied */
+  bool tied;
+  float *final_norm; /* [hidden] */
+  rill_layer_weights *layers;
+  int32_t num_layers;
+  size_t bytes; /* as held */
+} rill_model_weights;
+
+/* The weight type a checkpoint holds by default: BF16 checkpoints stay bf16, everything else becomes fp32. */
+rill_wtype rill_checkpoint_default_wtype(const rill_checkpoint *ck);
+
+rill_status rill_model_weights_load(const rill_checkpoint *ck, const char *ck_name, const rill_model_config *cfg,
+                                    rill_wtype type, rill_model_weights *w, char *err, size_t err_cap);
+void rill_model_weights_free(rill_model_weights *w);
+
+#endif /* RILL_MODEL_WEIGHTS_H */

@@ -1,0 +1,147 @@
+#include "validate.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+static rill_status fail(char *err, size_t err_cap, const char *fmt, ...) {
+  if (err != NULL && err_cap > 0) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, err_cap, fmt, ap);
+    va_end(ap);
+  }
+  return RILL_ERR_INVALID_ARGUMENT;
+}
+
+#define FAIL(...) return fail(err, err_cap, __VA_ARGS__)
+
+#define REQUIRE_PTR(field)                                              \
+  do {                                                                  \
+    if (b->field == NULL) FAIL("batch." #field " is NULL");             \
+  } while (0)
+
+static int finite_f(float x) { return isfinite(x) != 0; }
+
+rill_status rill_validate_batch(const rill_step_batch *b, const rill_limits *lim, char *err, size_t err_cap) {
+  if (err != NULL && err_cap > 0) err[0] = '\0';
+  if (b == NULL) FAIL("batch is NULL");
+  if (lim == NULL) FAIL("limits are NULL");
+  if (lim->vocab_size < 1 || lim->max_positions < 1 || lim->block_size < 1 || lim->num_blocks < 1 ||
+      lim->max_batch_tokens < 1 || lim->max_seqs < 1 || lim->max_drafts < 0 || lim->max_top_logprobs < 0)
+    FAIL("engine limits are invalid");
+
+  const int32_t B = b->num_seqs, T = b->num_tokens, V = lim->vocab_size;
+  if (B < 1 || B > lim->max_seqs) FAIL("num_seqs = %d is outside 1..%d (max_seqs)", B, lim->max_seqs);
+  if (T < B || T > lim->max_batch_tokens)
+    FAIL("num_tokens = %d is outside %d (num_seqs)..%d (max_batch_tokens)", T, B, lim->max_batch_tokens);
+  if (b->block_table_stride < 1) FAIL("block_table_stride = %d must be at least 1", b->block_table_stride);
+  if (b->num_mask_rows < 0) FAIL("num_mask_rows = %d is negative", b->num_mask_rows);
+  if (b->history_len < 0) FAIL("history_len = %d is negative", b->history_len);
+
+  REQUIRE_PTR(seq_ids);
+  REQUIRE_PTR(tokens);
+  REQUIRE_PTR(positions);
+  REQUIRE_PTR(query_start);
+  REQUIRE_PTR(context_lens);
+  REQUIRE_PTR(draft_counts);
+  REQUIRE_PTR(sample_flags);
+  REQUIRE_PTR(block_tables);
+  REQUIRE_PTR(temperature);
+  REQUIRE_PTR(top_p);
+  REQUIRE_PTR(top_k);
+  REQUIRE_PTR(min_p);
+  REQUIRE_PTR(presence_penalty);
+  REQUIRE_PTR(frequency_penalty);
+  REQUIRE_PTR(repetition_penalty);
+  REQUIRE_PTR(seeds);
+  REQUIRE_PTR(logprobs);
+  REQUIRE_PTR(mask_row_start);
+  REQUIRE_PTR(history_start);
+  REQUIRE_PTR(history_prompt_lens);
+  if (b->num_mask_rows > 0 && b->allowed_mask == NULL) FAIL("batch.allowed_mask is NULL with %d mask rows", b->num_mask_rows);
+  if (b->history_len > 0 && b->history == NULL) FAIL("batch.history is NULL with history_len %d", b->history_len);
+
+  for (int32_t t = 0; t < T; t++) {
+    if (b->tokens[t] < 0 || b->tokens[t] >= V)
+      FAIL("tokens[%d] = %d is outside the vocabulary 0..%d", t, b->tokens[t], V - 1);
+  }
+
+  if (b->query_start[0] != 0) FAIL("query_start[0] = %d, must be 0", b->query_start[0]);
+  if (b->query_start[B] != T) FAIL("query_start[%d] = %d, must equal num_tokens %d", B, b->query_start[B], T);
+  for (int32_t i = 0; i < B; i++) {
+    if (b->query_start[i + 1] <= b->query_start[i] || b->query_start[i + 1] > T)
+      FAIL("query_start[%d] = %d is not increasing (query_start[%d] = %d; every sequence feeds at least one token)",
+           i + 1, b->query_start[i + 1], i, b->query_start[i]);
+  }
+
+  if (b->history_start[0] < 0 || b->history_start[0] > b->history_len)
+    FAIL("history_start[0] = %d is outside 0..%d (history_len)", b->history_start[0], b->history_len);
+  for (int32_t i = 0; i < B; i++) {
+    if (b->history_start[i + 1] < b->history_start[i] || b->history_start[i + 1] > b->history_len)
+      FAIL("history_start[%d] = %d is outside %d..%d (history_len)", i + 1, b->history_start[i + 1],
+           b->history_start[i], b->history_len);
+  }
+  for (int32_t h = b->history_start[0]; h < b->history_start[B]; h++) {
+    if (b->history[h] < 0 || b->history[h] >= V)
+      FAIL("history[%d] = %d is outside the vocabulary 0..%d", h, b->history[h], V - 1);
+  }
+
+  const int32_t stride = b->block_table_stride;
+  for (int32_t i = 0; i < B; i++) {
+    const int32_t fed = b->query_start[i + 1] - b->query_start[i];
+    const int32_t ctx = b->context_lens[i];
+    if (ctx < fed || ctx > lim->max_positions)
+      FAIL("context_lens[%d] = %d is outside %d (tokens fed)..%d (max_positions)", i, ctx, fed, lim->max_positions);
+    const int32_t first = ctx - fed;
+    for (int32_t j = 0; j < fed; j++) {
+      const int32_t t = b->query_start[i] + j;
+      if (b->positions[t] != first + j)
+        FAIL("positions[%d] = %d, expected %d (sequence %d: consecutive, ending at context_lens - 1 = %d)", t,
+             b->positions[t], first + j, i, ctx - 1);
+    }
+    const int64_t blocks = ((int64_t)ctx + lim->block_size - 1) / lim->block_size;
+    if (blocks > stride)
+      FAIL("block_table_stride = %d is too small for context_lens[%d] = %d (needs %lld blocks of %d)", stride, i, ctx,
+           (long long)blocks, lim->block_size);
+    for (int64_t j = 0; j < blocks; j++) {
+      const int32_t blk = b->block_tables[(int64_t)i * stride + j];
+      if (blk < 0 || blk >= lim->num_blocks)
+        FAIL("block_tables[%d][%lld] = %d is outside the pool 0..%d", i, (long long)j, blk, lim->num_blocks - 1);
+    }
+
+    const uint8_t flag = b->sample_flags[i];
+    if (flag > 1) FAIL("sample_flags[%d] = %d, must be 0 or 1", i, flag);
+    const int32_t d = b->draft_counts[i];
+    if (d < 0 || d > lim->max_drafts) FAIL("draft_counts[%d] = %d is outside 0..%d (max_drafts)", i, d, lim->max_drafts);
+    if (d >= fed) FAIL("draft_counts[%d] = %d must be less than the %d tokens the sequence feeds", i, d, fed);
+    if (d > 0 && flag == 0) FAIL("draft_counts[%d] = %d on a sequence that is not sampled (sample_flags[%d] = 0)", i, d, i);
+
+    const int32_t lp = b->logprobs[i];
+    if (lp < -1 || lp > lim->max_top_logprobs)
+      FAIL("logprobs[%d] = %d is outside -1..%d (max_top_logprobs)", i, lp, lim->max_top_logprobs);
+    const int32_t m = b->mask_row_start[i];
+    if (m != -1 && (m < 0 || (int64_t)m + d + 1 > b->num_mask_rows))
+      FAIL("mask_row_start[%d] = %d: rows %d..%lld are outside the %d mask rows", i, m, m, (long long)m + d,
+           b->num_mask_rows);
+
+    const int32_t hlen = b->history_start[i + 1] - b->history_start[i];
+    if (b->history_prompt_lens[i] < 0 || b->history_prompt_lens[i] > hlen)
+      FAIL("history_prompt_lens[%d] = %d is outside 0..%d (its history length)", i, b->history_prompt_lens[i], hlen);
+
+    const float temp = b->temperature[i];
+    if (!finite_f(temp) || temp < 0) FAIL("temperature[%d] = %g must be finite and >= 0", i, (double)temp);
+    const float top_p = b->top_p[i];
+    if (!finite_f(top_p) || top_p < 0 || top_p > 1) FAIL("top_p[%d] = %g must be in 0..1", i, (double)top_p);
+    if (b->top_k[i] < 0) FAIL("top_k[%d] = %d is negative", i, b->top_k[i]);
+    const float min_p = b->min_p[i];
+    if (!finite_f(min_p) || min_p < 0 || min_p > 1) FAIL("min_p[%d] = %g must be in 0..1", i, (double)min_p);
+    if (!finite_f(b->presence_penalty[i]))
+      FAIL("presence_penalty[%d] = %g must be finite", i, (double)b->presence_penalty[i]);
+    if (!finite_f(b->frequency_penalty[i]))
+      FAIL("frequency_penalty[%d] = %g must be finite", i, (double)b->frequency_penalty[i]);
+    const float rep = b->repetition_penalty[i];
+    if (!finite_f(rep) || rep <= 0) FAIL("repetition_penalty[%d] = %g must be finite and > 0", i, (double)rep);
+  }
+  return RILL_OK;
+}

@@ -1,0 +1,232 @@
+/**
+ * Builds rill's native engine library (ffi/) with the system C compiler:
+ *
+ * - `build/ffi/librill.so` from every `.c` under `ffi/src` (subfolders included), one object per source under
+ *   `build/ffi/obj/`, so an edit recompiles only what it touches (a header edit recompiles everything);
+ * - with `--tests`, the C test programs `ffi/tests/*.c`, each linked with AddressSanitizer/UBSan builds of the same
+ *   sources, into `build/ffi/tests/<name>` (scripts/test.ts runs them).
+ *
+ * Nothing is rebuilt while its outputs are newer than every source and header and the stamp (compiler, flags,
+ * source list) is unchanged. Without a C compiler it prints one warning and exits 0: the ONNX backend still works.
+ * `CC` picks another compiler.
+ */
+import { dirname, join, relative, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+const SRC = join(ROOT, "ffi/src");
+const INCLUDE = join(ROOT, "ffi/include");
+const TESTS = join(ROOT, "ffi/tests");
+const CUDA = join(ROOT, "ffi/cuda");
+const OUT = join(ROOT, "build/ffi");
+export const LIBRARY_PATH = join(OUT, "librill.so");
+
+const COMMON = ["-std=c17", "-Wall", "-Wextra", "-Werror", "-pthread", `-I${INCLUDE}`, `-I${SRC}`];
+// Only RILL_API functions (ffi/include/rill.h) are exported from the library.
+const LIB_FLAGS = [...COMMON, "-O2", "-fPIC", "-fvisibility=hidden"];
+const SAN_FLAGS = [
+  ...COMMON,
+  "-O1",
+  "-g",
+  "-fsanitize=address,undefined",
+  "-fno-sanitize-recover=undefined",
+  "-fno-omit-frame-pointer",
+];
+const LIBS = ["-lm", "-lpthread"];
+
+interface Stamp {
+  readonly compiler: string;
+  readonly libFlags: readonly string[];
+  readonly sanFlags: readonly string[];
+  readonly sources: readonly string[];
+}
+
+async function run(cmd: string, args: readonly string[]): Promise<{ ok: boolean; output: string }> {
+  try {
+    const { code, stdout, stderr } = await new Deno.Command(cmd, { args: [...args], stdout: "piped", stderr: "piped" })
+      .output();
+    const dec = new TextDecoder();
+    return { ok: code === 0, output: dec.decode(stdout) + dec.decode(stderr) };
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return { ok: false, output: `${cmd}: not found` };
+    throw e;
+  }
+}
+
+async function walk(dir: string, ext: string, recursive: boolean): Promise<string[]> {
+  const found: string[] = [];
+  try {
+    for await (const entry of Deno.readDir(dir)) {
+      const path = join(dir, entry.name);
+      if (entry.isDirectory && recursive) found.push(...await walk(path, ext, true));
+      else if (entry.isFile && entry.name.endsWith(ext)) found.push(path);
+    }
+  } catch (e) {
+    if (!(e instanceof Deno.errors.NotFound)) throw e;
+  }
+  return found.sort();
+}
+
+async function mtime(path: string): Promise<number> {
+  try {
+    return (await Deno.stat(path)).mtime?.getTime() ?? 0;
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return -1;
+    throw e;
+  }
+}
+
+/** Runs `jobs` with at most `limit` at a time; the first failure is rethrown after all have settled. */
+async function parallel(jobs: readonly (() => Promise<void>)[], limit: number): Promise<void> {
+  let next = 0;
+  const errors: unknown[] = [];
+  const worker = async () => {
+    while (next < jobs.length) {
+      const job = jobs[next++]!;
+      try {
+        await job();
+      } catch (e) {
+        errors.push(e);
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(limit, jobs.length)) }, worker));
+  if (errors.length > 0) throw errors[0];
+}
+
+class BuildError extends Error {}
+
+async function compile(cc: string, flags: readonly string[], source: string, object: string): Promise<void> {
+  await Deno.mkdir(dirname(object), { recursive: true });
+  const tmp = `${object}.tmp`;
+  const result = await run(cc, [...flags, "-c", source, "-o", tmp]);
+  if (!result.ok) throw new BuildError(`${relative(ROOT, source)}:\n${result.output}`);
+  await Deno.rename(tmp, object);
+}
+
+/** Links into `output` through a temporary file, so a reader never sees a half-written library. */
+async function link(cc: string, args: readonly string[], output: string): Promise<void> {
+  await Deno.mkdir(dirname(output), { recursive: true });
+  const tmp = `${output}.tmp`;
+  const result = await run(cc, [...args, "-o", tmp, ...LIBS]);
+  if (!result.ok) throw new BuildError(`linking ${relative(ROOT, output)}:\n${result.output}`);
+  await Deno.rename(tmp, output);
+}
+
+/** Compiles the stale objects of `sources` under `objDir`; returns the objects and whether any was rebuilt. */
+async function objects(
+  cc: string,
+  flags: readonly string[],
+  sources: readonly string[],
+  objDir: string,
+  newestInput: number,
+  force: boolean,
+): Promise<{ objects: string[]; rebuilt: boolean }> {
+  const jobs: (() => Promise<void>)[] = [];
+  const objs: string[] = [];
+  for (const source of sources) {
+    const object = join(objDir, relative(SRC, source).replace(/\.c$/, ".o"));
+    objs.push(object);
+    const built = await mtime(object);
+    if (force || built < 0 || built < newestInput || built < await mtime(source)) {
+      jobs.push(() => compile(cc, flags, source, object));
+    }
+  }
+  await parallel(jobs, navigator.hardwareConcurrency || 2);
+  return { objects: objs, rebuilt: jobs.length > 0 };
+}
+
+export interface BuildResult {
+  /** False when no C compiler is present (nothing was built). */
+  readonly built: boolean;
+  readonly library: string;
+  readonly tests: readonly string[];
+}
+
+export async function buildFfi(options: { tests: boolean; log?: (line: string) => void }): Promise<BuildResult> {
+  const log = options.log ?? ((line: string) => console.error(line));
+  const cc = Deno.env.get("CC") || "cc";
+  const version = await run(cc, ["--version"]);
+  if (!version.ok) {
+    log(`warning: no C compiler (${cc}); the native engine library is not built (the ONNX backend still works)`);
+    return { built: false, library: LIBRARY_PATH, tests: [] };
+  }
+
+  const sources = await walk(SRC, ".c", true);
+  const headers = [...await walk(SRC, ".h", true), ...await walk(INCLUDE, ".h", true)];
+  const stamp: Stamp = {
+    compiler: version.output.split("\n")[0] ?? "",
+    libFlags: LIB_FLAGS,
+    sanFlags: SAN_FLAGS,
+    sources: sources.map((s) => relative(ROOT, s)),
+  };
+  const stampPath = join(OUT, "stamp.json");
+  let oldStamp = "";
+  try {
+    oldStamp = await Deno.readTextFile(stampPath);
+  } catch (e) {
+    if (!(e instanceof Deno.errors.NotFound)) throw e;
+  }
+  const stampText = JSON.stringify(stamp, null, 2);
+  const changed = oldStamp !== stampText;
+  let newestHeader = 0;
+  for (const h of headers) newestHeader = Math.max(newestHeader, await mtime(h));
+
+  // Compiler, flags or the source list changed: every object is rebuilt and the library relinked.
+  const lib = await objects(cc, LIB_FLAGS, sources, join(OUT, "obj"), newestHeader, changed);
+  if (changed || lib.rebuilt || await mtime(LIBRARY_PATH) < 0) {
+    await link(cc, ["-shared", "-pthread", ...lib.objects], LIBRARY_PATH);
+    log(`built ${relative(ROOT, LIBRARY_PATH)} (${sources.length} sources)`);
+  }
+
+  // CUDA sources (ffi/cuda/*.cu) are compiled here with nvcc when present and nvcc is on PATH; until the CUDA device
+  // lands this build does not compile them, and says so rather than building a library that silently lacks them.
+  const cudaSources = await walk(CUDA, ".cu", false);
+  if (cudaSources.length > 0) log(`warning: ${cudaSources.length} CUDA sources in ffi/cuda are not compiled yet`);
+
+  const tests: string[] = [];
+  if (options.tests) {
+    const testSources = await walk(TESTS, ".c", false);
+    const testHeaders = await walk(TESTS, ".h", false);
+    let newestTestInput = newestHeader;
+    for (const h of testHeaders) newestTestInput = Math.max(newestTestInput, await mtime(h));
+    const san = await objects(cc, SAN_FLAGS, sources, join(OUT, "asan/obj"), newestHeader, changed);
+    const newestSan = Math.max(...await Promise.all(san.objects.map(mtime)), 0);
+    const testDir = join(OUT, "tests");
+    const jobs: (() => Promise<void>)[] = [];
+    for (const source of testSources) {
+      const name = source.slice(TESTS.length + 1).replace(/\.c$/, "");
+      const exe = join(testDir, name);
+      tests.push(exe);
+      const built = await mtime(exe);
+      if (changed || built < 0 || built < newestTestInput || built < newestSan || built < await mtime(source)) {
+        jobs.push(() => link(cc, [...SAN_FLAGS, `-I${TESTS}`, source, ...san.objects], exe));
+      }
+    }
+    await parallel(jobs, navigator.hardwareConcurrency || 2);
+    if (jobs.length > 0) log(`built ${jobs.length} sanitized C test programs in ${relative(ROOT, testDir)}`);
+    // A test program whose source is gone must not keep running.
+    try {
+      for await (const entry of Deno.readDir(testDir)) {
+        const path = join(testDir, entry.name);
+        if (entry.isFile && !tests.includes(path)) await Deno.remove(path);
+      }
+    } catch (e) {
+      if (!(e instanceof Deno.errors.NotFound)) throw e;
+    }
+  }
+
+  await Deno.mkdir(OUT, { recursive: true });
+  if (changed) await Deno.writeTextFile(stampPath, stampText);
+  return { built: true, library: LIBRARY_PATH, tests };
+}
+
+if (import.meta.main) {
+  try {
+    await buildFfi({ tests: Deno.args.includes("--tests") });
+  } catch (e) {
+    if (!(e instanceof BuildError)) throw e;
+    console.error(`build:ffi failed: ${e.message}`);
+    Deno.exit(1);
+  }
+}

@@ -1,0 +1,80 @@
+/**
+ * Step batches for the native backend tests: whole-prompt prefills (each sequence feeds all its tokens from position
+ * 0, its blocks allocated consecutively from `firstBlock`), greedy unless changed, sized exactly.
+ */
+import type { BackendInfo, StepBatch, StepResult } from "../../engine/step_batch.ts";
+
+export interface PrefillSeq {
+  readonly seqId: number;
+  readonly tokens: readonly number[];
+}
+
+export function prefillBatch(info: BackendInfo, seqs: readonly PrefillSeq[], firstBlock = 0): StepBatch {
+  const B = seqs.length;
+  const T = seqs.reduce((n, s) => n + s.tokens.length, 0);
+  const stride = Math.max(1, ...seqs.map((s) => Math.ceil(s.tokens.length / info.blockSize)));
+  const tokens = new Int32Array(T);
+  const positions = new Int32Array(T);
+  const queryStart = new Int32Array(B + 1);
+  const contextLens = new Int32Array(B);
+  const blockTables = new Int32Array(B * stride).fill(-1);
+  let t = 0;
+  let block = firstBlock;
+  seqs.forEach((s, i) => {
+    queryStart[i] = t;
+    s.tokens.forEach((tok, j) => {
+      tokens[t] = tok;
+      positions[t++] = j;
+    });
+    contextLens[i] = s.tokens.length;
+    for (let j = 0; j < Math.ceil(s.tokens.length / info.blockSize); j++) blockTables[i * stride + j] = block++;
+  });
+  queryStart[B] = T;
+  return {
+    numSeqs: B,
+    numTokens: T,
+    seqIds: Int32Array.from(seqs.map((s) => s.seqId)),
+    tokens,
+    positions,
+    queryStart,
+    contextLens,
+    draftCounts: new Int32Array(B),
+    sampleFlags: new Uint8Array(B).fill(1),
+    blockTables,
+    blockTableStride: stride,
+    sampling: {
+      temperature: new Float32Array(B),
+      topP: new Float32Array(B).fill(1),
+      topK: new Int32Array(B),
+      minP: new Float32Array(B),
+      presencePenalty: new Float32Array(B),
+      frequencyPenalty: new Float32Array(B),
+      repetitionPenalty: new Float32Array(B).fill(1),
+      seeds: new BigUint64Array(B).fill(7n),
+      logprobs: new Int32Array(B).fill(-1),
+    },
+    maskRowStart: new Int32Array(B).fill(-1),
+    allowedMask: new Uint32Array(0),
+    historyStart: new Int32Array(B + 1),
+    history: new Int32Array(0),
+    historyPromptLens: new Int32Array(B),
+  };
+}
+
+export function resultBuffers(info: BackendInfo, numSeqs: number): StepResult {
+  const K1 = info.maxDrafts + 1;
+  return {
+    counts: new Int32Array(numSeqs),
+    tokens: new Int32Array(numSeqs * K1),
+    logprobs: new Float32Array(numSeqs * K1),
+    topIds: new Int32Array(numSeqs * K1 * info.maxTopLogprobs),
+    topLogprobs: new Float32Array(numSeqs * K1 * info.maxTopLogprobs),
+  };
+}
+
+/** Index of the largest value, ties to the lowest index. */
+export function argmax(row: ArrayLike<number>): number {
+  let best = 0;
+  for (let i = 1; i < row.length; i++) if (row[i]! > row[best]!) best = i;
+  return best;
+}
