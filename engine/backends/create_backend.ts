@@ -1,13 +1,14 @@
 /**
  * The one place backends are made (`--backend onnx|native`). Every backend comes back as a `Backend`
- * (engine/step_batch.ts): ONNX Runtime wrapped in the host sampler, the native library as it is. The native module
- * is imported only when asked for, so the ONNX path works where it or its library is absent.
+ * (engine/step_batch.ts): ONNX Runtime wrapped in the host sampler, the native library as it is. The native library
+ * is opened only when asked for, so the ONNX path works where it is not built.
  */
 import type { ModelConfig } from "../../model/model_dir.ts";
 import { type ModelDims, OnnxBackend } from "./onnx_backend.ts";
 import type { Backend } from "../step_batch.ts";
 import { ShardedBackend, WorkerBackend } from "./worker_backend.ts";
 import { HostSampledBackend } from "./host_sampled_backend.ts";
+import { NativeBackend } from "./native_backend.ts";
 import type { LogitsBackend } from "./logits_backend.ts";
 import { parameterCount, resolveThreading } from "./threading.ts";
 
@@ -145,29 +146,36 @@ async function createOnnxBackend(model: BackendModel, options: BackendOptions): 
   return backend;
 }
 
-/** What engine/backends/native_backend.ts exports (it lives on the native library's branch). */
-interface NativeModule {
-  readonly NativeBackend: {
-    create(modelDir: string, options: BackendOptions): Promise<Backend>;
-  };
-}
-
 async function createNativeBackend(model: BackendModel, options: BackendOptions): Promise<Backend> {
-  // A computed specifier: the module is optional, so type checking must not require it.
-  const url = new URL("./native_backend.ts", import.meta.url).href;
-  let mod: NativeModule;
+  const device = options.device ?? "auto";
+  const threads = options.threads === "auto" || options.threads === undefined ? 0 : options.threads;
+  const dtype = options.dtype === undefined || options.dtype === "auto" ? undefined : options.dtype;
+  let backend: NativeBackend;
   try {
-    mod = await import(url) as NativeModule;
-  } catch (e) {
-    throw new BackendUnavailableError(
-      `--backend native is not available in this build (${e instanceof Error ? e.message.split("\n")[0] : e})`,
-    );
-  }
-  try {
-    return await mod.NativeBackend.create(model.dir, options);
+    backend = await NativeBackend.create(model.dir, {
+      device,
+      ...(dtype === undefined ? {} : { dtype }),
+      threads,
+      blockSize: options.blockSize ?? 16,
+      ...(options.numKvBlocks === undefined ? {} : { numBlocks: options.numKvBlocks }),
+      maxSeqs: options.maxNumSeqs,
+      maxBatchTokens: options.maxNumBatchedTokens ??
+        Math.max(2048, options.maxNumSeqs * ((options.maxDrafts ?? 4) + 1)),
+      maxDrafts: options.maxDrafts ?? 4,
+      maxTopLogprobs: MAX_TOP_LOGPROBS,
+      maxModelLen: options.maxModelLen,
+    });
   } catch (e) {
     throw new BackendUnavailableError(`--backend native: ${e instanceof Error ? e.message.split("\n")[0] : e}`);
   }
+  const i = backend.info;
+  descriptions.set(
+    backend,
+    `native ${i.device} (${i.isa}), ${i.dtype} weights, ${i.kvDtype} KV, ${i.threads} thread${
+      i.threads === 1 ? "" : "s"
+    }, ${i.numBlocks} blocks of ${i.blockSize}`,
+  );
+  return backend;
 }
 
 async function isFile(path: string): Promise<boolean> {

@@ -339,6 +339,11 @@ function checkSizes(batch: StepBatch, result: StepResult | undefined, info: Back
   if (!Number.isInteger(B) || B < 1 || !Number.isInteger(T) || T < 1 || !Number.isInteger(batch.blockTableStride)) {
     throw new Error(`invalid batch: numSeqs ${B}, numTokens ${T}, blockTableStride ${batch.blockTableStride}`);
   }
+  // Counts over the limits are the batch's fault, not its buffers': name them before any buffer check.
+  if (B > info.maxSeqs) throw new Error(`invalid batch: numSeqs ${B} is over the limit ${info.maxSeqs}`);
+  if (T > info.maxBatchTokens) {
+    throw new Error(`invalid batch: numTokens ${T} is over the limit ${info.maxBatchTokens}`);
+  }
   const s = batch.sampling;
   const need: [string, ArrayBufferView & { length: number }, number][] = [
     ["seqIds", batch.seqIds, B],
