@@ -109,6 +109,8 @@ export async function runGolden(
 }
 
 export interface GoldenEngineOptions {
+  /** The backend (default onnx, the one the goldens were recorded on). */
+  readonly kind?: "onnx" | "native";
   readonly speculative?: "ngram" | "none";
   readonly maxNumSeqs?: number;
   readonly maxNumBatchedTokens?: number;
@@ -117,11 +119,14 @@ export interface GoldenEngineOptions {
 }
 
 export async function openGoldenEngine(name: string, options: GoldenEngineOptions = {}): Promise<LlmEngine> {
-  const { numKvBlocks, ...engine } = options;
+  const { numKvBlocks, kind, ...engine } = options;
   return await openEngine({
     modelDir: `${ROOT}models/${name}`,
     maxNumSeqs: 32,
     ...engine,
-    ...(numKvBlocks === undefined ? {} : { backend: { numKvBlocks } }),
+    backend: {
+      ...(kind === undefined ? {} : { kind, device: "cpu" as const }),
+      ...(numKvBlocks === undefined ? {} : { numKvBlocks }),
+    },
   });
 }
