@@ -26,6 +26,8 @@ export async function withBundledServer(
   name: string,
   maxNumSeqs: number,
   body: (url: string, model: ServedModel) => Promise<void>,
+  /** More `rill serve` flags, e.g. `["--backend", "native"]`. */
+  extraArgs: readonly string[] = [],
 ): Promise<void> {
   const config = parseServeArgs(
     [
@@ -38,6 +40,7 @@ export async function withBundledServer(
       `${maxNumSeqs}`,
       "--shards",
       "1",
+      ...extraArgs,
     ],
     () => undefined,
   ) as ServeConfig;

@@ -41,8 +41,8 @@ function outputText(r: Completed): string {
     .join("");
 }
 
-for (const name of BUNDLED_MODELS) {
-  Deno.test(`${name} over HTTP: in-domain answers and a tool round trip with previous_response_id`, async () => {
+for (const [name, backend] of BUNDLED_MODELS.flatMap((n) => [[n, "onnx"], [n, "native"]] as const)) {
+  Deno.test(`${name} over HTTP (${backend}): in-domain answers and a tool round trip with previous_response_id`, async () => {
     await withBundledServer(name, 4, async (url, model) => {
       const ask = (input: string) => streamed(url, { model: model.modelId, input, temperature: 0 });
       const [capital, sum, product] = await Promise.all([
@@ -81,6 +81,6 @@ for (const name of BUNDLED_MODELS) {
       assert.match(answer, /sunny/);
       assert.match(answer, /\b18\b/);
       assert.match(answer, /Paris/);
-    });
+    }, ["--backend", backend]);
   });
 }
