@@ -178,6 +178,7 @@ async function concurrent(engine: LlmEngine, requests: GenerateRequest[]) {
 
 export async function run(): Promise<void> {
   const dir = modelDir();
+  await admission(dir);
   const model = await loadModel(dir);
   const name = dir.split("/").at(-1)!;
   console.log(`engine model ${name} (intraOpNumThreads ${THREADS})`);
@@ -351,6 +352,71 @@ export async function run(): Promise<void> {
           `per stream; ${on.tokens} tokens (off ${off.tokens})`,
       );
     }
+  }
+}
+
+/**
+ * 64 concurrent chat requests whose max_output_tokens defaults to the rest of the context (what the API does when a
+ * client gives none), on a KV pool of 4 full contexts. Reserving each request's worst case would admit 4 at a time;
+ * blocks taken as sequences grow admit as many as the blocks in use allow. Samples running / waiting / blocks in use
+ * every 20 ms and prints the timeline's summary.
+ */
+export async function admission(dir: string): Promise<void> {
+  const model = await loadModel(dir);
+  const blockSize = 16;
+  const perContext = Math.ceil(model.maxModelLen / blockSize);
+  const numKvBlocks = 4 * perContext;
+  const render = (text: string) =>
+    model.format.render({ messages: [{ role: "user", content: text }], tools: [], toolChoice: "auto" });
+  const asks = [
+    "What is 17 + 25?",
+    "What is the capital of Japan?",
+    "Repeat the phrase 'good morning' 5 times.",
+    "Convert 3 kilometers to meters.",
+    "What is 9 times 7?",
+    "What is the weather in Paris?",
+    "Which city is the capital of France?",
+    "What is 64 - 18?",
+  ];
+  const engine = await openEngine({
+    modelDir: dir,
+    model,
+    maxNumSeqs: 64,
+    maxModelLen: model.maxModelLen,
+    backend: { numKvBlocks, blockSize, shards: 1 },
+  });
+  try {
+    const requests = Array.from({ length: 64 }, (_, i) => {
+      const promptTokens = render(asks[i % asks.length]!);
+      return {
+        id: `adm-${i}`,
+        promptTokens,
+        sampling: sampling({ maxTokens: model.maxModelLen - promptTokens.length, stopTokens: model.format.stopTokens }),
+      };
+    });
+    const samples: { t: number; running: number; waiting: number; blocks: number }[] = [];
+    const t0 = performance.now();
+    const timer = setInterval(() => {
+      const s = engine.stats();
+      samples.push({ t: performance.now() - t0, running: s.running, waiting: s.waiting, blocks: s.kvBlocksUsed ?? 0 });
+    }, 20);
+    const r = await concurrent(engine, requests);
+    clearInterval(timer);
+    const m = engine.metrics();
+    const busy = samples.filter((s) => s.running > 0);
+    const mean = (f: (s: (typeof samples)[number]) => number) => busy.reduce((a, s) => a + f(s), 0) / busy.length;
+    const timeline = busy.filter((_, i) => i % Math.max(1, Math.floor(busy.length / 8)) === 0)
+      .map((s) => `${fmt(s.t)}ms:${s.running}r/${s.waiting}w/${s.blocks}b`).join(" ");
+    console.log(
+      `engine admission 64 requests (max_output_tokens = rest of the ${model.maxModelLen}-token context, pool ` +
+        `${numKvBlocks} blocks of ${blockSize} = 4 contexts): worst-case reservation would run 4 at once; ` +
+        `peak ${m.peakRunning} running, mean ${fmt(mean((s) => s.running), 1)} running while busy, peak ` +
+        `${m.peakBlocksInUse}/${numKvBlocks} blocks in use (mean ${fmt(mean((s) => s.blocks))}), ` +
+        `${m.preemptions} preemptions; ${r.tokens} tokens in ${fmt(r.wallMs)} ms (${fmt(r.aggregate)} tokens/s)`,
+    );
+    console.log(`engine admission timeline (time: running/waiting/blocks): ${timeline}`);
+  } finally {
+    await engine.close();
   }
 }
 

@@ -104,6 +104,10 @@ async function createOnnxBackend(model: BackendModel, options: BackendOptions): 
   if (device === "cuda") {
     throw new BackendUnavailableError("--backend onnx runs on the CPU only; use --device cpu or auto");
   }
+  const dtype = options.dtype ?? "auto";
+  if (dtype !== "auto") {
+    throw new BackendUnavailableError(`--dtype ${dtype}: --backend onnx runs the graph's own types; use --dtype auto`);
+  }
   const blockSize = options.blockSize ?? 16;
   const maxDrafts = options.maxDrafts ?? 4;
   const { maxNumSeqs, maxModelLen } = options;

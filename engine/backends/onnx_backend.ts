@@ -1,20 +1,24 @@
 /**
- * CPU backend on onnxruntime-node for models in the Optimum decoder-with-past layout (notes/model_contract.md).
+ * CPU backend on onnxruntime-node for models in the Optimum decoder-with-past layout: a LogitsBackend, so the engine
+ * reaches it through the host sampler (engine/backends/host_sampled_backend.ts).
  *
  * One ORT run per step for all running sequences, however different their lengths and however many tokens each
- * feeds (1 for decode, 1 + K when verifying drafts). Sequences live as rows of a batch-layout cache block
- * (`KvBlock`: per layer key/value [rows, kvHeads, slots, headDim] plus an int64 mask [rows, slots]). The model's
- * mask is per key slot, so:
+ * feeds (1 for decode, 1 + K when verifying drafts, a chunk of a long prompt). The packed batch is read per sequence:
+ * `contextLens - fed` is what it keeps from before. Sequences live as rows of a batch-layout cache block
+ * (`KvBlock`: per layer key/value [rows, kvHeads, slots, headDim] plus an int64 mask [rows, slots]), not in the
+ * engine's blocks: the block tables are accounting this backend does not read, so it does not share prefix blocks.
+ * The model's mask is per key slot, so:
  * - rows of different lengths are left-padded (mask 0 before their first token);
  * - a row feeding fewer tokens than the widest row is right-padded in that step (mask 0: its real queries never
  *   see those slots because they lie after them, and later steps never see them either);
- * - rejected drafts are rolled back by zeroing their mask slots: no copy.
+ * - rollback is implicit: a sequence that keeps fewer tokens than its row holds (rejected drafts) has the surplus
+ *   slots zeroed in the mask, no copy; one that restarts at 0 (recompute after preemption) is prefilled afresh.
  * While the set of running sequences is unchanged, each step's `present.*` outputs are fed back as the next
  * `past_key_values.*` as they are (zero copy). When sequences join or leave, or holes waste too many slots, the
  * block is rebuilt by gathering each live row's valid slots into a fresh, compact, left-padded block. Fresh
  * sequences are prefilled in their own run (left-padded) and merged at their first decode step: a step that admits
  * prompts is two runs, because the layout has no ragged token dimension, so one run would pad every decoding row to
- * the longest prompt and multiply its compute by that length.
+ * the longest prompt and multiply its compute by that length. Only the sampled rows' logits are returned.
  */
 import * as ort from "onnxruntime-node";
 import type { LogitsBackend } from "./logits_backend.ts";

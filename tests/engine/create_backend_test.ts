@@ -1,0 +1,69 @@
+import assert from "node:assert/strict";
+import {
+  BackendUnavailableError,
+  createBackend,
+  defaultMaxBatchTokens,
+  describeBackend,
+} from "../../engine/backends/create_backend.ts";
+import type { HostSampledBackend } from "../../engine/backends/host_sampled_backend.ts";
+import { readModelDir } from "../../model/model_dir.ts";
+import { OnnxBackend } from "../../engine/backends/onnx_backend.ts";
+
+const MODEL = new URL("../../models/rill-tiny-harmony", import.meta.url).pathname;
+
+Deno.test("createBackend onnx: host-sampled ONNX sized from the engine's options", async () => {
+  const m = await readModelDir(MODEL);
+  const backend = await createBackend(m, { maxNumSeqs: 8, maxModelLen: 1000, maxDrafts: 3, cores: 2 });
+  try {
+    assert.deepEqual(backend.info, {
+      vocabSize: 1024,
+      maxPositions: 1024,
+      sharesPrefixBlocks: false,
+      blockSize: 16,
+      numBlocks: 8 * 63,
+      maxBatchTokens: defaultMaxBatchTokens(1024, 8, 3),
+      maxSeqs: 8,
+      maxDrafts: 3,
+      maxTopLogprobs: 20,
+    });
+    assert.equal(defaultMaxBatchTokens(1024, 8, 3), 8192);
+    assert.equal(defaultMaxBatchTokens(151_936, 32, 4), 512);
+    // A 2M-parameter model: one 1-thread session for 8 sequences.
+    assert.equal(describeBackend(backend), "1 ONNX session × 1 thread, host sampler");
+    assert.ok((backend as HostSampledBackend).inner instanceof OnnxBackend);
+  } finally {
+    await backend.close();
+  }
+  const sized = await createBackend(m, {
+    maxNumSeqs: 32,
+    maxModelLen: 1024,
+    blockSize: 32,
+    numKvBlocks: 100,
+    maxNumBatchedTokens: 300,
+    shards: "auto",
+    cores: 2,
+  });
+  try {
+    const i = sized.info;
+    assert.deepEqual([i.blockSize, i.numBlocks, i.maxBatchTokens], [32, 100, 300]);
+    assert.equal(describeBackend(sized), "2 ONNX sessions × 1 thread, host sampler");
+  } finally {
+    await sized.close();
+  }
+});
+
+Deno.test("createBackend refuses what it cannot do with a one-line BackendUnavailableError", async () => {
+  const m = await readModelDir(MODEL);
+  const base = { maxNumSeqs: 4, maxModelLen: 256 };
+  const cases: [Parameters<typeof createBackend>[1], RegExp][] = [
+    [{ ...base, kind: "native" }, /--backend native/],
+    [{ ...base, device: "cuda" }, /CPU only/],
+    [{ ...base, dtype: "float16" }, /--dtype float16/],
+  ];
+  for (const [options, pattern] of cases) {
+    await assert.rejects(
+      createBackend(m, options),
+      (e: unknown) => e instanceof BackendUnavailableError && pattern.test(e.message) && !e.message.includes("\n"),
+    );
+  }
+});
