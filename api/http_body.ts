@@ -3,6 +3,7 @@
  * about (or omits) Content-Length still cannot make the server buffer more than `maxBytes`.
  */
 import { invalidRequest, payloadTooLarge, unsupportedMediaType } from "./errors.ts";
+import { checkBodyDepth } from "./json_limits.ts";
 
 /** Default body limit: Codex sends ~40 KB per request; long agent histories reach a few MB. */
 export const DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024;
@@ -33,6 +34,7 @@ export async function readJsonBody(request: Request, maxBytes: number): Promise<
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
     throw invalidRequest("The request body must be a JSON object", null, "invalid_type");
   }
+  checkBodyDepth(value);
   return value as Record<string, unknown>;
 }
 

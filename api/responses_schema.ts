@@ -9,6 +9,7 @@
  */
 import { z } from "zod";
 import { formatParam, parseOrThrow, type Path } from "./validation.ts";
+import { checkToolSchema } from "./json_limits.ts";
 import { invalidRequest, unsupportedParameter } from "./errors.ts";
 
 const nullish = <T extends z.ZodType>(schema: T) => schema.nullable().optional();
@@ -253,6 +254,7 @@ export function parseTool(raw: unknown, base: Path): ToolInput {
   const type = (raw as { type?: unknown }).type;
   if (type === "function") {
     const tool = parseOrThrow(FunctionToolSchema, raw, base);
+    if (tool.parameters != null) checkToolSchema(tool.parameters, formatParam([...base, "parameters"]));
     return { kind: "function", tool };
   }
   if (typeof type === "string" && HOSTED_TOOL_TYPES.has(type)) {
