@@ -12,9 +12,10 @@ import { ParseCore } from "../events/parse_stage.ts";
 import type { ParsedChunk } from "../events/parsed_chunk.ts";
 import type { Logprob, Usage } from "../events/types.ts";
 import { wireLogprob } from "../events/wire_logprob.ts";
-import { type ApiError, contextLengthExceeded, modelNotFound, serverError, unavailable } from "./errors.ts";
+import { type ApiError, modelNotFound, serverError, unavailable } from "./errors.ts";
 import { type Generation, startGeneration, stopOnDisconnect } from "./generation.ts";
 import { checkParallelToolCalls } from "./parallel_tool_calls.ts";
+import { fitPrompt } from "./prompt_fit.ts";
 import type { Metrics } from "./metrics.ts";
 import { jsonResponse, sseResponse } from "./http_response.ts";
 import {
@@ -230,11 +231,15 @@ export class ChatCompletionsService {
         reasoningEffort: effort === "medium" ? "medium" : effort === "high" || effort === "xhigh" ? "high" : "low",
       }),
     };
-    const promptTokens = format.render(prompt);
+    const { tokens: promptTokens } = await fitPrompt(
+      format,
+      engine.tokenizer,
+      prompt,
+      engine.maxModelLen,
+      "disabled",
+      "messages",
+    );
     const room = engine.maxModelLen - promptTokens.length;
-    if (room <= 0) {
-      throw contextLengthExceeded(promptTokens.length, engine.maxModelLen, "messages");
-    }
     const stop = body.stop == null ? [] : typeof body.stop === "string" ? [body.stop] : body.stop;
     const id = newId("chatcmpl", "-"); // OpenAI's chat ids use a hyphen, unlike its Responses ids (resp_, msg_)
     const generation = startGeneration(engine, {

@@ -24,14 +24,16 @@
  * - `truncation: "auto"` drops the oldest conversation messages until the prompt fits; `disabled` (default) answers
  *   400 `context_length_exceeded` when the prompt leaves no room to generate.
  */
-import type { ConversationMessage, FunctionTool, PromptInput, ToolChoice } from "../engine/conversation.ts";
+import type { FunctionTool, PromptInput, ToolChoice } from "../engine/conversation.ts";
+import type { Tokenizer } from "../engine/tokenizer.ts";
 import type { ChatFormat } from "../engine/chat_format.ts";
 import type { SamplingParams } from "../engine/engine.ts";
 import type { ResponseTemplate } from "../events/pipeline.ts";
-import { contextLengthExceeded, invalidRequest, modelNotFound, notFound, unsupportedParameter } from "./errors.ts";
+import { invalidRequest, modelNotFound, notFound, unsupportedParameter } from "./errors.ts";
 import { samplerTopP } from "./sampling_defaults.ts";
 import { itemsToMessages } from "./conversation_items.ts";
 import { checkParallelToolCalls } from "./parallel_tool_calls.ts";
+import { fitPrompt } from "./prompt_fit.ts";
 import {
   type CreateResponseBody,
   type FunctionToolInput,
@@ -62,6 +64,7 @@ export interface SamplingDefaults {
 
 export interface RequestContext {
   readonly format: ChatFormat;
+  readonly tokenizer: Tokenizer;
   readonly modelId: string;
   readonly maxModelLen: number;
   readonly defaults: SamplingDefaults;
@@ -294,30 +297,11 @@ function previousItems(
   return [...before, ...output];
 }
 
-/** Renders, dropping the oldest messages while the prompt leaves no room to generate (truncation "auto"). */
-function renderFitting(
-  input: PromptInput,
-  ctx: RequestContext,
-  truncation: "auto" | "disabled",
-): { prompt: PromptInput; tokens: number[] } {
-  let prompt = input;
-  for (;;) {
-    const tokens = ctx.format.render(prompt);
-    if (tokens.length < ctx.maxModelLen) return { prompt, tokens };
-    const dropAt = prompt.messages.findIndex((m) => m.role !== "system" && m.role !== "developer");
-    if (truncation === "disabled" || dropAt < 0 || prompt.messages.length <= 1) {
-      throw contextLengthExceeded(tokens.length, ctx.maxModelLen, "input");
-    }
-    const messages: ConversationMessage[] = [...prompt.messages];
-    messages.splice(dropAt, 1);
-    // A tool result whose call was dropped would be orphaned: drop it too.
-    while (messages[dropAt]?.role === "tool") messages.splice(dropAt, 1);
-    prompt = { ...prompt, messages };
-  }
-}
-
 /** Shared by create and input_tokens: conversation, prompt tokens, stored forms. */
-export function preparePrompt(body: CreateResponseBody | InputTokensBody, ctx: RequestContext): PreparedPrompt {
+export async function preparePrompt(
+  body: CreateResponseBody | InputTokensBody,
+  ctx: RequestContext,
+): Promise<PreparedPrompt> {
   checkUnsupported(body);
   const tools = setupTools(body);
   checkParallelToolCalls(ctx.format, body.parallel_tool_calls, tools.offered.length);
@@ -340,7 +324,14 @@ export function preparePrompt(body: CreateResponseBody | InputTokensBody, ctx: R
     toolChoice: tools.offered.length === 0 && typeof tools.choice === "string" ? "none" : tools.choice,
     ...(effort == null ? {} : { reasoningEffort: EFFORT[effort] ?? "medium" }),
   };
-  const { prompt, tokens } = renderFitting(input, ctx, body.truncation ?? "disabled");
+  const { prompt, tokens } = await fitPrompt(
+    ctx.format,
+    ctx.tokenizer,
+    input,
+    ctx.maxModelLen,
+    body.truncation ?? "disabled",
+    "input",
+  );
   return {
     prompt,
     promptTokens: tokens,
@@ -350,12 +341,12 @@ export function preparePrompt(body: CreateResponseBody | InputTokensBody, ctx: R
   };
 }
 
-export function prepareResponse(body: CreateResponseBody, ctx: RequestContext): PreparedResponse {
+export async function prepareResponse(body: CreateResponseBody, ctx: RequestContext): Promise<PreparedResponse> {
   checkUnsupportedCreate(body);
   if (body.model !== ctx.modelId) {
     throw modelNotFound(body.model, ctx.modelId);
   }
-  const prepared = preparePrompt(body, ctx);
+  const prepared = await preparePrompt(body, ctx);
   const includeLogprobs = body.include?.includes("message.output_text.logprobs") ?? false;
   const room = ctx.maxModelLen - prepared.promptTokens.length;
   const temperature = body.temperature ?? ctx.defaults.temperature;

@@ -61,6 +61,7 @@ export class ResponsesService {
     this.#o = options;
     this.#ctx = {
       format: options.format,
+      tokenizer: options.engine.tokenizer,
       modelId: options.modelId,
       maxModelLen: options.engine.maxModelLen,
       defaults: options.defaults,
@@ -92,7 +93,7 @@ export class ResponsesService {
 
   async create(body: Record<string, unknown>, request: Request, startedAt: number): Promise<Response> {
     const parsed = parseOrThrow(CreateResponseSchema, body);
-    const prep = prepareResponse(parsed, this.#ctx);
+    const prep = await prepareResponse(parsed, this.#ctx);
     const { engine, format, store } = this.#o;
     const initial = buildResponse(prep.template, {
       status: prep.background ? "queued" : "in_progress",
@@ -258,12 +259,12 @@ export class ResponsesService {
     return jsonResponse({ object: "list", ...page });
   }
 
-  inputTokens(body: Record<string, unknown>): Response {
+  async inputTokens(body: Record<string, unknown>): Promise<Response> {
     const parsed = parseOrThrow(InputTokensSchema, body);
     if (parsed.model !== undefined && parsed.model !== this.#o.modelId) {
       throw modelNotFound(parsed.model, this.#o.modelId);
     }
-    const prepared = preparePrompt(parsed, this.#ctx);
+    const prepared = await preparePrompt(parsed, this.#ctx);
     return jsonResponse({ object: "response.input_tokens", input_tokens: prepared.promptTokens.length });
   }
 }

@@ -121,7 +121,7 @@ export function createServer(options: ServerOptions): RillServer {
         if (draining) throw unavailable("The server is shutting down");
         return await responses.create(await readJsonBody(request, maxBody), request, startedAt);
       case "/v1/responses/input_tokens":
-        return responses.inputTokens(await readJsonBody(request, maxBody));
+        return await responses.inputTokens(await readJsonBody(request, maxBody));
       case "/v1/responses/{id}":
         return request.method === "DELETE" ? await responses.delete(match.id, url) : responses.retrieve(match.id, url);
       case "/v1/responses/{id}/input_items":
