@@ -169,7 +169,24 @@ export function serverError(message = "The server had an error while processing 
 
 /** 503 while the server drains for shutdown. */
 export function unavailable(message: string): ApiError {
-  return new ApiError({ status: 503, type: "server_error", message, code: "service_unavailable" });
+  return new ApiError({
+    status: 503,
+    type: "server_error",
+    message,
+    code: "service_unavailable",
+    headers: { "retry-after": String(RETRY_AFTER_SECONDS) },
+  });
+}
+
+/** 503 for a request the server stopped at the end of its shutdown grace period; the client may retry elsewhere. */
+export function shuttingDown(): ApiError {
+  return new ApiError({
+    status: 503,
+    type: "server_error",
+    message: "The server shut down before this response finished; retry the request",
+    code: "server_shutting_down",
+    headers: { "retry-after": String(RETRY_AFTER_SECONDS) },
+  });
 }
 
 /** Maps any thrown value to an ApiError; unknown errors become a generic 500 (the caller logs the original). */

@@ -10,10 +10,16 @@
  */
 import type { ChatFormat } from "../engine/chat_format.ts";
 import type { Engine } from "../engine/engine.ts";
-import { collectResponse, type PipelineOptions, responseEventStream, responseSseStream } from "../events/pipeline.ts";
+import {
+  type AbortAsError,
+  collectResponse,
+  type PipelineOptions,
+  responseEventStream,
+  responseSseStream,
+} from "../events/pipeline.ts";
 import { buildResponse } from "../events/response_template.ts";
 import type { IdSource } from "../events/ids.ts";
-import { invalidRequest, modelNotFound, notFound } from "./errors.ts";
+import { invalidRequest, modelNotFound, notFound, shuttingDown } from "./errors.ts";
 import { startGeneration, stopOnDisconnect } from "./generation.ts";
 import type { Metrics } from "./metrics.ts";
 import { ResponseRecorder } from "./response_recorder.ts";
@@ -46,6 +52,12 @@ export function newId(prefix: string, separator: "_" | "-" = "_"): string {
   return `${prefix}${separator}${crypto.randomUUID().replaceAll("-", "")}`;
 }
 
+/** What a generation cut by shutdown reports: its `error` event's code, and the message of both. */
+const SHUTDOWN: AbortAsError = {
+  code: "server_shutting_down",
+  message: "The server shut down before this response finished; retry the request",
+};
+
 function nowSeconds(): number {
   return Math.floor(Date.now() / 1000);
 }
@@ -56,6 +68,8 @@ export class ResponsesService {
   readonly #runs = new Map<string, BackgroundRun>();
   /** Foreground generations by response id, so shutdown can abort them and tails of stored ones stay live. */
   readonly #foreground = new Map<string, AbortController>();
+  #shuttingDown = false;
+  readonly #abortAs = (): AbortAsError | undefined => this.#shuttingDown ? SHUTDOWN : undefined;
 
   constructor(options: ResponsesServiceOptions) {
     this.#o = options;
@@ -80,15 +94,15 @@ export class ResponsesService {
     return this.#runs.size + this.#foreground.size;
   }
 
-  /** Aborts every generation in flight (end of the shutdown grace period). */
+  /**
+   * Aborts every generation in flight at the end of the shutdown grace period. Each then ends as a failure the
+   * client can see, never as a quiet end: a stream with `error` (code `server_shutting_down`) + `response.failed`, a
+   * non-streamed request with a 503, a background response stored `failed`.
+   */
   abortAll(): void {
+    this.#shuttingDown = true;
     for (const run of this.#runs.values()) run.abort.abort();
     for (const abort of this.#foreground.values()) abort.abort();
-  }
-
-  /** Resolves when no background run is left. */
-  async drainBackground(): Promise<void> {
-    while (this.#runs.size > 0) await Promise.all([...this.#runs.values()].map((r) => r.finished));
   }
 
   async create(body: Record<string, unknown>, request: Request, startedAt: number): Promise<Response> {
@@ -127,6 +141,7 @@ export class ResponsesService {
       tokenizer: engine.tokenizer,
       parser: format.createParser({ toolNames: prep.toolNames, toolChoice: prep.prompt.toolChoice }),
       includeLogprobs: prep.includeLogprobs,
+      abortAs: this.#abortAs,
       ...(this.#o.ids === undefined ? {} : { ids: this.#o.ids }),
     };
 
@@ -155,6 +170,7 @@ export class ResponsesService {
       const { response, events } = await collectResponse(generation.chunks, pipeline);
       recorder.record(events);
       if (!recorder.ended) recorder.cancel(response);
+      if (response.status === "failed" && this.#shuttingDown) throw shuttingDown();
       return jsonResponse(response);
     } finally {
       recorder.cancel();

@@ -72,6 +72,10 @@ export interface RillServer {
   readonly finished: Promise<void>;
 }
 
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
 export function createServer(options: ServerOptions): RillServer {
   const metrics = new Metrics();
   const defaults = options.defaults ?? OPENAI_DEFAULTS;
@@ -118,7 +122,6 @@ export function createServer(options: ServerOptions): RillServer {
         if (match.id !== options.modelId) throw modelNotFound(match.id, options.modelId);
         return jsonResponse(model);
       case "/v1/responses":
-        if (draining) throw unavailable("The server is shutting down");
         return await responses.create(await readJsonBody(request, maxBody), request, startedAt);
       case "/v1/responses/input_tokens":
         return await responses.inputTokens(await readJsonBody(request, maxBody));
@@ -129,7 +132,6 @@ export function createServer(options: ServerOptions): RillServer {
       case "/v1/responses/{id}/cancel":
         return await responses.cancel(match.id, url);
       case "/v1/chat/completions":
-        if (draining) throw unavailable("The server is shutting down");
         return await chat.create(await readJsonBody(request, maxBody), request, startedAt);
       default: {
         const never: never = match;
@@ -148,11 +150,15 @@ export function createServer(options: ServerOptions): RillServer {
       if (found.kind === "none") throw notFound(`Unknown path '${url.pathname}'`);
       if (found.kind === "method") throw methodNotAllowed(request.method, found.allow);
       if (auth !== null && found.match.route !== "/health") await auth.verify(request);
+      // Draining: the listener stays open until the running requests are done, and a new request is told to go
+      // elsewhere (503 + Retry-After) instead of being refused at the socket.
+      if (draining && found.match.route !== "/health") throw unavailable("The server is shutting down");
       response = await dispatch(found.match, request, url, startedAt);
     } catch (error) {
       // Only what became the generic 500 is unexpected, and logged.
       if (!(error instanceof ApiError) && toApiError(error).status === 500) options.onError?.(error);
       response = errorResponse(error);
+      if (draining) response.headers.set("connection", "close");
     }
     metrics.countRequest(route, response.status);
     options.onRequest?.({ method: request.method, route, status: response.status, ms: performance.now() - startedAt });
@@ -180,15 +186,16 @@ export function createServer(options: ServerOptions): RillServer {
     finished: server.finished,
     async shutdown(timeoutMs: number) {
       draining = true;
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const grace = new Promise<void>((resolve) => timer = setTimeout(resolve, Math.max(0, timeoutMs)));
-      const stopped = Promise.all([server.shutdown(), responses.drainBackground()]);
-      await Promise.race([stopped, grace]);
-      clearTimeout(timer);
-      // Whatever is still generating after the grace period is aborted; its streams then end within one step.
+      const deadline = performance.now() + Math.max(0, timeoutMs);
+      const idle = () => responses.active + chat.active === 0;
+      while (!idle() && performance.now() < deadline) await sleep(Math.min(20, deadline - performance.now()));
+      // Whatever is still generating after the grace period is aborted; each ends within one step, with an ending
+      // its client can tell from a finished one (ResponsesService.abortAll, ChatCompletionsService.abortAll).
       responses.abortAll();
       chat.abortAll();
-      await stopped;
+      while (!idle()) await sleep(10);
+      // Only now does the listener close (Deno's shutdown also waits for the responses being written).
+      await server.shutdown();
     },
   };
 }

@@ -6,7 +6,7 @@
 import type { EngineChunk, FinishReason, TokenLogprob } from "../engine/engine.ts";
 import type { Tokenizer } from "../engine/tokenizer.ts";
 import type { OutputParser, Segment, SegmentLogprob } from "../parsers/segment.ts";
-import type { ParsedChunk } from "./parsed_chunk.ts";
+import type { AbortAsError, ParsedChunk } from "./parsed_chunk.ts";
 import type { Usage } from "./types.ts";
 
 const utf8 = new TextDecoder();
@@ -23,17 +23,36 @@ export class ParseCore {
   /** Whether the item the parser last opened (per its segments) is a reasoning item. */
   #itemIsReasoning = false;
   #finished = false;
+  readonly #abortAs: (() => AbortAsError | undefined) | undefined;
 
-  constructor(tokenizer: Tokenizer, parser: OutputParser, includeLogprobs = false) {
+  /**
+   * `abortAs`, asked when the engine finishes with "abort": an error to report instead (the server stopping the
+   * generation is a failure the client must see; a client's own cancel or disconnect stays "abort").
+   */
+  constructor(
+    tokenizer: Tokenizer,
+    parser: OutputParser,
+    includeLogprobs = false,
+    abortAs?: () => AbortAsError | undefined,
+  ) {
     this.#tokenizer = tokenizer;
     this.#parser = parser;
     this.#includeLogprobs = includeLogprobs;
+    this.#abortAs = abortAs;
   }
 
   push(chunk: EngineChunk): ParsedChunk[] {
     if (this.#finished) return [];
     if (chunk.type === "finish") {
-      return this.#finish(chunk.reason, chunk.promptTokens, chunk.outputTokens, chunk.cachedTokens ?? 0, chunk.message);
+      const as = chunk.reason === "abort" ? this.#abortAs?.() : undefined;
+      return this.#finish(
+        as === undefined ? chunk.reason : "error",
+        chunk.promptTokens,
+        chunk.outputTokens,
+        chunk.cachedTokens ?? 0,
+        as?.message ?? chunk.message,
+        as?.code,
+      );
     }
     const segments: Segment[] = [];
     this.stepInto(chunk, segments);
@@ -73,6 +92,7 @@ export class ParseCore {
     outputTokens: number,
     cachedTokens: number,
     message: string | undefined,
+    code?: string,
   ): ParsedChunk[] {
     this.#finished = true;
     const out: ParsedChunk[] = [];
@@ -86,7 +106,13 @@ export class ParseCore {
       output_tokens_details: { reasoning_tokens: Math.min(this.#reasoningTokens, outputTokens) },
       total_tokens: promptTokens + outputTokens,
     };
-    out.push(message === undefined ? { type: "finish", reason, usage } : { type: "finish", reason, usage, message });
+    out.push({
+      type: "finish",
+      reason,
+      usage,
+      ...(message === undefined ? {} : { message }),
+      ...(code === undefined ? {} : { code }),
+    });
     return out;
   }
 
