@@ -19,6 +19,8 @@ export interface ServeConfig {
   readonly apiKey: string | undefined;
   /** Where stored responses live (`responses.sqlite`); ":memory:" keeps them in memory only. */
   readonly dataDir: string;
+  /** Stored responses are deleted this many seconds after creation (0: kept forever). */
+  readonly storeTtl: number;
   readonly maxNumSeqs: number;
   readonly maxQueue: number;
   readonly maxModelLen: number | undefined;
@@ -84,6 +86,13 @@ const SPECS: readonly OptionSpec[] = [
     value: "DIR",
     help: "Directory of the stored-responses database (responses.sqlite); ':memory:' for none on disk.",
     fallback: ".data",
+  },
+  {
+    flag: "store-ttl",
+    env: "RILL_STORE_TTL",
+    value: "DURATION",
+    help: "How long stored responses are kept (e.g. 3600, 90m, 12h, 30d; 0 = forever).",
+    fallback: "30d",
   },
   {
     flag: "max-num-seqs",
@@ -172,6 +181,15 @@ function choice<T extends string>(name: string, text: string, allowed: readonly 
   return text as T;
 }
 
+const DURATION_UNITS: Readonly<Record<string, number>> = { "": 1, s: 1, m: 60, h: 3600, d: 86400 };
+
+/** Seconds of a duration: an integer with an optional unit s, m, h or d. */
+function durationSeconds(name: string, text: string): number {
+  const m = /^(\d+)([smhd]?)$/.exec(text);
+  if (m === null) throw new CliError(`--${name} must be a duration like 3600, 90m, 12h or 30d, got '${text}'`);
+  return Number(m[1]) * DURATION_UNITS[m[2]!]!;
+}
+
 function shardsValue(text: string): number | "auto" {
   if (text === "auto") return "auto";
   if (!/^\d+$/.test(text) || Number(text) < 1) {
@@ -224,6 +242,7 @@ export function parseServeArgs(
     servedModelName: get("served-model-name"),
     apiKey: get("api-key"),
     dataDir: get("data-dir")!,
+    storeTtl: durationSeconds("store-ttl", get("store-ttl")!),
     maxNumSeqs: integer("max-num-seqs", get("max-num-seqs")!, 1),
     maxQueue: integer("max-queue", get("max-queue")!, 0),
     maxModelLen: maxModelLen === undefined ? undefined : integer("max-model-len", maxModelLen, 1),

@@ -43,11 +43,14 @@ import {
   parseTool,
 } from "./responses_schema.ts";
 
-/** What the store keeps to continue a conversation: every item before this response's output, in order. */
-export interface StoredConversation {
-  readonly version: 1;
-  readonly items: readonly Record<string, unknown>[];
-}
+/**
+ * What the store keeps to continue a conversation. Version 2 (what requests store): this response's own input items
+ * and the response it continues; the store rebuilds the history by walking that chain. Version 1: every item
+ * before this response's output, in order (what `previous` lookups return).
+ */
+export type StoredConversation =
+  | { readonly version: 1; readonly items: readonly Record<string, unknown>[] }
+  | { readonly version: 2; readonly previous: string | null; readonly items: readonly Record<string, unknown>[] };
 
 /** Looks up a stored response for `previous_response_id`. */
 export type PreviousLookup = (id: string) => { response: Record<string, unknown>; conversation: unknown } | undefined;
@@ -337,7 +340,8 @@ export async function preparePrompt(
     promptTokens: tokens,
     toolNames: tools.offered.map((t) => t.name),
     inputItems,
-    conversation: { version: 1, items: [...before, ...inputItems] },
+    // By reference: a chain of N turns stores each turn's own items once, not the whole history again per turn.
+    conversation: { version: 2, previous: body.previous_response_id ?? null, items: inputItems },
   };
 }
 

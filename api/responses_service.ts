@@ -79,15 +79,23 @@ export class ResponsesService {
       modelId: options.modelId,
       maxModelLen: options.engine.maxModelLen,
       defaults: options.defaults,
-      previous: (id) => options.store.get(id),
+      previous: (id) => {
+        const stored = options.store.get(id);
+        if (stored === undefined) return undefined;
+        return { response: stored.response, conversation: { version: 1, items: options.store.conversationItems(id) } };
+      },
       item: (id) => options.store.item(id),
       newId,
       now: nowSeconds,
     };
   }
 
-  /** Whether a generation in this process may still append events for `id`. */
-  readonly #isLive = (id: string): boolean => this.#runs.has(id) || this.#foreground.has(id);
+  /** Whether a generation may still append events for `id`: one in this process, or another live server's. */
+  readonly #isLive = (id: string): boolean => {
+    if (this.#runs.has(id) || this.#foreground.has(id)) return true;
+    const owner = this.#o.store.ownerOf(id);
+    return owner !== null && owner !== this.#o.store.owner && this.#o.store.ownerAlive(owner);
+  };
 
   /** Generations in flight (foreground and background). */
   get active(): number {
@@ -178,24 +186,15 @@ export class ResponsesService {
   }
 
   /**
-   * A stored response still marked queued/in_progress that no generation in this process owns was cut off by a
-   * server stop (runs never outlive their process): it is marked failed once, so polling and tails end.
+   * A stored response still marked queued/in_progress that no live generation owns (not one of this process, nor
+   * one of another server whose lease is alive) was cut off by a server stop: it is failed once, atomically, with a
+   * terminal event in its log, so polling and tails end. Another live server's running response is left alone.
    */
   #settleOrphan(id: string, stored: { response: Record<string, unknown> }): Record<string, unknown> {
     const status = stored.response.status;
     if ((status !== "queued" && status !== "in_progress") || this.#isLive(id)) return stored.response;
-    const failed = {
-      ...stored.response,
-      status: "failed",
-      error: { code: "server_error", message: "The server stopped before this response finished" },
-    };
-    this.#o.store.update(id, failed);
-    // The log gets its terminal event too, so a replay (`?stream=true`) ends like every other stream: with
-    // `response.failed`, not mid-response.
-    const last = this.#o.store.eventsAfter(id, -1).at(-1)?.sequence_number ?? -1;
-    const terminal = { type: "response.failed", sequence_number: last + 1, response: failed };
-    this.#o.store.appendEvents(id, [terminal]);
-    return failed;
+    const error = { code: "server_error", message: "The server stopped before this response finished" };
+    return this.#o.store.failInFlight(id, error) ?? this.#o.store.get(id)?.response ?? stored.response;
   }
 
   retrieve(id: string, url: URL): Response {

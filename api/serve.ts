@@ -83,11 +83,11 @@ function maxModelLenTooLong(requested: number, modelMax: number): CliError {
   return new CliError(`--max-model-len ${requested} exceeds the model's context length of ${modelMax} tokens`);
 }
 
-function openStore(dataDir: string): ResponseStore {
-  if (dataDir === ":memory:") return ResponseStore.open(":memory:");
+function openStore(dataDir: string, ttlSeconds: number): ResponseStore {
+  if (dataDir === ":memory:") return ResponseStore.open(":memory:", { ttlSeconds });
   try {
     Deno.mkdirSync(dataDir, { recursive: true });
-    return ResponseStore.open(`${dataDir}/responses.sqlite`);
+    return ResponseStore.open(`${dataDir}/responses.sqlite`, { ttlSeconds });
   } catch (error) {
     throw new CliError(
       `Cannot open the response store in '${dataDir}': ${error instanceof Error ? error.message : error}`,
@@ -100,7 +100,10 @@ function openStore(dataDir: string): ResponseStore {
  * test entries that bring their own engine.
  */
 export async function serveModel(config: ServeConfig, model: ServedModel, logger: Logger): Promise<number> {
-  const store = openStore(config.dataDir);
+  const store = openStore(config.dataDir, config.storeTtl);
+  // Rows a crashed server left in flight are failed now, not when someone happens to read them.
+  const recovered = store.startLease();
+  if (recovered > 0) logger.warn("recovered responses left running by a stopped server", { failed: recovered });
   const modelId = config.servedModelName ?? model.modelId;
   let server;
   try {

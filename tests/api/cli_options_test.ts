@@ -70,3 +70,17 @@ Deno.test("parseServeArgs: bad values are one-line CliErrors naming the option",
   assert.equal(parseServeArgs(["--help"], noEnv), "help");
   assert.match(serveHelp(), /RILL_SHUTDOWN_TIMEOUT/);
 });
+
+Deno.test("--store-ttl: a duration in seconds, minutes, hours or days (RILL_STORE_TTL); 30 days by default", () => {
+  const ttl = (args: string[]) => {
+    const c = parseServeArgs(args, noEnv);
+    assert.ok(c !== "help");
+    return c.storeTtl;
+  };
+  assert.equal(ttl([]), 30 * 86400);
+  assert.equal(ttl(["--store-ttl", "3600"]), 3600);
+  assert.equal(ttl(["--store-ttl=90m"]), 5400);
+  assert.equal(ttl(["--store-ttl", "12h"]), 43200);
+  assert.equal(ttl(["--store-ttl", "0"]), 0);
+  assert.throws(() => ttl(["--store-ttl", "1w"]), (e) => e instanceof CliError && /--store-ttl/.test(e.message));
+});
