@@ -24,6 +24,8 @@ export interface ServeConfig {
   readonly maxNumSeqs: number;
   readonly maxQueue: number;
   readonly maxModelLen: number | undefined;
+  /** Connections open at once (more are answered 503), or "auto" (from the descriptor limit). */
+  readonly maxConnections: number | "auto";
   /** Seconds running requests get to finish after SIGTERM/SIGINT. */
   readonly shutdownTimeout: number;
   readonly logFormat: LogFormat;
@@ -107,6 +109,13 @@ const SPECS: readonly OptionSpec[] = [
     value: "N",
     help: "Most requests waiting for a batch slot; more are answered 429.",
     fallback: "256",
+  },
+  {
+    flag: "max-connections",
+    env: "RILL_MAX_CONNECTIONS",
+    value: "N|auto",
+    help: "Most open client connections; more are answered 503. auto = (open-file limit - 128) / 3, at most 4096.",
+    fallback: "auto",
   },
   {
     flag: "max-model-len",
@@ -251,5 +260,6 @@ export function parseServeArgs(
     speculative: choice("speculative", get("speculative")!, ["ngram", "none"] as const),
     numSpeculativeTokens: integer("num-speculative-tokens", get("num-speculative-tokens")!, 1),
     shards: shardsValue(get("shards")!),
+    maxConnections: get("max-connections") === "auto" ? "auto" : integer("max-connections", get("max-connections")!, 1),
   };
 }

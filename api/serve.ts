@@ -106,6 +106,7 @@ export async function serveModel(config: ServeConfig, model: ServedModel, logger
   if (recovered > 0) logger.warn("recovered responses left running by a stopped server", { failed: recovered });
   const modelId = config.servedModelName ?? model.modelId;
   let server;
+  let lastAcceptError = -Infinity;
   try {
     server = createServer({
       engine: model.engine,
@@ -116,6 +117,13 @@ export async function serveModel(config: ServeConfig, model: ServedModel, logger
       port: config.port,
       defaults: model.defaults,
       ...(config.apiKey === undefined ? {} : { apiKey: config.apiKey }),
+      ...(config.maxConnections === "auto" ? {} : { maxConnections: config.maxConnections }),
+      onConnectionEvent: (event) => {
+        // Accept errors come in bursts (every accept fails while descriptors are out): one line a second.
+        if (event.type !== "accept_error" || performance.now() - lastAcceptError < 1000) return;
+        lastAcceptError = performance.now();
+        logger.warn("accept failed; retrying", { error: event.error });
+      },
       onRequest: (entry) => logger.info("request", { ...entry, ms: Math.round(entry.ms * 10) / 10 }),
       onError: (error) =>
         logger.error("internal error", {

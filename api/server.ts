@@ -19,6 +19,7 @@ import {
 } from "./errors.ts";
 import { DEFAULT_MAX_BODY_BYTES, readJsonBody } from "./http_body.ts";
 import { jsonResponse } from "./http_response.ts";
+import { ConnectionGate, type GateEvent, type GateStats } from "./connection_gate.ts";
 import { Metrics } from "./metrics.ts";
 import type { ResponseStore } from "./response_store.ts";
 import type { SamplingDefaults } from "./responses_request.ts";
@@ -47,6 +48,16 @@ export interface ServerOptions {
   readonly onError?: (error: unknown) => void;
   /** Unix seconds the model was loaded, for /v1/models. */
   readonly createdAt?: number;
+  /** Connections open at once; more are answered 503. Default 512. */
+  readonly maxConnections?: number;
+  /** A request's head must arrive within this of its first byte (slowloris). Default 10 s. */
+  readonly headerTimeoutMs?: number;
+  /** A request's body must arrive within this of its head. Default 60 s. */
+  readonly bodyTimeoutMs?: number;
+  /** A connection with no request in progress is closed after this. Default 60 s. */
+  readonly idleTimeoutMs?: number;
+  /** Connection-level events (accept errors, refusals, timeouts, broken framing). */
+  readonly onConnectionEvent?: (event: GateEvent) => void;
 }
 
 export interface AccessLogEntry {
@@ -61,6 +72,8 @@ export interface RillServer {
   readonly port: number;
   readonly hostname: string;
   readonly metrics: Metrics;
+  /** The connection front's counters (open connections, refusals, timeouts). */
+  readonly connections: () => GateStats;
   /** Generations currently in flight. */
   readonly active: () => number;
   /**
@@ -70,6 +83,22 @@ export interface RillServer {
   shutdown(timeoutMs: number): Promise<void>;
   /** Resolves when the server has stopped. */
   readonly finished: Promise<void>;
+}
+
+/**
+ * Connections the front admits by default: each costs three descriptors (client socket, and both ends of the relay
+ * socket), and the process keeps 128 for itself (store, model files, workers, logs). Linux reports the soft limit
+ * in /proc; elsewhere 512.
+ */
+function defaultMaxConnections(): number {
+  try {
+    const limits = Deno.readTextFileSync("/proc/self/limits");
+    const soft = /^Max open files\s+(\d+|unlimited)/m.exec(limits)?.[1];
+    if (soft === undefined || soft === "unlimited") return 512;
+    return Math.max(4, Math.min(4096, Math.floor((Number(soft) - 128) / 3)));
+  } catch {
+    return 512;
+  }
 }
 
 function sleep(ms: number): Promise<void> {
@@ -165,16 +194,66 @@ export function createServer(options: ServerOptions): RillServer {
     return response;
   }
 
-  const server = Deno.serve({
-    port: options.port ?? 8000,
-    hostname: options.hostname ?? "127.0.0.1",
-    onListen: () => {},
-    onError: (error) => {
-      options.onError?.(error);
-      return errorResponse(error);
-    },
-  }, handle);
-  const addr = server.addr as Deno.NetAddr;
+  // Deno.serve listens on a private Unix socket; the gate owns the public TCP port (connection_gate.ts).
+  const socketDir = Deno.makeTempDirSync({ prefix: "rill-" });
+  let generation = 0;
+  const socketPath = () => `${socketDir}/http-${generation}.sock`;
+  let gate: ConnectionGate;
+  try {
+    gate = new ConnectionGate({
+      hostname: options.hostname ?? "127.0.0.1",
+      port: options.port ?? 8000,
+      target: socketPath(),
+      maxConnections: options.maxConnections ?? defaultMaxConnections(),
+      headerTimeoutMs: options.headerTimeoutMs ?? 10_000,
+      bodyTimeoutMs: options.bodyTimeoutMs ?? 60_000,
+      idleTimeoutMs: options.idleTimeoutMs ?? 60_000,
+      ...(options.onConnectionEvent === undefined ? {} : { onEvent: options.onConnectionEvent }),
+    });
+  } catch (error) {
+    Deno.removeSync(socketDir, { recursive: true });
+    throw error;
+  }
+  let stopping = false;
+  const { promise: finished, resolve: onFinished } = Promise.withResolvers<void>();
+  /**
+   * Starts Deno.serve on a fresh socket. Its accept loop ends for good on an accept error (descriptors exhausted):
+   * that is logged and a new one takes over, so no such error ever stops the process.
+   */
+  const startInner = (): Deno.HttpServer<Deno.UnixAddr> => {
+    const path = socketPath();
+    const inner = Deno.serve({
+      transport: "unix",
+      path,
+      onListen: () => {},
+      onError: (error) => {
+        options.onError?.(error);
+        return errorResponse(error);
+      },
+    }, handle);
+    gate.target = path;
+    inner.finished.then(
+      async () => {
+        await gate.drain(2000);
+        try {
+          Deno.removeSync(socketDir, { recursive: true });
+        } catch { /* already gone */ }
+        onFinished();
+      },
+      (error) => {
+        options.onConnectionEvent?.({
+          type: "accept_error",
+          error: error instanceof Error ? error.message : String(error),
+        });
+        if (stopping) return onFinished();
+        generation++;
+        server = startInner();
+      },
+    );
+    return inner;
+  };
+  let server = startInner();
+  const addr = gate.addr;
   const hostForUrl = addr.hostname.includes(":") ? `[${addr.hostname}]` : addr.hostname;
 
   return {
@@ -182,8 +261,9 @@ export function createServer(options: ServerOptions): RillServer {
     port: addr.port,
     hostname: addr.hostname,
     metrics,
+    connections: () => gate.stats(),
     active: () => responses.active + chat.active,
-    finished: server.finished,
+    finished,
     async shutdown(timeoutMs: number) {
       draining = true;
       const deadline = performance.now() + Math.max(0, timeoutMs);
@@ -194,8 +274,12 @@ export function createServer(options: ServerOptions): RillServer {
       responses.abortAll();
       chat.abortAll();
       while (!idle()) await sleep(10);
-      // Only now does the listener close (Deno's shutdown also waits for the responses being written).
+      // Only now does the listener close (Deno's shutdown also waits for the responses being written, and closes
+      // idle keep-alive connections).
+      stopping = true;
+      gate.closeListener();
       await server.shutdown();
+      await finished;
     },
   };
 }
