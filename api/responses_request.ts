@@ -300,6 +300,22 @@ function previousItems(
   return [...before, ...output];
 }
 
+/** A function_call_output must answer a function call earlier in the conversation (as OpenAI and Chat require). */
+function checkCallOutputs(history: readonly InputItem[], own: readonly InputItem[]): void {
+  const calls = new Set<string>();
+  for (const item of history) if (item.type === "function_call") calls.add(item.call_id);
+  own.forEach((item, i) => {
+    if (item.type === "function_call") calls.add(item.call_id);
+    if (item.type === "function_call_output" && !calls.has(item.call_id)) {
+      throw invalidRequest(
+        `No tool call found for function call output with call_id ${JSON.stringify(item.call_id)}`,
+        `input[${i}].call_id`,
+        "invalid_value",
+      );
+    }
+  });
+}
+
 /** Shared by create and input_tokens: conversation, prompt tokens, stored forms. */
 export async function preparePrompt(
   body: CreateResponseBody | InputTokensBody,
@@ -318,6 +334,7 @@ export async function preparePrompt(
   const before = previousItems(body, ctx);
   // Stored items were validated when they were stored; parsing again gives the typed form.
   const history = before.map((raw, i) => parseInputItem(raw, ["previous_response_id", i]));
+  checkCallOutputs(history, own);
   const messages = itemsToMessages([...history, ...own]);
   const effort = body.reasoning?.effort;
   const input: PromptInput = {
