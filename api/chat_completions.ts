@@ -28,6 +28,7 @@ import {
 import type { SamplingDefaults } from "./responses_request.ts";
 import { samplerTopP } from "./sampling_defaults.ts";
 import { parseOrThrow } from "./validation.ts";
+import { RequestTrace } from "./request_trace.ts";
 import { newId } from "./responses_service.ts";
 
 export interface ChatCompletionsOptions {
@@ -213,7 +214,12 @@ export class ChatCompletionsService {
     for (const generation of this.#inFlight) generation.stop();
   }
 
-  async create(raw: Record<string, unknown>, request: Request, startedAt: number): Promise<Response> {
+  async create(
+    raw: Record<string, unknown>,
+    request: Request,
+    startedAt: number,
+    trace: RequestTrace = new RequestTrace(),
+  ): Promise<Response> {
     const body = parseOrThrow(ChatCompletionSchema, raw);
     const { engine, format, modelId, defaults } = this.#o;
     if (body.model !== modelId) {
@@ -267,7 +273,12 @@ export class ChatCompletionsService {
     );
     const head = { id, created: Math.floor(Date.now() / 1000), model: modelId };
     stopOnDisconnect(request, generation);
-    if (body.stream === true) return this.#stream(body, generation.chunks, parseCore, head);
+    trace.responseId = id;
+    trace.count(generation.done);
+    if (body.stream === true) {
+      trace.streamsUntil(generation.done);
+      return this.#stream(body, generation.chunks, parseCore, head);
+    }
 
     const reader = generation.chunks.getReader();
     const core = new ChatDeltaCore();

@@ -17,6 +17,8 @@ export interface ServeConfig {
   readonly backend: "onnx";
   readonly servedModelName: string | undefined;
   readonly apiKey: string | undefined;
+  /** A file holding the API key (keeps it out of the command line, which `deno task` echoes). */
+  readonly apiKeyFile: string | undefined;
   /** Where stored responses live (`responses.sqlite`); ":memory:" keeps them in memory only. */
   readonly dataDir: string;
   /** Stored responses are deleted this many seconds after creation (0: kept forever). */
@@ -29,6 +31,7 @@ export interface ServeConfig {
   /** Seconds running requests get to finish after SIGTERM/SIGINT. */
   readonly shutdownTimeout: number;
   readonly logFormat: LogFormat;
+  readonly logLevel: "debug" | "info" | "warn" | "error";
   readonly speculative: "ngram" | "none";
   readonly numSpeculativeTokens: number;
   /** ONNX sessions one step is split across (main thread + workers), or "auto" (see resolveShards). */
@@ -79,7 +82,15 @@ const SPECS: readonly OptionSpec[] = [
     flag: "api-key",
     env: "RILL_API_KEY",
     value: "KEY",
-    help: "Require `Authorization: Bearer KEY` on every route except /health.",
+    help: "Require `Authorization: Bearer KEY` on every route except /health. Prefer RILL_API_KEY or " +
+      "--api-key-file: a command line is visible to other users (ps) and `deno task` echoes it.",
+    fallback: undefined,
+  },
+  {
+    flag: "api-key-file",
+    env: "RILL_API_KEY_FILE",
+    value: "PATH",
+    help: "Read the API key from this file (surrounding whitespace ignored).",
     fallback: undefined,
   },
   {
@@ -132,6 +143,13 @@ const SPECS: readonly OptionSpec[] = [
     fallback: "30",
   },
   { flag: "log-format", env: "RILL_LOG_FORMAT", value: "text|json", help: "Log line format.", fallback: "text" },
+  {
+    flag: "log-level",
+    env: "RILL_LOG_LEVEL",
+    value: "debug|info|warn|error",
+    help: "Least severe level logged (health probes log at debug).",
+    fallback: "info",
+  },
   {
     flag: "speculative",
     env: "RILL_SPECULATIVE",
@@ -250,6 +268,7 @@ export function parseServeArgs(
     backend: choice("backend", get("backend")!, ["onnx"] as const),
     servedModelName: get("served-model-name"),
     apiKey: get("api-key"),
+    apiKeyFile: get("api-key-file"),
     dataDir: get("data-dir")!,
     storeTtl: durationSeconds("store-ttl", get("store-ttl")!),
     maxNumSeqs: integer("max-num-seqs", get("max-num-seqs")!, 1),
@@ -257,6 +276,7 @@ export function parseServeArgs(
     maxModelLen: maxModelLen === undefined ? undefined : integer("max-model-len", maxModelLen, 1),
     shutdownTimeout: integer("shutdown-timeout", get("shutdown-timeout")!, 0),
     logFormat: choice("log-format", get("log-format")!, ["text", "json"] as const),
+    logLevel: choice("log-level", get("log-level")!, ["debug", "info", "warn", "error"] as const),
     speculative: choice("speculative", get("speculative")!, ["ngram", "none"] as const),
     numSpeculativeTokens: integer("num-speculative-tokens", get("num-speculative-tokens")!, 1),
     shards: shardsValue(get("shards")!),

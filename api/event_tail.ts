@@ -28,6 +28,7 @@ export function tailEvents(
   id: string,
   startingAfter: number,
   isLive: IsLive,
+  onEnd?: () => void,
 ): ReadableStream<Uint8Array> {
   const encoder = new SseEncoder();
   let cursor = startingAfter;
@@ -41,6 +42,7 @@ export function tailEvents(
     unsubscribe?.();
     unsubscribe = null;
     wake?.();
+    onEnd?.();
   };
   return new ReadableStream<Uint8Array>({
     async pull(controller) {

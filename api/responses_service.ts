@@ -25,6 +25,7 @@ import type { Metrics } from "./metrics.ts";
 import { ResponseRecorder } from "./response_recorder.ts";
 import type { ResponseStore } from "./response_store.ts";
 import { tailEvents } from "./event_tail.ts";
+import { RequestTrace } from "./request_trace.ts";
 import { CreateResponseSchema, InputTokensSchema } from "./responses_schema.ts";
 import { preparePrompt, prepareResponse, type RequestContext, type SamplingDefaults } from "./responses_request.ts";
 import { checkQuery, parseOrThrow } from "./validation.ts";
@@ -113,7 +114,12 @@ export class ResponsesService {
     for (const abort of this.#foreground.values()) abort.abort();
   }
 
-  async create(body: Record<string, unknown>, request: Request, startedAt: number): Promise<Response> {
+  async create(
+    body: Record<string, unknown>,
+    request: Request,
+    startedAt: number,
+    trace: RequestTrace = new RequestTrace(),
+  ): Promise<Response> {
     const parsed = parseOrThrow(CreateResponseSchema, body);
     const prep = await prepareResponse(parsed, this.#ctx);
     const { engine, format, store } = this.#o;
@@ -123,6 +129,7 @@ export class ResponsesService {
       usage: null,
     });
     const id = prep.template.id;
+    trace.responseId = id;
     const recorder = new ResponseRecorder(initial, prep.store ? store : null, {
       onEnd: () => this.#foreground.delete(id),
       onStoreError: (error) => this.#o.onError?.(error),
@@ -164,14 +171,16 @@ export class ResponsesService {
         }
       })();
       this.#runs.set(prep.template.id, { abort: generation.abort, finished });
-      if (prep.stream) return sseResponse(tailEvents(store, prep.template.id, -1, this.#isLive));
+      if (prep.stream) return sseResponse(this.#tail(prep.template.id, -1, trace));
       return jsonResponse(initial);
     }
 
     this.#foreground.set(id, generation.abort);
     stopOnDisconnect(request, generation);
+    trace.count(generation.done);
     if (prep.stream) {
       const body = responseSseStream(generation.chunks, pipeline, (events) => recorder.record(events));
+      trace.streamsUntil(generation.done);
       return sseResponse(body);
     }
     try {
@@ -197,7 +206,15 @@ export class ResponsesService {
     return this.#o.store.failInFlight(id, error) ?? this.#o.store.get(id)?.response ?? stored.response;
   }
 
-  retrieve(id: string, url: URL): Response {
+  /** A tail of a stored response's log, whose end the request's trace waits for. */
+  #tail(id: string, startingAfter: number, trace: RequestTrace): ReadableStream<Uint8Array> {
+    const { promise, resolve } = Promise.withResolvers<void>();
+    trace.responseId = id;
+    trace.streamsUntil(promise);
+    return tailEvents(this.#o.store, id, startingAfter, this.#isLive, resolve);
+  }
+
+  retrieve(id: string, url: URL, trace: RequestTrace = new RequestTrace()): Response {
     // include_obfuscation: rill adds no obfuscation padding, which the spec lets a server omit.
     checkQuery(url, ["stream", "starting_after", "include", "include_obfuscation"]);
     const found = this.#o.store.get(id);
@@ -219,7 +236,7 @@ export class ResponsesService {
       if (after !== null) throw invalidRequest("'starting_after' needs 'stream=true'", "starting_after");
       return jsonResponse(stored.response);
     }
-    return sseResponse(tailEvents(this.#o.store, id, startingAfter, this.#isLive));
+    return sseResponse(this.#tail(id, startingAfter, trace));
   }
 
   /**

@@ -95,11 +95,28 @@ function openStore(dataDir: string, ttlSeconds: number): ResponseStore {
   }
 }
 
+/** The API key: --api-key (or RILL_API_KEY), or the contents of --api-key-file; never both. */
+export function resolveApiKey(config: ServeConfig): string | undefined {
+  if (config.apiKeyFile === undefined) return config.apiKey;
+  if (config.apiKey !== undefined) throw new CliError("Give the API key once: --api-key or --api-key-file, not both");
+  let key: string;
+  try {
+    key = Deno.readTextFileSync(config.apiKeyFile).trim();
+  } catch (error) {
+    throw new CliError(
+      `Cannot read --api-key-file '${config.apiKeyFile}': ${error instanceof Error ? error.message : error}`,
+    );
+  }
+  if (key === "") throw new CliError(`--api-key-file '${config.apiKeyFile}' is empty`);
+  return key;
+}
+
 /**
  * Serves `model` until SIGTERM/SIGINT, then drains and resolves with the exit code (0). Used by `rill serve` and by
  * test entries that bring their own engine.
  */
 export async function serveModel(config: ServeConfig, model: ServedModel, logger: Logger): Promise<number> {
+  const apiKey = resolveApiKey(config);
   const store = openStore(config.dataDir, config.storeTtl);
   // Rows a crashed server left in flight are failed now, not when someone happens to read them.
   const recovered = store.startLease();
@@ -116,7 +133,7 @@ export async function serveModel(config: ServeConfig, model: ServedModel, logger
       hostname: config.host,
       port: config.port,
       defaults: model.defaults,
-      ...(config.apiKey === undefined ? {} : { apiKey: config.apiKey }),
+      ...(apiKey === undefined ? {} : { apiKey }),
       ...(config.maxConnections === "auto" ? {} : { maxConnections: config.maxConnections }),
       onConnectionEvent: (event) => {
         // Accept errors come in bursts (every accept fails while descriptors are out): one line a second.
@@ -124,7 +141,12 @@ export async function serveModel(config: ServeConfig, model: ServedModel, logger
         lastAcceptError = performance.now();
         logger.warn("accept failed; retrying", { error: event.error });
       },
-      onRequest: (entry) => logger.info("request", { ...entry, ms: Math.round(entry.ms * 10) / 10 }),
+      // Health probes come every few seconds from supervisors and load balancers: debug, not info.
+      onRequest: (entry) =>
+        logger.log(entry.route === "/health" ? "debug" : "info", "request", {
+          ...entry,
+          ms: Math.round(entry.ms * 10) / 10,
+        }),
       onError: (error) =>
         logger.error("internal error", {
           error: error instanceof Error ? error.stack ?? error.message : String(error),
@@ -139,9 +161,10 @@ export async function serveModel(config: ServeConfig, model: ServedModel, logger
       `Cannot listen on ${config.host}:${config.port}: ${error instanceof Error ? error.message : error}`,
     );
   }
-  console.log(
-    `rill: serving model '${modelId}' (${model.format.name}, context ${model.engine.maxModelLen}) at ${server.url}`,
-  );
+  // Scripts wait for this stdout line; under --log-format json it is a JSON object like every other line.
+  const serving = `serving model '${modelId}' (${model.format.name}, context ${model.engine.maxModelLen}) at ` +
+    server.url;
+  console.log(logger.format === "json" ? logger.line("info", serving, { url: server.url }) : `rill: ${serving}`);
   logger.info("listening", { url: server.url, model: modelId, format: model.format.name });
 
   const { promise: signalled, resolve: onSignal } = Promise.withResolvers<Deno.Signal>();

@@ -19,6 +19,7 @@ import {
 } from "./errors.ts";
 import { DEFAULT_MAX_BODY_BYTES, readJsonBody } from "./http_body.ts";
 import { jsonResponse } from "./http_response.ts";
+import { RequestTrace } from "./request_trace.ts";
 import { ConnectionGate, type GateEvent, type GateStats } from "./connection_gate.ts";
 import { Metrics } from "./metrics.ts";
 import type { ResponseStore } from "./response_store.ts";
@@ -64,7 +65,15 @@ export interface AccessLogEntry {
   readonly method: string;
   readonly route: string;
   readonly status: number;
+  /** Until the response was complete: for a streamed body, until its last byte was produced. */
   readonly ms: number;
+  /** The response (or chat completion) id, when the request has one. */
+  readonly id?: string;
+  readonly input_tokens?: number;
+  readonly output_tokens?: number;
+  /** Why a request failed (4xx/5xx): the error's code and message. */
+  readonly reason?: string;
+  readonly streamed?: boolean;
 }
 
 export interface RillServer {
@@ -137,7 +146,13 @@ export function createServer(options: ServerOptions): RillServer {
     max_model_len: options.engine.maxModelLen,
   };
 
-  async function dispatch(match: RouteMatch, request: Request, url: URL, startedAt: number): Promise<Response> {
+  async function dispatch(
+    match: RouteMatch,
+    request: Request,
+    url: URL,
+    startedAt: number,
+    trace: RequestTrace,
+  ): Promise<Response> {
     switch (match.route) {
       case "/health":
         return jsonResponse({ status: draining ? "draining" : "ok" }, draining ? 503 : 200);
@@ -151,17 +166,19 @@ export function createServer(options: ServerOptions): RillServer {
         if (match.id !== options.modelId) throw modelNotFound(match.id, options.modelId);
         return jsonResponse(model);
       case "/v1/responses":
-        return await responses.create(await readJsonBody(request, maxBody), request, startedAt);
+        return await responses.create(await readJsonBody(request, maxBody), request, startedAt, trace);
       case "/v1/responses/input_tokens":
         return await responses.inputTokens(await readJsonBody(request, maxBody));
       case "/v1/responses/{id}":
-        return request.method === "DELETE" ? await responses.delete(match.id, url) : responses.retrieve(match.id, url);
+        return request.method === "DELETE"
+          ? await responses.delete(match.id, url)
+          : responses.retrieve(match.id, url, trace);
       case "/v1/responses/{id}/input_items":
         return responses.inputItems(match.id, url);
       case "/v1/responses/{id}/cancel":
         return await responses.cancel(match.id, url);
       case "/v1/chat/completions":
-        return await chat.create(await readJsonBody(request, maxBody), request, startedAt);
+        return await chat.create(await readJsonBody(request, maxBody), request, startedAt, trace);
       default: {
         const never: never = match;
         throw new TypeError(`Unhandled route ${JSON.stringify(never)}`);
@@ -175,22 +192,43 @@ export function createServer(options: ServerOptions): RillServer {
     const found = matchRoute(request.method, url.pathname);
     const route = found.kind === "match" ? found.match.route : found.kind === "method" ? found.route : "unmatched";
     let response: Response;
+    const trace = new RequestTrace();
+    let reason: string | null = null;
     try {
+      // With a key, everything but the health probe is authenticated first: a 404 or 405 would tell a caller
+      // without the key which routes exist.
+      if (auth !== null && !(found.kind === "match" && found.match.route === "/health")) await auth.verify(request);
       if (found.kind === "none") throw notFound(`Unknown path '${url.pathname}'`);
       if (found.kind === "method") throw methodNotAllowed(request.method, found.allow);
-      if (auth !== null && found.match.route !== "/health") await auth.verify(request);
       // Draining: the listener stays open until the running requests are done, and a new request is told to go
       // elsewhere (503 + Retry-After) instead of being refused at the socket.
       if (draining && found.match.route !== "/health") throw unavailable("The server is shutting down");
-      response = await dispatch(found.match, request, url, startedAt);
+      response = await dispatch(found.match, request, url, startedAt, trace);
     } catch (error) {
       // Only what became the generic 500 is unexpected, and logged.
-      if (!(error instanceof ApiError) && toApiError(error).status === 500) options.onError?.(error);
-      response = errorResponse(error);
+      const api = toApiError(error);
+      if (!(error instanceof ApiError) && api.status === 500) options.onError?.(error);
+      reason = api.code === null ? api.message : `${api.code}: ${api.message}`;
+      response = errorResponse(api);
       if (draining) response.headers.set("connection", "close");
     }
     metrics.countRequest(route, response.status);
-    options.onRequest?.({ method: request.method, route, status: response.status, ms: performance.now() - startedAt });
+    const status = response.status;
+    const log = () =>
+      options.onRequest?.({
+        method: request.method,
+        route,
+        status,
+        ms: performance.now() - startedAt,
+        ...(trace.responseId === null ? {} : { id: trace.responseId }),
+        ...(trace.inputTokens === null ? {} : { input_tokens: trace.inputTokens }),
+        ...(trace.outputTokens === null ? {} : { output_tokens: trace.outputTokens }),
+        ...(reason === null ? {} : { reason }),
+        ...(trace.streaming ? { streamed: true } : {}),
+      });
+    // A streamed body is logged when it ends, with the request's real duration and its token counts.
+    if (trace.streaming) trace.bodyEnd.then(log);
+    else log();
     return response;
   }
 
