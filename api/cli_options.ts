@@ -28,6 +28,10 @@ export interface ServeConfig {
   readonly maxModelLen: number | undefined;
   /** Connections open at once (more are answered 503), or "auto" (from the descriptor limit). */
   readonly maxConnections: number | "auto";
+  /** Seconds a request's head, and its body, may take to arrive; and a connection may sit with no request. */
+  readonly headerTimeout: number;
+  readonly bodyTimeout: number;
+  readonly idleTimeout: number;
   /** Seconds running requests get to finish after SIGTERM/SIGINT. */
   readonly shutdownTimeout: number;
   readonly logFormat: LogFormat;
@@ -127,6 +131,27 @@ const SPECS: readonly OptionSpec[] = [
     value: "N|auto",
     help: "Most open client connections; more are answered 503. auto = (open-file limit - 128) / 3, at most 4096.",
     fallback: "auto",
+  },
+  {
+    flag: "header-timeout",
+    env: "RILL_HEADER_TIMEOUT",
+    value: "SECONDS",
+    help: "A request's headers must arrive within this of their first byte (slow clients are dropped).",
+    fallback: "10",
+  },
+  {
+    flag: "body-timeout",
+    env: "RILL_BODY_TIMEOUT",
+    value: "SECONDS",
+    help: "A request's body must arrive within this of its headers.",
+    fallback: "60",
+  },
+  {
+    flag: "idle-timeout",
+    env: "RILL_IDLE_TIMEOUT",
+    value: "SECONDS",
+    help: "A connection with no request in progress is closed after this.",
+    fallback: "60",
   },
   {
     flag: "max-model-len",
@@ -275,6 +300,9 @@ export function parseServeArgs(
     maxQueue: integer("max-queue", get("max-queue")!, 0),
     maxModelLen: maxModelLen === undefined ? undefined : integer("max-model-len", maxModelLen, 1),
     shutdownTimeout: integer("shutdown-timeout", get("shutdown-timeout")!, 0),
+    headerTimeout: integer("header-timeout", get("header-timeout")!, 1),
+    bodyTimeout: integer("body-timeout", get("body-timeout")!, 1),
+    idleTimeout: integer("idle-timeout", get("idle-timeout")!, 1),
     logFormat: choice("log-format", get("log-format")!, ["text", "json"] as const),
     logLevel: choice("log-level", get("log-level")!, ["debug", "info", "warn", "error"] as const),
     speculative: choice("speculative", get("speculative")!, ["ngram", "none"] as const),

@@ -135,6 +135,9 @@ export async function serveModel(config: ServeConfig, model: ServedModel, logger
       defaults: model.defaults,
       ...(apiKey === undefined ? {} : { apiKey }),
       ...(config.maxConnections === "auto" ? {} : { maxConnections: config.maxConnections }),
+      headerTimeoutMs: config.headerTimeout * 1000,
+      bodyTimeoutMs: config.bodyTimeout * 1000,
+      idleTimeoutMs: config.idleTimeout * 1000,
       onConnectionEvent: (event) => {
         // Accept errors come in bursts (every accept fails while descriptors are out): one line a second.
         if (event.type !== "accept_error" || performance.now() - lastAcceptError < 1000) return;

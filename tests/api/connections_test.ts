@@ -186,3 +186,17 @@ Deno.test("connections: running out of file descriptors does not stop the server
     await errReading;
   }
 });
+
+Deno.test("connections: /metrics reports open connections and the front's counters", async () => {
+  const { t } = server({ maxConnections: 2 });
+  try {
+    const held = await connect(t.url);
+    await new Promise((r) => setTimeout(r, 30));
+    const text = await (await fetch(`${t.url}/metrics`)).text();
+    assert.match(text, /^rill_connections_open 2$/m);
+    assert.match(text, /^rill_connections_refused_total 0$/m);
+    held.close();
+  } finally {
+    await t.close();
+  }
+});
