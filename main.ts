@@ -17,7 +17,7 @@ async function main(args: readonly string[]): Promise<number> {
     console.log(serveHelp());
     return 0;
   }
-  const logger = new Logger(config.logFormat);
+  const logger = new Logger(config.logFormat, undefined, config.logLevel);
   try {
     return await serveModel(config, await loadServedModel(config, logger), logger);
   } catch (error) {

@@ -7,15 +7,17 @@ import type { Engine, FinishReason } from "../engine/engine.ts";
 import type { PromptInput } from "../formats/conversation.ts";
 import { chatCompletionSseStream, chatUsage, collectChatCompletion } from "../stream/chat_pipeline.ts";
 import { randomIds } from "../stream/ids.ts";
-import { type ApiError, contextLengthExceeded, modelNotFound, serverError, unavailable } from "./errors.ts";
+import { type ApiError, modelNotFound, serverError, unavailable } from "./errors.ts";
 import { type Generation, startGeneration, stopOnDisconnect } from "./generation.ts";
 import { checkParallelToolCalls } from "./parallel_tool_calls.ts";
+import { fitPrompt } from "./prompt_fit.ts";
 import type { Metrics } from "./metrics.ts";
 import { jsonResponse, sseResponse } from "./http_response.ts";
 import { ChatCompletionSchema, chatMessages, chatTools, checkChatSupported } from "./chat_schema.ts";
 import type { SamplingDefaults } from "./sampling_defaults.ts";
 import { samplerTopP } from "./sampling_defaults.ts";
 import { parseOrThrow } from "./validation.ts";
+import { RequestTrace } from "./request_trace.ts";
 
 export interface ChatCompletionsOptions {
   readonly engine: Engine;
@@ -54,7 +56,12 @@ export class ChatCompletionsService {
     for (const generation of this.#inFlight) generation.stop();
   }
 
-  async create(raw: Record<string, unknown>, request: Request, startedAt: number): Promise<Response> {
+  async create(
+    raw: Record<string, unknown>,
+    request: Request,
+    startedAt: number,
+    trace: RequestTrace = new RequestTrace(),
+  ): Promise<Response> {
     const body = parseOrThrow(ChatCompletionSchema, raw);
     const { engine, format, modelId, defaults } = this.#o;
     if (body.model !== modelId) {
@@ -72,11 +79,15 @@ export class ChatCompletionsService {
         reasoningEffort: effort === "medium" ? "medium" : effort === "high" || effort === "xhigh" ? "high" : "low",
       }),
     };
-    const promptTokens = format.render(prompt);
+    const { tokens: promptTokens } = await fitPrompt(
+      format,
+      engine.tokenizer,
+      prompt,
+      engine.maxModelLen,
+      "disabled",
+      "messages",
+    );
     const room = engine.maxModelLen - promptTokens.length;
-    if (room <= 0) {
-      throw contextLengthExceeded(promptTokens.length, engine.maxModelLen, "messages");
-    }
     const stop = body.stop == null ? [] : typeof body.stop === "string" ? [body.stop] : body.stop;
     const id = randomIds.next("chatcmpl");
     const generation = startGeneration(engine, {
@@ -104,7 +115,10 @@ export class ChatCompletionsService {
     };
     const head = { id, created: Math.floor(Date.now() / 1000), model: modelId };
     stopOnDisconnect(request, generation);
+    trace.responseId = id;
+    trace.count(generation.done);
     if (body.stream === true) {
+      trace.streamsUntil(generation.done);
       return sseResponse(chatCompletionSseStream(generation.chunks, {
         ...pipeline,
         head,

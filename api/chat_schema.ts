@@ -10,6 +10,7 @@
 import { z } from "zod";
 import type { ConversationMessage, FunctionTool, ToolChoice } from "../formats/conversation.ts";
 import { invalidRequest, unsupportedParameter } from "./errors.ts";
+import { checkToolSchema } from "./json_limits.ts";
 
 const nullish = <T extends z.ZodType>(schema: T) => schema.nullable().optional();
 
@@ -193,6 +194,7 @@ export function chatTools(body: ChatCompletionBody): { tools: FunctionTool[]; ch
     const f = t.function;
     if (seen.has(f.name)) throw invalidRequest(`Duplicate tool name '${f.name}'`, `tools[${i}].function.name`);
     seen.add(f.name);
+    if (f.parameters != null) checkToolSchema(f.parameters, `tools[${i}].function.parameters`);
     return {
       name: f.name,
       ...(f.description == null ? {} : { description: f.description }),

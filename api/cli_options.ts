@@ -28,14 +28,25 @@ export interface ServeConfig {
   readonly numKvBlocks: number | undefined;
   readonly servedModelName: string | undefined;
   readonly apiKey: string | undefined;
+  /** A file holding the API key (keeps it out of the command line, which `deno task` echoes). */
+  readonly apiKeyFile: string | undefined;
   /** Where stored responses live (`responses.sqlite`); ":memory:" keeps them in memory only. */
   readonly dataDir: string;
+  /** Stored responses are deleted this many seconds after creation (0: kept forever). */
+  readonly storeTtl: number;
   readonly maxNumSeqs: number;
   readonly maxQueue: number;
   readonly maxModelLen: number | undefined;
+  /** Connections open at once (more are answered 503), or "auto" (from the descriptor limit). */
+  readonly maxConnections: number | "auto";
+  /** Seconds a request's head, and its body, may take to arrive; and a connection may sit with no request. */
+  readonly headerTimeout: number;
+  readonly bodyTimeout: number;
+  readonly idleTimeout: number;
   /** Seconds running requests get to finish after SIGTERM/SIGINT. */
   readonly shutdownTimeout: number;
   readonly logFormat: LogFormat;
+  readonly logLevel: "debug" | "info" | "warn" | "error";
   readonly speculative: "ngram" | "none";
   readonly numSpeculativeTokens: number;
   /** ONNX sessions one step is split across (main thread + workers), or "auto" (see resolveShards). */
@@ -111,7 +122,15 @@ const SPECS: readonly OptionSpec[] = [
     flag: "api-key",
     env: "RILL_API_KEY",
     value: "KEY",
-    help: "Require `Authorization: Bearer KEY` on every route except /health.",
+    help: "Require `Authorization: Bearer KEY` on every route except /health. Prefer RILL_API_KEY or " +
+      "--api-key-file: a command line is visible to other users (ps) and `deno task` echoes it.",
+    fallback: undefined,
+  },
+  {
+    flag: "api-key-file",
+    env: "RILL_API_KEY_FILE",
+    value: "PATH",
+    help: "Read the API key from this file (surrounding whitespace ignored).",
     fallback: undefined,
   },
   {
@@ -120,6 +139,13 @@ const SPECS: readonly OptionSpec[] = [
     value: "DIR",
     help: "Directory of the stored-responses database (responses.sqlite); ':memory:' for none on disk.",
     fallback: ".data",
+  },
+  {
+    flag: "store-ttl",
+    env: "RILL_STORE_TTL",
+    value: "DURATION",
+    help: "How long stored responses are kept (e.g. 3600, 90m, 12h, 30d; 0 = forever).",
+    fallback: "30d",
   },
   {
     flag: "max-num-seqs",
@@ -136,6 +162,34 @@ const SPECS: readonly OptionSpec[] = [
     fallback: "256",
   },
   {
+    flag: "max-connections",
+    env: "RILL_MAX_CONNECTIONS",
+    value: "N|auto",
+    help: "Most open client connections; more are answered 503. auto = (open-file limit - 128) / 3, at most 4096.",
+    fallback: "auto",
+  },
+  {
+    flag: "header-timeout",
+    env: "RILL_HEADER_TIMEOUT",
+    value: "SECONDS",
+    help: "A request's headers must arrive within this of their first byte (slow clients are dropped).",
+    fallback: "10",
+  },
+  {
+    flag: "body-timeout",
+    env: "RILL_BODY_TIMEOUT",
+    value: "SECONDS",
+    help: "A request's body must arrive within this of its headers.",
+    fallback: "60",
+  },
+  {
+    flag: "idle-timeout",
+    env: "RILL_IDLE_TIMEOUT",
+    value: "SECONDS",
+    help: "A connection with no request in progress is closed after this.",
+    fallback: "60",
+  },
+  {
     flag: "max-model-len",
     env: "RILL_MAX_MODEL_LEN",
     value: "N",
@@ -150,6 +204,13 @@ const SPECS: readonly OptionSpec[] = [
     fallback: "30",
   },
   { flag: "log-format", env: "RILL_LOG_FORMAT", value: "text|json", help: "Log line format.", fallback: "text" },
+  {
+    flag: "log-level",
+    env: "RILL_LOG_LEVEL",
+    value: "debug|info|warn|error",
+    help: "Least severe level logged (health probes log at debug).",
+    fallback: "info",
+  },
   {
     flag: "speculative",
     env: "RILL_SPECULATIVE",
@@ -206,6 +267,15 @@ function choice<T extends string>(name: string, text: string, allowed: readonly 
     throw new CliError(`--${name} must be one of ${allowed.join(", ")}, got '${text}'`);
   }
   return text as T;
+}
+
+const DURATION_UNITS: Readonly<Record<string, number>> = { "": 1, s: 1, m: 60, h: 3600, d: 86400 };
+
+/** Seconds of a duration: an integer with an optional unit s, m, h or d. */
+function durationSeconds(name: string, text: string): number {
+  const m = /^(\d+)([smhd]?)$/.exec(text);
+  if (m === null) throw new CliError(`--${name} must be a duration like 3600, 90m, 12h or 30d, got '${text}'`);
+  return Number(m[1]) * DURATION_UNITS[m[2]!]!;
 }
 
 function autoOrCount(name: string, text: string): number | "auto" {
@@ -269,14 +339,21 @@ export function parseServeArgs(
     numKvBlocks: numKvBlocks === undefined ? undefined : integer("num-kv-blocks", numKvBlocks, 1),
     servedModelName: get("served-model-name"),
     apiKey: get("api-key"),
+    apiKeyFile: get("api-key-file"),
     dataDir: get("data-dir")!,
+    storeTtl: durationSeconds("store-ttl", get("store-ttl")!),
     maxNumSeqs: integer("max-num-seqs", get("max-num-seqs")!, 1),
     maxQueue: integer("max-queue", get("max-queue")!, 0),
     maxModelLen: maxModelLen === undefined ? undefined : integer("max-model-len", maxModelLen, 1),
     shutdownTimeout: integer("shutdown-timeout", get("shutdown-timeout")!, 0),
+    headerTimeout: integer("header-timeout", get("header-timeout")!, 1),
+    bodyTimeout: integer("body-timeout", get("body-timeout")!, 1),
+    idleTimeout: integer("idle-timeout", get("idle-timeout")!, 1),
     logFormat: choice("log-format", get("log-format")!, ["text", "json"] as const),
+    logLevel: choice("log-level", get("log-level")!, ["debug", "info", "warn", "error"] as const),
     speculative: choice("speculative", get("speculative")!, ["ngram", "none"] as const),
     numSpeculativeTokens: integer("num-speculative-tokens", get("num-speculative-tokens")!, 1),
     shards: autoOrCount("shards", get("shards")!),
+    maxConnections: get("max-connections") === "auto" ? "auto" : integer("max-connections", get("max-connections")!, 1),
   };
 }

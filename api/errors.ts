@@ -50,6 +50,20 @@ export class ApiError extends Error {
   }
 }
 
+/**
+ * The client went away before its request was read (a disconnect mid-upload). Nobody is left to answer: it is
+ * counted as a client abort (status 499 in logs and metrics, as nginx does), never as a server error.
+ */
+export class ClientGone extends Error {
+  override readonly name = "ClientGone";
+  constructor(cause: unknown) {
+    super("The client closed the connection before the request body was read", { cause });
+  }
+}
+
+/** Status recorded for a request whose client went away before it was answered (nginx's convention). */
+export const CLIENT_CLOSED_REQUEST = 499;
+
 /** 400: the request is malformed or asks for something rill cannot honour; `param` names the offending field. */
 export function invalidRequest(message: string, param: string | null, code: string | null = null): ApiError {
   return new ApiError({ status: 400, type: "invalid_request_error", message, param, code });
@@ -75,12 +89,22 @@ export function modelNotFound(model: string, served: string): ApiError {
   });
 }
 
-/** 400 when the prompt leaves no room to generate; `param` names the field that holds the conversation. */
-export function contextLengthExceeded(promptTokens: number, maxModelLen: number, param: string): ApiError {
+/**
+ * 400 when the prompt leaves no room to generate; `param` names the field that holds the conversation. `atLeast`: the
+ * count stopped once the prompt could not fit, so it is a lower bound.
+ */
+export function contextLengthExceeded(
+  promptTokens: number,
+  maxModelLen: number,
+  param: string,
+  atLeast = false,
+): ApiError {
   return new ApiError({
     status: 400,
     type: "invalid_request_error",
-    message: `The prompt is ${promptTokens} tokens; this model's context is ${maxModelLen} tokens`,
+    message: `The prompt is ${
+      atLeast ? "at least " : ""
+    }${promptTokens} tokens; this model's context is ${maxModelLen} tokens`,
     param,
     code: "context_length_exceeded",
   });
@@ -145,12 +169,37 @@ export function serverError(message = "The server had an error while processing 
 
 /** 503 while the server drains for shutdown. */
 export function unavailable(message: string): ApiError {
-  return new ApiError({ status: 503, type: "server_error", message, code: "service_unavailable" });
+  return new ApiError({
+    status: 503,
+    type: "server_error",
+    message,
+    code: "service_unavailable",
+    headers: { "retry-after": String(RETRY_AFTER_SECONDS) },
+  });
+}
+
+/** 503 for a request the server stopped at the end of its shutdown grace period; the client may retry elsewhere. */
+export function shuttingDown(): ApiError {
+  return new ApiError({
+    status: 503,
+    type: "server_error",
+    message: "The server shut down before this response finished; retry the request",
+    code: "server_shutting_down",
+    headers: { "retry-after": String(RETRY_AFTER_SECONDS) },
+  });
 }
 
 /** Maps any thrown value to an ApiError; unknown errors become a generic 500 (the caller logs the original). */
 export function toApiError(error: unknown): ApiError {
   if (error instanceof ApiError) return error;
+  if (error instanceof ClientGone) {
+    return new ApiError({
+      status: CLIENT_CLOSED_REQUEST,
+      type: "invalid_request_error",
+      message: error.message,
+      code: "client_closed_request",
+    });
+  }
   if (error instanceof QueueFullError) {
     return rateLimited(`The server is at capacity; try again in ${RETRY_AFTER_SECONDS}s`);
   }

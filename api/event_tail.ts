@@ -8,7 +8,10 @@ import type { ResponseStore } from "./response_store.ts";
 import { SseEncoder } from "../stream/sse.ts";
 import type { ResponseStreamEvent } from "../stream/types.ts";
 
-/** Whether anyone in this process may still append to the log (a live generation). */
+/** How often a waiting tail looks for events written by another server on the same store. */
+const POLL_MS = 250;
+
+/** Whether anyone may still append to the log (a live generation, here or on another live server). */
 export type IsLive = (id: string) => boolean;
 
 function finished(store: ResponseStore, id: string, isLive: IsLive): boolean {
@@ -25,6 +28,7 @@ export function tailEvents(
   id: string,
   startingAfter: number,
   isLive: IsLive,
+  onEnd?: () => void,
 ): ReadableStream<Uint8Array> {
   const encoder = new SseEncoder();
   let cursor = startingAfter;
@@ -38,6 +42,7 @@ export function tailEvents(
     unsubscribe?.();
     unsubscribe = null;
     wake?.();
+    onEnd?.();
   };
   return new ReadableStream<Uint8Array>({
     async pull(controller) {
@@ -55,8 +60,16 @@ export function tailEvents(
           controller.close();
           return;
         }
-        // Wait for the next append/update unless one already happened since `seen` was read.
-        if (version === seen) await new Promise<void>((resolve) => wake = resolve);
+        // Wait for the next append/update unless one already happened since `seen` was read. Listeners hear this
+        // process's writes only: another server's (one store, several servers) are polled for.
+        if (version === seen) {
+          let timer: ReturnType<typeof setTimeout> | undefined;
+          await new Promise<void>((resolve) => {
+            wake = resolve;
+            timer = setTimeout(resolve, POLL_MS);
+          });
+          clearTimeout(timer);
+        }
         wake = null;
       }
     },

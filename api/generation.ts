@@ -10,6 +10,7 @@
 import type { Engine, EngineChunk, SamplingParams } from "../engine/engine.ts";
 import { tapChunks } from "../stream/chunk_tap.ts";
 import type { Metrics } from "./metrics.ts";
+import type { GenerationTotals } from "./request_trace.ts";
 
 export interface Generation {
   readonly chunks: ReadableStream<EngineChunk>;
@@ -19,8 +20,8 @@ export interface Generation {
    * hold the stream (the HTTP handler when the client's connection closes). Its stream then ends within a step.
    */
   stop(): void;
-  /** Resolves when the finish chunk passed or the stream was cancelled. */
-  readonly done: Promise<void>;
+  /** Resolves when the finish chunk passed or the stream was cancelled, with the generation's token counts. */
+  readonly done: Promise<GenerationTotals>;
 }
 
 export interface GenerationOptions {
@@ -46,8 +47,8 @@ export function startGeneration(engine: Engine, options: GenerationOptions): Gen
   let lastTokenAt: number | null = null;
   let outputTokens = 0;
   let settled = false;
-  let resolveDone!: () => void;
-  const done = new Promise<void>((resolve) => resolveDone = resolve);
+  let resolveDone!: (totals: GenerationTotals) => void;
+  const done = new Promise<GenerationTotals>((resolve) => resolveDone = resolve);
   const settle = (promptTokens: number, aborted: boolean) => {
     if (settled) return;
     settled = true;
@@ -58,7 +59,7 @@ export function startGeneration(engine: Engine, options: GenerationOptions): Gen
       decodeSeconds: firstTokenAt === null || lastTokenAt === null ? null : (lastTokenAt - firstTokenAt) / 1000,
       aborted,
     });
-    resolveDone();
+    resolveDone({ promptTokens, outputTokens });
   };
   const stop = () => {
     // After the finish chunk the engine has let the sequence go already (the pipeline cancels its source once the

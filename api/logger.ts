@@ -7,6 +7,8 @@ import type { LogFormat } from "./cli_options.ts";
 
 export type LogLevel = "debug" | "info" | "warn" | "error";
 
+const RANK: Readonly<Record<LogLevel, number>> = { debug: 0, info: 1, warn: 2, error: 3 };
+
 const utf8 = new TextEncoder();
 
 /**
@@ -30,25 +32,38 @@ function writeStderr(line: string): void {
 export class Logger {
   readonly #format: LogFormat;
   readonly #write: (line: string) => void;
+  readonly #min: number;
 
-  constructor(format: LogFormat, write: (line: string) => void = writeStderr) {
+  /** Entries below `level` are dropped (debug: health probes and other per-probe noise). */
+  constructor(format: LogFormat, write: (line: string) => void = writeStderr, level: LogLevel = "info") {
     this.#format = format;
     this.#write = write;
+    this.#min = RANK[level];
   }
 
-  log(level: LogLevel, msg: string, fields: Record<string, unknown> = {}): void {
+  get format(): LogFormat {
+    return this.#format;
+  }
+
+  /** The line `log` would write (also for stdout lines that must follow the format). */
+  line(level: LogLevel, msg: string, fields: Record<string, unknown> = {}): string {
     const time = new Date().toISOString();
-    if (this.#format === "json") {
-      this.#write(JSON.stringify({ time, level, msg, ...fields }));
-      return;
-    }
+    if (this.#format === "json") return JSON.stringify({ time, level, msg, ...fields });
     let line = `${time} ${level.padEnd(5)} ${msg}`;
     for (const [key, value] of Object.entries(fields)) {
       line += ` ${key}=${typeof value === "string" && !/\s/.test(value) ? value : JSON.stringify(value)}`;
     }
-    this.#write(line);
+    return line;
   }
 
+  log(level: LogLevel, msg: string, fields: Record<string, unknown> = {}): void {
+    if (RANK[level] < this.#min) return;
+    this.#write(this.line(level, msg, fields));
+  }
+
+  debug(msg: string, fields?: Record<string, unknown>): void {
+    this.log("debug", msg, fields);
+  }
   info(msg: string, fields?: Record<string, unknown>): void {
     this.log("info", msg, fields);
   }

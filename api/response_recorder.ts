@@ -5,6 +5,8 @@
  * terminal batch commits everything queued **before** it is sent, so a client that saw the terminal event can
  * always retrieve it, even after the server is killed.
  */
+import { responseFailed } from "../stream/builders.ts";
+import { Sequencer } from "../stream/sequencer.ts";
 import type { OutputItem, Response, ResponseStreamEvent } from "../stream/types.ts";
 import type { ResponseStore } from "./response_store.ts";
 
@@ -16,6 +18,8 @@ export class ResponseRecorder {
   #snapshot: Response;
   readonly #output: OutputItem[] = [];
   #ended = false;
+  /** The last sequence number recorded, so a cancellation's terminal event follows it. */
+  #lastSequence = -1;
   readonly #onEnd: (() => void) | undefined;
   readonly #onStoreError: (error: unknown) => void;
 
@@ -44,9 +48,16 @@ export class ResponseRecorder {
     return this.#ended;
   }
 
+  /**
+   * Records a batch of the response's events. Once the response ended (a terminal event, or a cancellation decided
+   * from its cause) later events are ignored: a stream cut by its client must not turn "cancelled" into "failed"
+   * when the cut engine stream's end is parsed afterwards.
+   */
   record(events: readonly ResponseStreamEvent[]): void {
+    if (this.#ended) return;
     let changed = false;
     for (const event of events) {
+      this.#lastSequence = event.sequence_number;
       switch (event.type) {
         case "response.output_item.done":
           this.#output[event.output_index] = event.item;
@@ -74,8 +85,11 @@ export class ResponseRecorder {
   }
 
   /**
-   * The generation stopped without a terminal event (client gone, cancel, shutdown): the response is "cancelled",
-   * with the items that were finished. No-op once ended, so a late cancel never overwrites a completed response.
+   * The generation stopped without a terminal event (client gone, cancelled): the response is "cancelled", with the
+   * items that were finished. No-op once ended, so a late cancel never overwrites a completed response.
+   *
+   * The stored log gets a terminal event too, so a replay ends like every other stream. The spec has no cancellation
+   * event: it is a `response.failed` carrying the cancelled response (status "cancelled", as GET reports it).
    */
   cancel(final?: Response): Response {
     if (this.#ended) return this.#snapshot;
@@ -83,6 +97,10 @@ export class ResponseRecorder {
     this.#snapshot = final ?? { ...this.#snapshot, status: "cancelled", output: this.#output.filter(Boolean) };
     try {
       this.#store?.update(this.#id, this.#snapshot as unknown as Record<string, unknown>);
+      this.#store?.appendEvents(
+        this.#id,
+        new Sequencer(this.#lastSequence + 1).stamp([responseFailed(this.#snapshot)]),
+      );
     } catch (error) {
       this.#onStoreError(error);
     }

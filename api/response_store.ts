@@ -12,8 +12,19 @@
  * - This process always reads its own writes: every read, delete, update and direct append commits the queued
  *   writes first, so per-response order is the order of the calls.
  * - Listeners are in-memory only: they tell tailing readers that new events exist; the data comes from SQLite.
+ * - Several servers may share one database. Each store has an owner id; a response row records the owner that
+ *   generates it, and each owner keeps a lease (a heartbeat row in `servers`). A server touches only its own
+ *   in-flight rows, and fails (once, atomically) in-flight rows whose owner's lease expired: at start-up and at every
+ *   heartbeat. A log that has its terminal event takes no more events, so a taken-over response never gets two.
+ * - Conversations are stored by reference: a response keeps its own input items and the id of its previous
+ *   response; the history is rebuilt by walking the chain. Deleting (or expiring) a response first writes the full
+ *   history into the responses that continue it, so no chain ever breaks.
+ * - The file uses incremental auto-vacuum: deletions give their pages back at the next sweep.
  */
 import { DatabaseSync, type StatementSync } from "node:sqlite";
+import { responseFailed } from "../stream/builders.ts";
+import { Sequencer } from "../stream/sequencer.ts";
+import type { Response } from "../stream/types.ts";
 
 export interface StoredEvent {
   readonly sequence_number: number;
@@ -36,6 +47,25 @@ interface QueuedWrite {
 }
 
 const TERMINAL_TYPES = new Set(["response.completed", "response.incomplete", "response.failed"]);
+
+/** A conversation as stored: v1 is the whole history (older rows, and rows whose previous response is gone). */
+type StoredConversationRow =
+  | { readonly version: 1; readonly items: readonly Record<string, unknown>[] }
+  | { readonly version: 2; readonly previous: string | null; readonly items: readonly Record<string, unknown>[] };
+
+export interface StoreOptions {
+  /** This server's owner id (default: a random one). */
+  readonly owner?: string;
+  /** How long an owner's heartbeat stays valid, ms. Default 15 s. */
+  readonly leaseMs?: number;
+  /** Stored responses older than this many seconds are deleted by `sweep()` (0: kept forever). */
+  readonly ttlSeconds?: number;
+  /** Epoch milliseconds (tests). */
+  readonly clock?: () => number;
+}
+
+/** What a response cut off by its owner's death is stored as. */
+const ORPHANED = { code: "server_error", message: "The server generating this response stopped before it finished" };
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS responses (
@@ -64,7 +94,14 @@ CREATE TABLE IF NOT EXISTS events (
   event TEXT NOT NULL,
   PRIMARY KEY (response_id, seq)
 );
+CREATE TABLE IF NOT EXISTS servers (
+  id TEXT PRIMARY KEY,
+  heartbeat INTEGER NOT NULL
+);
 `;
+
+/** Columns added after the first schema; added to older files at open. */
+const ADDED_COLUMNS: readonly [string, string][] = [["owner", "TEXT"], ["previous_id", "TEXT"]];
 
 export class ResponseStore {
   readonly #db: DatabaseSync;
@@ -84,17 +121,50 @@ export class ResponseStore {
   #queue: QueuedWrite[] = [];
   #flushTimer: ReturnType<typeof setTimeout> | undefined;
   #inTransaction = false;
+  /** This server's owner id. */
+  readonly owner: string;
+  readonly #leaseMs: number;
+  readonly #ttlSeconds: number;
+  readonly #clock: () => number;
+  #leaseTimer: ReturnType<typeof setInterval> | undefined;
 
-  private constructor(db: DatabaseSync) {
+  private constructor(db: DatabaseSync, options: StoreOptions) {
     this.#db = db;
-    db.exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000;");
+    this.owner = options.owner ?? `srv_${crypto.randomUUID().replaceAll("-", "")}`;
+    this.#leaseMs = options.leaseMs ?? 15_000;
+    this.#ttlSeconds = options.ttlSeconds ?? 0;
+    this.#clock = options.clock ?? Date.now;
+    db.exec("PRAGMA busy_timeout = 5000;");
+    // Must precede the first table of a new file; an older file is converted once (VACUUM rewrites it).
+    const vacuum = db.prepare("PRAGMA auto_vacuum").get() as { auto_vacuum: number };
+    if (vacuum.auto_vacuum !== 2) {
+      db.exec("PRAGMA auto_vacuum = INCREMENTAL;");
+      const hasTables = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table'").get() !== undefined;
+      if (hasTables) db.exec("VACUUM;");
+    }
+    db.exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;");
     db.exec(SCHEMA);
+    const columns = new Set(
+      (db.prepare("PRAGMA table_info(responses)").all() as { name: string }[]).map((c) => c.name),
+    );
+    for (const [name, type] of ADDED_COLUMNS) {
+      if (!columns.has(name)) db.exec(`ALTER TABLE responses ADD COLUMN ${name} ${type}`);
+    }
+    db.exec(
+      "CREATE INDEX IF NOT EXISTS responses_by_previous ON responses (previous_id);" +
+        "CREATE INDEX IF NOT EXISTS responses_by_created ON responses (created_at);" +
+        "CREATE INDEX IF NOT EXISTS responses_in_flight ON responses (terminal, owner);",
+    );
     this.#insertResponse = db.prepare(
-      "INSERT INTO responses (id, response, conversation, terminal, created_at) VALUES (?, ?, ?, 0, ?)",
+      "INSERT INTO responses (id, response, conversation, terminal, created_at, owner, previous_id) " +
+        "VALUES (?, ?, ?, 0, ?, ?, ?)",
     );
     this.#insertItem = db.prepare("INSERT INTO input_items (response_id, position, item_id, item) VALUES (?, ?, ?, ?)");
     this.#insertEvent = db.prepare("INSERT INTO events (response_id, seq, event) VALUES (?, ?, ?)");
-    this.#updateResponse = db.prepare("UPDATE responses SET response = ? WHERE id = ?");
+    // A response whose log ended is only rewritten by the server that ended it (see failInFlight).
+    this.#updateResponse = db.prepare(
+      "UPDATE responses SET response = ? WHERE id = ? AND (terminal = 0 OR owner = ?)",
+    );
     this.#markTerminal = db.prepare("UPDATE responses SET terminal = 1 WHERE id = ?");
     this.#selectResponse = db.prepare("SELECT response, conversation, terminal FROM responses WHERE id = ?");
     this.#responseExists = db.prepare("SELECT 1 FROM responses WHERE id = ?");
@@ -110,14 +180,144 @@ export class ResponseStore {
   }
 
   /** Opens (creating if needed) a store at a file path, or an in-memory one for ":memory:". */
-  static open(path: string): ResponseStore {
-    return new ResponseStore(new DatabaseSync(path));
+  static open(path: string, options: StoreOptions = {}): ResponseStore {
+    return new ResponseStore(new DatabaseSync(path), options);
   }
 
   close(): void {
     this.flush();
+    if (this.#leaseTimer !== undefined) clearInterval(this.#leaseTimer);
+    this.#leaseTimer = undefined;
+    // A clean stop gives the lease back: this server's rows are settled by then (shutdown ends every generation).
+    this.#db.prepare("DELETE FROM servers WHERE id = ?").run(this.owner);
     this.#listeners.clear();
     this.#db.close();
+  }
+
+  /**
+   * Takes this server's lease and keeps it: a heartbeat every third of the lease, and at each one the in-flight
+   * rows of dead owners are failed, and (with a TTL) expired responses swept. Returns how many rows start-up
+   * recovery failed. The timer does not keep the process alive.
+   */
+  startLease(): number {
+    this.heartbeat();
+    const recovered = this.recoverOrphans();
+    this.sweep();
+    if (this.#leaseTimer !== undefined) return recovered;
+    const timer = setInterval(() => {
+      try {
+        this.heartbeat();
+        this.recoverOrphans();
+        this.sweep();
+      } catch {
+        // A busy or failing database is retried at the next beat; the lease lasts three of them.
+      }
+    }, Math.max(1, Math.floor(this.#leaseMs / 3)));
+    Deno.unrefTimer(timer);
+    this.#leaseTimer = timer;
+    return recovered;
+  }
+
+  heartbeat(): void {
+    this.#db.prepare(
+      "INSERT INTO servers (id, heartbeat) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET heartbeat = excluded.heartbeat",
+    ).run(this.owner, this.#clock());
+  }
+
+  /** Whether `owner` holds a live lease (this server always does). */
+  ownerAlive(owner: string | null): boolean {
+    if (owner === this.owner) return true;
+    if (owner === null) return false;
+    const row = this.#db.prepare("SELECT heartbeat FROM servers WHERE id = ?").get(owner) as
+      | { heartbeat: number }
+      | undefined;
+    return row !== undefined && row.heartbeat > this.#clock() - this.#leaseMs;
+  }
+
+  /** The owner recorded for a response (null for rows older than owners, or unknown ids). */
+  ownerOf(id: string): string | null {
+    this.flush();
+    const row = this.#db.prepare("SELECT owner FROM responses WHERE id = ?").get(id) as
+      | { owner: string | null }
+      | undefined;
+    return row?.owner ?? null;
+  }
+
+  /**
+   * Fails every in-flight row whose owner is dead (or unknown): rows a crashed or killed server left behind. Never
+   * touches this server's rows or a live server's. Returns how many it failed.
+   */
+  recoverOrphans(): number {
+    this.flush();
+    const rows = this.#db.prepare(
+      "SELECT id, owner FROM responses WHERE terminal = 0 AND (owner IS NULL OR owner != ?) " +
+        "AND json_extract(response, '$.status') IN ('queued', 'in_progress')",
+    ).all(this.owner) as { id: string; owner: string | null }[];
+    const alive = new Map<string | null, boolean>();
+    let failed = 0;
+    for (const row of rows) {
+      if (!alive.has(row.owner)) alive.set(row.owner, this.ownerAlive(row.owner));
+      if (alive.get(row.owner)) continue;
+      if (this.failInFlight(row.id, ORPHANED) !== undefined) failed++;
+    }
+    if (failed > 0) {
+      this.#db.prepare("DELETE FROM servers WHERE heartbeat <= ?").run(this.#clock() - this.#leaseMs);
+    }
+    return failed;
+  }
+
+  /**
+   * Marks a queued/in_progress response failed with `error` and closes its log with `response.failed`, in one
+   * transaction that first checks the row is still in flight (two servers recovering it, or its owner finishing it
+   * meanwhile, never yield two terminal events). Returns the failed response, or undefined if it was not in flight.
+   */
+  failInFlight(id: string, error: { code: string; message: string }): Record<string, unknown> | undefined {
+    this.flush();
+    let failed: Record<string, unknown> | undefined;
+    this.#transaction(() => {
+      const row = this.#selectResponse.get(id) as { response: string; terminal: number } | undefined;
+      if (row === undefined || row.terminal === 1) return;
+      const response = JSON.parse(row.response) as Record<string, unknown>;
+      if (response.status !== "queued" && response.status !== "in_progress") return;
+      failed = { ...response, status: "failed", error };
+      const last = this.#db.prepare("SELECT MAX(seq) AS seq FROM events WHERE response_id = ?").get(id) as {
+        seq: number | null;
+      };
+      // The log's own numbering continues: a Sequencer is the only code that numbers events.
+      const [terminal] = new Sequencer((last.seq ?? -1) + 1).stamp([responseFailed(failed as unknown as Response)]);
+      this.#db.prepare("UPDATE responses SET response = ?, terminal = 1, owner = ? WHERE id = ?").run(
+        JSON.stringify(failed),
+        this.owner,
+        id,
+      );
+      this.#insertEvent.run(id, terminal!.sequence_number, JSON.stringify(terminal));
+    });
+    if (failed !== undefined) this.#notify(id);
+    return failed;
+  }
+
+  /**
+   * Deletes responses older than the TTL that are not in flight (oldest first, a bounded batch per call), then
+   * gives free pages back to the file system. Returns how many it deleted.
+   */
+  sweep(batch = 500): number {
+    if (this.#ttlSeconds <= 0) return 0;
+    this.flush();
+    const before = this.#clock() - this.#ttlSeconds * 1000;
+    const ids = this.#db.prepare(
+      "SELECT id FROM responses WHERE created_at < ? AND (terminal = 1 OR " +
+        "json_extract(response, '$.status') NOT IN ('queued', 'in_progress')) ORDER BY created_at LIMIT ?",
+    ).all(before, batch) as { id: string }[];
+    for (const { id } of ids) this.delete(id);
+    if (ids.length > 0) this.vacuum();
+    return ids.length;
+  }
+
+  /** Returns free pages to the file system (incremental auto-vacuum). */
+  vacuum(pages = 2000): void {
+    this.flush();
+    // Stepped to the end: each step frees one page, and exec would stop after the first.
+    this.#db.prepare(`PRAGMA incremental_vacuum(${Math.max(1, Math.floor(pages))})`).all();
   }
 
   create(
@@ -126,8 +326,18 @@ export class ResponseStore {
     conversation: unknown,
   ): void {
     const id = responseId(response);
+    const previous = (conversation as { version?: unknown; previous?: unknown } | null)?.version === 2
+      ? (conversation as { previous: string | null }).previous
+      : null;
     this.#transaction(() => {
-      this.#insertResponse.run(id, JSON.stringify(response), JSON.stringify(conversation ?? null), Date.now());
+      this.#insertResponse.run(
+        id,
+        JSON.stringify(response),
+        JSON.stringify(conversation ?? null),
+        this.#clock(),
+        this.owner,
+        previous,
+      );
       inputItems.forEach((item, position) => {
         const itemId = typeof item.id === "string" && item.id !== "" ? item.id : `${id}_item_${position}`;
         this.#insertItem.run(id, position, itemId, JSON.stringify(item));
@@ -144,7 +354,9 @@ export class ResponseStore {
     if (events.length === 0) return;
     let terminal = false;
     this.#transaction(() => {
-      if (this.#responseExists.get(id) === undefined) return;
+      const row = this.#selectResponse.get(id) as { terminal: number } | undefined;
+      // Gone, or its log already ended (e.g. failed by another server that took it over): nothing more is added.
+      if (row === undefined || row.terminal === 1) return;
       for (const event of events) {
         this.#insertEvent.run(id, event.sequence_number, JSON.stringify(event));
         if (TERMINAL_TYPES.has(event.type)) terminal = true;
@@ -159,11 +371,11 @@ export class ResponseStore {
     this.flush();
     const output = Array.isArray(response.output) ? response.output as unknown[] : [];
     if (output.length === 0) {
-      this.#updateResponse.run(JSON.stringify(response), id);
+      this.#updateResponse.run(JSON.stringify(response), id, this.owner);
     } else {
       this.#transaction(() => {
         // No row updated: the response was deleted, and its items must not become referenceable again.
-        if (Number(this.#updateResponse.run(JSON.stringify(response), id).changes) === 0) return;
+        if (Number(this.#updateResponse.run(JSON.stringify(response), id, this.owner).changes) === 0) return;
         for (const item of output) {
           const itemId = (item as { id?: unknown } | null)?.id;
           if (typeof itemId === "string" && itemId !== "") this.#upsertOutputItem.run(itemId, id, JSON.stringify(item));
@@ -244,6 +456,35 @@ export class ResponseStore {
     return { response: JSON.parse(row.response), conversation: JSON.parse(row.conversation) };
   }
 
+  /**
+   * Every item before response `id`'s output, oldest first: its chain's inputs and outputs, then its own input.
+   * Undefined for an unknown id. One row read per response in the chain; no history is stored twice.
+   */
+  conversationItems(id: string): Record<string, unknown>[] | undefined {
+    this.flush();
+    const chain: { conversation: StoredConversationRow | null; response: Record<string, unknown> }[] = [];
+    const seen = new Set<string>();
+    for (let at: string | null = id; at !== null && !seen.has(at);) {
+      seen.add(at);
+      const row = this.#selectResponse.get(at) as { response: string; conversation: string } | undefined;
+      if (row === undefined) break;
+      const conversation = JSON.parse(row.conversation) as StoredConversationRow | null;
+      chain.push({ conversation, response: JSON.parse(row.response) });
+      at = conversation?.version === 2 ? conversation.previous : null;
+    }
+    if (chain.length === 0) return undefined;
+    const items: Record<string, unknown>[] = [];
+    for (let i = chain.length - 1; i >= 0; i--) {
+      const link = chain[i]!;
+      if (i < chain.length - 1) {
+        const output = chain[i + 1]!.response.output;
+        if (Array.isArray(output)) items.push(...output as Record<string, unknown>[]);
+      }
+      if (link.conversation !== null) items.push(...link.conversation.items);
+    }
+    return items;
+  }
+
   isTerminal(id: string): boolean {
     this.flush();
     const row = this.#selectResponse.get(id) as { terminal: number } | undefined;
@@ -254,6 +495,15 @@ export class ResponseStore {
     this.flush();
     let deleted = false;
     this.#transaction(() => {
+      // Responses that continue this one get their whole history written out first.
+      const children = this.#db.prepare("SELECT id FROM responses WHERE previous_id = ?").all(id) as { id: string }[];
+      for (const child of children) {
+        const items = this.conversationItems(child.id) ?? [];
+        this.#db.prepare("UPDATE responses SET conversation = ?, previous_id = NULL WHERE id = ?").run(
+          JSON.stringify({ version: 1, items }),
+          child.id,
+        );
+      }
       const result = this.#db.prepare("DELETE FROM responses WHERE id = ?").run(id);
       deleted = Number(result.changes) > 0;
       this.#db.prepare("DELETE FROM input_items WHERE response_id = ?").run(id);

@@ -24,15 +24,17 @@
  * - `truncation: "auto"` drops the oldest conversation messages until the prompt fits; `disabled` (default) answers
  *   400 `context_length_exceeded` when the prompt leaves no room to generate.
  */
-import type { ConversationMessage, FunctionTool, PromptInput, ToolChoice } from "../formats/conversation.ts";
+import type { FunctionTool, PromptInput, ToolChoice } from "../formats/conversation.ts";
+import type { Tokenizer } from "../model/tokenizer.ts";
 import type { ChatFormat } from "../formats/chat_format.ts";
 import type { SamplingParams } from "../engine/engine.ts";
 import type { ResponseTemplate } from "../stream/pipeline.ts";
 import type { IdPrefix } from "../stream/ids.ts";
-import { contextLengthExceeded, invalidRequest, modelNotFound, notFound, unsupportedParameter } from "./errors.ts";
+import { invalidRequest, modelNotFound, notFound, unsupportedParameter } from "./errors.ts";
 import { samplerTopP, type SamplingDefaults } from "./sampling_defaults.ts";
 import { itemsToMessages } from "./conversation_items.ts";
 import { checkParallelToolCalls } from "./parallel_tool_calls.ts";
+import { fitPrompt } from "./prompt_fit.ts";
 import {
   type CreateResponseBody,
   type FunctionToolInput,
@@ -42,11 +44,14 @@ import {
   parseTool,
 } from "./responses_schema.ts";
 
-/** What the store keeps to continue a conversation: every item before this response's output, in order. */
-export interface StoredConversation {
-  readonly version: 1;
-  readonly items: readonly Record<string, unknown>[];
-}
+/**
+ * What the store keeps to continue a conversation. Version 2 (what requests store): this response's own input items
+ * and the response it continues; the store rebuilds the history by walking that chain. Version 1: every item
+ * before this response's output, in order (what `previous` lookups return).
+ */
+export type StoredConversation =
+  | { readonly version: 1; readonly items: readonly Record<string, unknown>[] }
+  | { readonly version: 2; readonly previous: string | null; readonly items: readonly Record<string, unknown>[] };
 
 /** Looks up a stored response for `previous_response_id`. */
 export type PreviousLookup = (id: string) => { response: Record<string, unknown>; conversation: unknown } | undefined;
@@ -57,6 +62,7 @@ export type ItemLookup = (id: string) => Record<string, unknown> | undefined;
 /** Sampling defaults of the served model (its generation_config.json). */
 export interface RequestContext {
   readonly format: ChatFormat;
+  readonly tokenizer: Tokenizer;
   readonly modelId: string;
   readonly maxModelLen: number;
   readonly defaults: SamplingDefaults;
@@ -289,30 +295,27 @@ function previousItems(
   return [...before, ...output];
 }
 
-/** Renders, dropping the oldest messages while the prompt leaves no room to generate (truncation "auto"). */
-function renderFitting(
-  input: PromptInput,
-  ctx: RequestContext,
-  truncation: "auto" | "disabled",
-): { prompt: PromptInput; tokens: number[] } {
-  let prompt = input;
-  for (;;) {
-    const tokens = ctx.format.render(prompt);
-    if (tokens.length < ctx.maxModelLen) return { prompt, tokens };
-    const dropAt = prompt.messages.findIndex((m) => m.role !== "system" && m.role !== "developer");
-    if (truncation === "disabled" || dropAt < 0 || prompt.messages.length <= 1) {
-      throw contextLengthExceeded(tokens.length, ctx.maxModelLen, "input");
+/** A function_call_output must answer a function call earlier in the conversation (as OpenAI and Chat require). */
+function checkCallOutputs(history: readonly InputItem[], own: readonly InputItem[]): void {
+  const calls = new Set<string>();
+  for (const item of history) if (item.type === "function_call") calls.add(item.call_id);
+  own.forEach((item, i) => {
+    if (item.type === "function_call") calls.add(item.call_id);
+    if (item.type === "function_call_output" && !calls.has(item.call_id)) {
+      throw invalidRequest(
+        `No tool call found for function call output with call_id ${JSON.stringify(item.call_id)}`,
+        `input[${i}].call_id`,
+        "invalid_value",
+      );
     }
-    const messages: ConversationMessage[] = [...prompt.messages];
-    messages.splice(dropAt, 1);
-    // A tool result whose call was dropped would be orphaned: drop it too.
-    while (messages[dropAt]?.role === "tool") messages.splice(dropAt, 1);
-    prompt = { ...prompt, messages };
-  }
+  });
 }
 
 /** Shared by create and input_tokens: conversation, prompt tokens, stored forms. */
-export function preparePrompt(body: CreateResponseBody | InputTokensBody, ctx: RequestContext): PreparedPrompt {
+export async function preparePrompt(
+  body: CreateResponseBody | InputTokensBody,
+  ctx: RequestContext,
+): Promise<PreparedPrompt> {
   checkUnsupported(body);
   const tools = setupTools(body);
   checkParallelToolCalls(ctx.format, body.parallel_tool_calls, tools.offered.length);
@@ -326,6 +329,7 @@ export function preparePrompt(body: CreateResponseBody | InputTokensBody, ctx: R
   const before = previousItems(body, ctx);
   // Stored items were validated when they were stored; parsing again gives the typed form.
   const history = before.map((raw, i) => parseInputItem(raw, ["previous_response_id", i]));
+  checkCallOutputs(history, own);
   const messages = itemsToMessages([...history, ...own]);
   const effort = body.reasoning?.effort;
   const input: PromptInput = {
@@ -335,22 +339,30 @@ export function preparePrompt(body: CreateResponseBody | InputTokensBody, ctx: R
     toolChoice: tools.offered.length === 0 && typeof tools.choice === "string" ? "none" : tools.choice,
     ...(effort == null ? {} : { reasoningEffort: EFFORT[effort] ?? "medium" }),
   };
-  const { prompt, tokens } = renderFitting(input, ctx, body.truncation ?? "disabled");
+  const { prompt, tokens } = await fitPrompt(
+    ctx.format,
+    ctx.tokenizer,
+    input,
+    ctx.maxModelLen,
+    body.truncation ?? "disabled",
+    "input",
+  );
   return {
     prompt,
     promptTokens: tokens,
     toolNames: tools.offered.map((t) => t.name),
     inputItems,
-    conversation: { version: 1, items: [...before, ...inputItems] },
+    // By reference: a chain of N turns stores each turn's own items once, not the whole history again per turn.
+    conversation: { version: 2, previous: body.previous_response_id ?? null, items: inputItems },
   };
 }
 
-export function prepareResponse(body: CreateResponseBody, ctx: RequestContext): PreparedResponse {
+export async function prepareResponse(body: CreateResponseBody, ctx: RequestContext): Promise<PreparedResponse> {
   checkUnsupportedCreate(body);
   if (body.model !== ctx.modelId) {
     throw modelNotFound(body.model, ctx.modelId);
   }
-  const prepared = preparePrompt(body, ctx);
+  const prepared = await preparePrompt(body, ctx);
   const includeLogprobs = body.include?.includes("message.output_text.logprobs") ?? false;
   const room = ctx.maxModelLen - prepared.promptTokens.length;
   const temperature = body.temperature ?? ctx.defaults.temperature;

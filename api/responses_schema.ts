@@ -9,6 +9,7 @@
  */
 import { z } from "zod";
 import { formatParam, parseOrThrow, type Path } from "./validation.ts";
+import { checkToolSchema } from "./json_limits.ts";
 import { invalidRequest, unsupportedParameter } from "./errors.ts";
 
 const nullish = <T extends z.ZodType>(schema: T) => schema.nullable().optional();
@@ -253,6 +254,7 @@ export function parseTool(raw: unknown, base: Path): ToolInput {
   const type = (raw as { type?: unknown }).type;
   if (type === "function") {
     const tool = parseOrThrow(FunctionToolSchema, raw, base);
+    if (tool.parameters != null) checkToolSchema(tool.parameters, formatParam([...base, "parameters"]));
     return { kind: "function", tool };
   }
   if (typeof type === "string" && HOSTED_TOOL_TYPES.has(type)) {
@@ -293,14 +295,15 @@ const PromptFields = {
   parallel_tool_calls: nullish(z.boolean()),
   previous_response_id: nullish(z.string().min(1)),
   conversation: nullish(z.union([z.string(), z.looseObject({ id: z.string() })])),
-  reasoning: nullish(z.looseObject({
+  // Strict: a misspelt key (`reasoning.efort`) is a 400 naming it, never silently ignored.
+  reasoning: nullish(z.strictObject({
     effort: nullish(z.enum(["none", "minimal", "low", "medium", "high", "xhigh", "max"])),
     summary: nullish(z.enum(["auto", "concise", "detailed"])),
     generate_summary: nullish(z.enum(["auto", "concise", "detailed"])),
     context: nullish(z.enum(["auto", "current_turn", "all_turns"])),
     mode: nullish(z.string()),
   })),
-  text: nullish(z.looseObject({
+  text: nullish(z.strictObject({
     format: nullish(z.looseObject({ type: z.enum(["text", "json_schema", "json_object"]) })),
     verbosity: nullish(z.enum(["low", "medium", "high"])),
   })),

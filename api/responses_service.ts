@@ -10,18 +10,22 @@
  */
 import type { ChatFormat } from "../formats/chat_format.ts";
 import type { Engine } from "../engine/engine.ts";
-import { collectResponse, type PipelineOptions, responseEventStream, responseSseStream } from "../stream/pipeline.ts";
+import {
+  type AbortAsError,
+  collectResponse,
+  type PipelineOptions,
+  responseEventStream,
+  responseSseStream,
+} from "../stream/pipeline.ts";
 import { buildResponse } from "../stream/response_template.ts";
-import { responseFailed } from "../stream/builders.ts";
-import { Sequencer } from "../stream/sequencer.ts";
-import type { Response as ResponseObject } from "../stream/types.ts";
 import { type IdSource, randomIds } from "../stream/ids.ts";
-import { invalidRequest, modelNotFound, notFound } from "./errors.ts";
+import { invalidRequest, modelNotFound, notFound, shuttingDown } from "./errors.ts";
 import { startGeneration, stopOnDisconnect } from "./generation.ts";
 import type { Metrics } from "./metrics.ts";
 import { ResponseRecorder } from "./response_recorder.ts";
 import type { ResponseStore } from "./response_store.ts";
 import { tailEvents } from "./event_tail.ts";
+import { RequestTrace } from "./request_trace.ts";
 import { CreateResponseSchema, InputTokensSchema } from "./responses_schema.ts";
 import { preparePrompt, prepareResponse, type RequestContext } from "./responses_request.ts";
 import type { SamplingDefaults } from "./sampling_defaults.ts";
@@ -46,6 +50,12 @@ interface BackgroundRun {
   readonly finished: Promise<void>;
 }
 
+/** What a generation cut by shutdown reports: its `error` event's code, and the message of both. */
+const SHUTDOWN: AbortAsError = {
+  code: "server_shutting_down",
+  message: "The server shut down before this response finished; retry the request",
+};
+
 function nowSeconds(): number {
   return Math.floor(Date.now() / 1000);
 }
@@ -56,43 +66,59 @@ export class ResponsesService {
   readonly #runs = new Map<string, BackgroundRun>();
   /** Foreground generations by response id, so shutdown can abort them and tails of stored ones stay live. */
   readonly #foreground = new Map<string, AbortController>();
+  #shuttingDown = false;
+  readonly #abortAs = (): AbortAsError | undefined => this.#shuttingDown ? SHUTDOWN : undefined;
 
   constructor(options: ResponsesServiceOptions) {
     this.#o = options;
     this.#ctx = {
       format: options.format,
+      tokenizer: options.engine.tokenizer,
       modelId: options.modelId,
       maxModelLen: options.engine.maxModelLen,
       defaults: options.defaults,
-      previous: (id) => options.store.get(id),
+      previous: (id) => {
+        const stored = options.store.get(id);
+        if (stored === undefined) return undefined;
+        return { response: stored.response, conversation: { version: 1, items: options.store.conversationItems(id) } };
+      },
       item: (id) => options.store.item(id),
       newId: (prefix) => randomIds.next(prefix),
       now: nowSeconds,
     };
   }
 
-  /** Whether a generation in this process may still append events for `id`. */
-  readonly #isLive = (id: string): boolean => this.#runs.has(id) || this.#foreground.has(id);
+  /** Whether a generation may still append events for `id`: one in this process, or another live server's. */
+  readonly #isLive = (id: string): boolean => {
+    if (this.#runs.has(id) || this.#foreground.has(id)) return true;
+    const owner = this.#o.store.ownerOf(id);
+    return owner !== null && owner !== this.#o.store.owner && this.#o.store.ownerAlive(owner);
+  };
 
   /** Generations in flight (foreground and background). */
   get active(): number {
     return this.#runs.size + this.#foreground.size;
   }
 
-  /** Aborts every generation in flight (end of the shutdown grace period). */
+  /**
+   * Aborts every generation in flight at the end of the shutdown grace period. Each then ends as a failure the
+   * client can see, never as a quiet end: a stream with `error` (code `server_shutting_down`) + `response.failed`, a
+   * non-streamed request with a 503, a background response stored `failed`.
+   */
   abortAll(): void {
+    this.#shuttingDown = true;
     for (const run of this.#runs.values()) run.abort.abort();
     for (const abort of this.#foreground.values()) abort.abort();
   }
 
-  /** Resolves when no background run is left. */
-  async drainBackground(): Promise<void> {
-    while (this.#runs.size > 0) await Promise.all([...this.#runs.values()].map((r) => r.finished));
-  }
-
-  async create(body: Record<string, unknown>, request: Request, startedAt: number): Promise<Response> {
+  async create(
+    body: Record<string, unknown>,
+    request: Request,
+    startedAt: number,
+    trace: RequestTrace = new RequestTrace(),
+  ): Promise<Response> {
     const parsed = parseOrThrow(CreateResponseSchema, body);
-    const prep = prepareResponse(parsed, this.#ctx);
+    const prep = await prepareResponse(parsed, this.#ctx);
     const { engine, format, store } = this.#o;
     const initial = buildResponse(prep.template, {
       status: prep.background ? "queued" : "in_progress",
@@ -100,6 +126,7 @@ export class ResponsesService {
       usage: null,
     });
     const id = prep.template.id;
+    trace.responseId = id;
     const recorder = new ResponseRecorder(initial, prep.store ? store : null, {
       onEnd: () => this.#foreground.delete(id),
       onStoreError: (error) => this.#o.onError?.(error),
@@ -126,6 +153,7 @@ export class ResponsesService {
       tokenizer: engine.tokenizer,
       parser: format.createParser({ toolNames: prep.toolNames, toolChoice: prep.prompt.toolChoice }),
       includeLogprobs: prep.includeLogprobs,
+      abortAs: this.#abortAs,
       ...(this.#o.ids === undefined ? {} : { ids: this.#o.ids }),
     };
 
@@ -140,20 +168,23 @@ export class ResponsesService {
         }
       })();
       this.#runs.set(prep.template.id, { abort: generation.abort, finished });
-      if (prep.stream) return sseResponse(tailEvents(store, prep.template.id, -1, this.#isLive));
+      if (prep.stream) return sseResponse(this.#tail(prep.template.id, -1, trace));
       return jsonResponse(initial);
     }
 
     this.#foreground.set(id, generation.abort);
     stopOnDisconnect(request, generation);
+    trace.count(generation.done);
     if (prep.stream) {
       const body = responseSseStream(generation.chunks, pipeline, (events) => recorder.record(events));
+      trace.streamsUntil(generation.done);
       return sseResponse(body);
     }
     try {
       const { response, events } = await collectResponse(generation.chunks, pipeline);
       recorder.record(events);
       if (!recorder.ended) recorder.cancel(response);
+      if (response.status === "failed" && this.#shuttingDown) throw shuttingDown();
       return jsonResponse(response);
     } finally {
       recorder.cancel();
@@ -161,29 +192,26 @@ export class ResponsesService {
   }
 
   /**
-   * A stored response still marked queued/in_progress that no generation in this process owns was cut off by a
-   * server stop (runs never outlive their process): it is marked failed once, so polling and tails end.
+   * A stored response still marked queued/in_progress that no live generation owns (not one of this process, nor
+   * one of another server whose lease is alive) was cut off by a server stop: it is failed once, atomically, with a
+   * terminal event in its log, so polling and tails end. Another live server's running response is left alone.
    */
   #settleOrphan(id: string, stored: { response: Record<string, unknown> }): Record<string, unknown> {
     const status = stored.response.status;
     if ((status !== "queued" && status !== "in_progress") || this.#isLive(id)) return stored.response;
-    const failed = {
-      ...stored.response,
-      status: "failed",
-      error: { code: "server_error", message: "The server stopped before this response finished" },
-    };
-    this.#o.store.update(id, failed);
-    // The log gets its terminal event too, so a replay (`?stream=true`) ends like every other stream: with
-    // `response.failed`, not mid-response.
-    const last = this.#o.store.eventsAfter(id, -1).at(-1)?.sequence_number ?? -1;
-    this.#o.store.appendEvents(
-      id,
-      new Sequencer(last + 1).stamp([responseFailed(failed as unknown as ResponseObject)]),
-    );
-    return failed;
+    const error = { code: "server_error", message: "The server stopped before this response finished" };
+    return this.#o.store.failInFlight(id, error) ?? this.#o.store.get(id)?.response ?? stored.response;
   }
 
-  retrieve(id: string, url: URL): Response {
+  /** A tail of a stored response's log, whose end the request's trace waits for. */
+  #tail(id: string, startingAfter: number, trace: RequestTrace): ReadableStream<Uint8Array> {
+    const { promise, resolve } = Promise.withResolvers<void>();
+    trace.responseId = id;
+    trace.streamsUntil(promise);
+    return tailEvents(this.#o.store, id, startingAfter, this.#isLive, resolve);
+  }
+
+  retrieve(id: string, url: URL, trace: RequestTrace = new RequestTrace()): Response {
     // include_obfuscation: rill adds no obfuscation padding, which the spec lets a server omit.
     checkQuery(url, ["stream", "starting_after", "include", "include_obfuscation"]);
     const found = this.#o.store.get(id);
@@ -205,7 +233,7 @@ export class ResponsesService {
       if (after !== null) throw invalidRequest("'starting_after' needs 'stream=true'", "starting_after");
       return jsonResponse(stored.response);
     }
-    return sseResponse(tailEvents(this.#o.store, id, startingAfter, this.#isLive));
+    return sseResponse(this.#tail(id, startingAfter, trace));
   }
 
   /**
@@ -260,12 +288,12 @@ export class ResponsesService {
     return jsonResponse({ object: "list", ...page });
   }
 
-  inputTokens(body: Record<string, unknown>): Response {
+  async inputTokens(body: Record<string, unknown>): Promise<Response> {
     const parsed = parseOrThrow(InputTokensSchema, body);
     if (parsed.model !== undefined && parsed.model !== this.#o.modelId) {
       throw modelNotFound(parsed.model, this.#o.modelId);
     }
-    const prepared = preparePrompt(parsed, this.#ctx);
+    const prepared = await preparePrompt(parsed, this.#ctx);
     return jsonResponse({ object: "response.input_tokens", input_tokens: prepared.promptTokens.length });
   }
 }

@@ -97,11 +97,11 @@ function maxModelLenTooLong(requested: number, modelMax: number): CliError {
   return new CliError(`--max-model-len ${requested} exceeds the model's context length of ${modelMax} tokens`);
 }
 
-function openStore(dataDir: string): ResponseStore {
-  if (dataDir === ":memory:") return ResponseStore.open(":memory:");
+function openStore(dataDir: string, ttlSeconds: number): ResponseStore {
+  if (dataDir === ":memory:") return ResponseStore.open(":memory:", { ttlSeconds });
   try {
     Deno.mkdirSync(dataDir, { recursive: true });
-    return ResponseStore.open(`${dataDir}/responses.sqlite`);
+    return ResponseStore.open(`${dataDir}/responses.sqlite`, { ttlSeconds });
   } catch (error) {
     throw new CliError(
       `Cannot open the response store in '${dataDir}': ${error instanceof Error ? error.message : error}`,
@@ -109,14 +109,35 @@ function openStore(dataDir: string): ResponseStore {
   }
 }
 
+/** The API key: --api-key (or RILL_API_KEY), or the contents of --api-key-file; never both. */
+export function resolveApiKey(config: ServeConfig): string | undefined {
+  if (config.apiKeyFile === undefined) return config.apiKey;
+  if (config.apiKey !== undefined) throw new CliError("Give the API key once: --api-key or --api-key-file, not both");
+  let key: string;
+  try {
+    key = Deno.readTextFileSync(config.apiKeyFile).trim();
+  } catch (error) {
+    throw new CliError(
+      `Cannot read --api-key-file '${config.apiKeyFile}': ${error instanceof Error ? error.message : error}`,
+    );
+  }
+  if (key === "") throw new CliError(`--api-key-file '${config.apiKeyFile}' is empty`);
+  return key;
+}
+
 /**
  * Serves `model` until SIGTERM/SIGINT, then drains and resolves with the exit code (0). Used by `rill serve` and by
  * test entries that bring their own engine.
  */
 export async function serveModel(config: ServeConfig, model: ServedModel, logger: Logger): Promise<number> {
-  const store = openStore(config.dataDir);
+  const apiKey = resolveApiKey(config);
+  const store = openStore(config.dataDir, config.storeTtl);
+  // Rows a crashed server left in flight are failed now, not when someone happens to read them.
+  const recovered = store.startLease();
+  if (recovered > 0) logger.warn("recovered responses left running by a stopped server", { failed: recovered });
   const modelId = config.servedModelName ?? model.modelId;
   let server;
+  let lastAcceptError = -Infinity;
   try {
     server = createServer({
       engine: model.engine,
@@ -126,8 +147,23 @@ export async function serveModel(config: ServeConfig, model: ServedModel, logger
       hostname: config.host,
       port: config.port,
       defaults: model.defaults,
-      ...(config.apiKey === undefined ? {} : { apiKey: config.apiKey }),
-      onRequest: (entry) => logger.info("request", { ...entry, ms: Math.round(entry.ms * 10) / 10 }),
+      ...(apiKey === undefined ? {} : { apiKey }),
+      ...(config.maxConnections === "auto" ? {} : { maxConnections: config.maxConnections }),
+      headerTimeoutMs: config.headerTimeout * 1000,
+      bodyTimeoutMs: config.bodyTimeout * 1000,
+      idleTimeoutMs: config.idleTimeout * 1000,
+      onConnectionEvent: (event) => {
+        // Accept errors come in bursts (every accept fails while descriptors are out): one line a second.
+        if (event.type !== "accept_error" || performance.now() - lastAcceptError < 1000) return;
+        lastAcceptError = performance.now();
+        logger.warn("accept failed; retrying", { error: event.error });
+      },
+      // Health probes come every few seconds from supervisors and load balancers: debug, not info.
+      onRequest: (entry) =>
+        logger.log(entry.route === "/health" ? "debug" : "info", "request", {
+          ...entry,
+          ms: Math.round(entry.ms * 10) / 10,
+        }),
       onError: (error) =>
         logger.error("internal error", {
           error: error instanceof Error ? error.stack ?? error.message : String(error),
@@ -142,9 +178,10 @@ export async function serveModel(config: ServeConfig, model: ServedModel, logger
       `Cannot listen on ${config.host}:${config.port}: ${error instanceof Error ? error.message : error}`,
     );
   }
-  console.log(
-    `rill: serving model '${modelId}' (${model.format.name}, context ${model.engine.maxModelLen}) at ${server.url}`,
-  );
+  // Scripts wait for this stdout line; under --log-format json it is a JSON object like every other line.
+  const serving = `serving model '${modelId}' (${model.format.name}, context ${model.engine.maxModelLen}) at ` +
+    server.url;
+  console.log(logger.format === "json" ? logger.line("info", serving, { url: server.url }) : `rill: ${serving}`);
   logger.info("listening", { url: server.url, model: modelId, format: model.format.name });
 
   const { promise: signalled, resolve: onSignal } = Promise.withResolvers<Deno.Signal>();

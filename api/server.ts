@@ -19,6 +19,8 @@ import {
 } from "./errors.ts";
 import { DEFAULT_MAX_BODY_BYTES, readJsonBody } from "./http_body.ts";
 import { jsonResponse } from "./http_response.ts";
+import { RequestTrace } from "./request_trace.ts";
+import { ConnectionGate, type GateEvent, type GateStats } from "./connection_gate.ts";
 import { Metrics } from "./metrics.ts";
 import type { ResponseStore } from "./response_store.ts";
 import type { SamplingDefaults } from "./sampling_defaults.ts";
@@ -47,13 +49,31 @@ export interface ServerOptions {
   readonly onError?: (error: unknown) => void;
   /** Unix seconds the model was loaded, for /v1/models. */
   readonly createdAt?: number;
+  /** Connections open at once; more are answered 503. Default 512. */
+  readonly maxConnections?: number;
+  /** A request's head must arrive within this of its first byte (slowloris). Default 10 s. */
+  readonly headerTimeoutMs?: number;
+  /** A request's body must arrive within this of its head. Default 60 s. */
+  readonly bodyTimeoutMs?: number;
+  /** A connection with no request in progress is closed after this. Default 60 s. */
+  readonly idleTimeoutMs?: number;
+  /** Connection-level events (accept errors, refusals, timeouts, broken framing). */
+  readonly onConnectionEvent?: (event: GateEvent) => void;
 }
 
 export interface AccessLogEntry {
   readonly method: string;
   readonly route: string;
   readonly status: number;
+  /** Until the response was complete: for a streamed body, until its last byte was produced. */
   readonly ms: number;
+  /** The response (or chat completion) id, when the request has one. */
+  readonly id?: string;
+  readonly input_tokens?: number;
+  readonly output_tokens?: number;
+  /** Why a request failed (4xx/5xx): the error's code and message. */
+  readonly reason?: string;
+  readonly streamed?: boolean;
 }
 
 export interface RillServer {
@@ -61,6 +81,8 @@ export interface RillServer {
   readonly port: number;
   readonly hostname: string;
   readonly metrics: Metrics;
+  /** The connection front's counters (open connections, refusals, timeouts). */
+  readonly connections: () => GateStats;
   /** Generations currently in flight. */
   readonly active: () => number;
   /**
@@ -70,6 +92,48 @@ export interface RillServer {
   shutdown(timeoutMs: number): Promise<void>;
   /** Resolves when the server has stopped. */
   readonly finished: Promise<void>;
+}
+
+/**
+ * Connections the front admits by default: each costs three descriptors (client socket, and both ends of the relay
+ * socket), and the process keeps 128 for itself (store, model files, workers, logs). Linux reports the soft limit
+ * in /proc; elsewhere 512.
+ */
+function defaultMaxConnections(): number {
+  try {
+    const limits = Deno.readTextFileSync("/proc/self/limits");
+    const soft = /^Max open files\s+(\d+|unlimited)/m.exec(limits)?.[1];
+    if (soft === undefined || soft === "unlimited") return 512;
+    return Math.max(4, Math.min(4096, Math.floor((Number(soft) - 128) / 3)));
+  } catch {
+    return 512;
+  }
+}
+
+/** The connection front's counters in the Prometheus text format. */
+function connectionMetrics(s: GateStats): string {
+  return [
+    "# HELP rill_connections_open Client connections open now.",
+    "# TYPE rill_connections_open gauge",
+    `rill_connections_open ${s.open}`,
+    "# HELP rill_connections_refused_total Connections answered 503 because the connection limit was reached.",
+    "# TYPE rill_connections_refused_total counter",
+    `rill_connections_refused_total ${s.refused}`,
+    "# HELP rill_connections_timed_out_total Connections closed by a header, body or idle timeout.",
+    "# TYPE rill_connections_timed_out_total counter",
+    `rill_connections_timed_out_total ${s.timedOut}`,
+    "# HELP rill_connections_bad_framing_total Connections closed with a 400 for malformed HTTP framing.",
+    "# TYPE rill_connections_bad_framing_total counter",
+    `rill_connections_bad_framing_total ${s.badFraming}`,
+    "# HELP rill_accept_errors_total Failed accepts (e.g. out of file descriptors), each retried.",
+    "# TYPE rill_accept_errors_total counter",
+    `rill_accept_errors_total ${s.acceptErrors}`,
+    "",
+  ].join("\n");
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
 export function createServer(options: ServerOptions): RillServer {
@@ -104,12 +168,18 @@ export function createServer(options: ServerOptions): RillServer {
     max_model_len: options.engine.maxModelLen,
   };
 
-  async function dispatch(match: RouteMatch, request: Request, url: URL, startedAt: number): Promise<Response> {
+  async function dispatch(
+    match: RouteMatch,
+    request: Request,
+    url: URL,
+    startedAt: number,
+    trace: RequestTrace,
+  ): Promise<Response> {
     switch (match.route) {
       case "/health":
         return jsonResponse({ status: draining ? "draining" : "ok" }, draining ? 503 : 200);
       case "/metrics":
-        return new Response(metrics.render(options.engine.stats(), options.modelId), {
+        return new Response(metrics.render(options.engine.stats(), options.modelId) + connectionMetrics(gate.stats()), {
           headers: { "content-type": "text/plain; version=0.0.4; charset=utf-8" },
         });
       case "/v1/models":
@@ -118,19 +188,19 @@ export function createServer(options: ServerOptions): RillServer {
         if (match.id !== options.modelId) throw modelNotFound(match.id, options.modelId);
         return jsonResponse(model);
       case "/v1/responses":
-        if (draining) throw unavailable("The server is shutting down");
-        return await responses.create(await readJsonBody(request, maxBody), request, startedAt);
+        return await responses.create(await readJsonBody(request, maxBody), request, startedAt, trace);
       case "/v1/responses/input_tokens":
-        return responses.inputTokens(await readJsonBody(request, maxBody));
+        return await responses.inputTokens(await readJsonBody(request, maxBody));
       case "/v1/responses/{id}":
-        return request.method === "DELETE" ? await responses.delete(match.id, url) : responses.retrieve(match.id, url);
+        return request.method === "DELETE"
+          ? await responses.delete(match.id, url)
+          : responses.retrieve(match.id, url, trace);
       case "/v1/responses/{id}/input_items":
         return responses.inputItems(match.id, url);
       case "/v1/responses/{id}/cancel":
         return await responses.cancel(match.id, url);
       case "/v1/chat/completions":
-        if (draining) throw unavailable("The server is shutting down");
-        return await chat.create(await readJsonBody(request, maxBody), request, startedAt);
+        return await chat.create(await readJsonBody(request, maxBody), request, startedAt, trace);
       default: {
         const never: never = match;
         throw new TypeError(`Unhandled route ${JSON.stringify(never)}`);
@@ -144,31 +214,106 @@ export function createServer(options: ServerOptions): RillServer {
     const found = matchRoute(request.method, url.pathname);
     const route = found.kind === "match" ? found.match.route : found.kind === "method" ? found.route : "unmatched";
     let response: Response;
+    const trace = new RequestTrace();
+    let reason: string | null = null;
     try {
+      // With a key, everything but the health probe is authenticated first: a 404 or 405 would tell a caller
+      // without the key which routes exist.
+      if (auth !== null && !(found.kind === "match" && found.match.route === "/health")) await auth.verify(request);
       if (found.kind === "none") throw notFound(`Unknown path '${url.pathname}'`);
       if (found.kind === "method") throw methodNotAllowed(request.method, found.allow);
-      if (auth !== null && found.match.route !== "/health") await auth.verify(request);
-      response = await dispatch(found.match, request, url, startedAt);
+      // Draining: the listener stays open until the running requests are done, and a new request is told to go
+      // elsewhere (503 + Retry-After) instead of being refused at the socket.
+      if (draining && found.match.route !== "/health") throw unavailable("The server is shutting down");
+      response = await dispatch(found.match, request, url, startedAt, trace);
     } catch (error) {
       // Only what became the generic 500 is unexpected, and logged.
-      if (!(error instanceof ApiError) && toApiError(error).status === 500) options.onError?.(error);
-      response = errorResponse(error);
+      const api = toApiError(error);
+      if (!(error instanceof ApiError) && api.status === 500) options.onError?.(error);
+      reason = api.code === null ? api.message : `${api.code}: ${api.message}`;
+      response = errorResponse(api);
+      if (draining) response.headers.set("connection", "close");
     }
     metrics.countRequest(route, response.status);
-    options.onRequest?.({ method: request.method, route, status: response.status, ms: performance.now() - startedAt });
+    const status = response.status;
+    const log = () =>
+      options.onRequest?.({
+        method: request.method,
+        route,
+        status,
+        ms: performance.now() - startedAt,
+        ...(trace.responseId === null ? {} : { id: trace.responseId }),
+        ...(trace.inputTokens === null ? {} : { input_tokens: trace.inputTokens }),
+        ...(trace.outputTokens === null ? {} : { output_tokens: trace.outputTokens }),
+        ...(reason === null ? {} : { reason }),
+        ...(trace.streaming ? { streamed: true } : {}),
+      });
+    // A streamed body is logged when it ends, with the request's real duration and its token counts.
+    if (trace.streaming) trace.bodyEnd.then(log);
+    else log();
     return response;
   }
 
-  const server = Deno.serve({
-    port: options.port ?? 8000,
-    hostname: options.hostname ?? "127.0.0.1",
-    onListen: () => {},
-    onError: (error) => {
-      options.onError?.(error);
-      return errorResponse(error);
-    },
-  }, handle);
-  const addr = server.addr as Deno.NetAddr;
+  // Deno.serve listens on a private Unix socket; the gate owns the public TCP port (connection_gate.ts).
+  const socketDir = Deno.makeTempDirSync({ prefix: "rill-" });
+  let generation = 0;
+  const socketPath = () => `${socketDir}/http-${generation}.sock`;
+  let gate: ConnectionGate;
+  try {
+    gate = new ConnectionGate({
+      hostname: options.hostname ?? "127.0.0.1",
+      port: options.port ?? 8000,
+      target: socketPath(),
+      maxConnections: options.maxConnections ?? defaultMaxConnections(),
+      headerTimeoutMs: options.headerTimeoutMs ?? 10_000,
+      bodyTimeoutMs: options.bodyTimeoutMs ?? 60_000,
+      idleTimeoutMs: options.idleTimeoutMs ?? 60_000,
+      ...(options.onConnectionEvent === undefined ? {} : { onEvent: options.onConnectionEvent }),
+    });
+  } catch (error) {
+    Deno.removeSync(socketDir, { recursive: true });
+    throw error;
+  }
+  let stopping = false;
+  const { promise: finished, resolve: onFinished } = Promise.withResolvers<void>();
+  /**
+   * Starts Deno.serve on a fresh socket. Its accept loop ends for good on an accept error (descriptors exhausted):
+   * that is logged and a new one takes over, so no such error ever stops the process.
+   */
+  const startInner = (): Deno.HttpServer<Deno.UnixAddr> => {
+    const path = socketPath();
+    const inner = Deno.serve({
+      transport: "unix",
+      path,
+      onListen: () => {},
+      onError: (error) => {
+        options.onError?.(error);
+        return errorResponse(error);
+      },
+    }, handle);
+    gate.target = path;
+    inner.finished.then(
+      async () => {
+        await gate.drain(2000);
+        try {
+          Deno.removeSync(socketDir, { recursive: true });
+        } catch { /* already gone */ }
+        onFinished();
+      },
+      (error) => {
+        options.onConnectionEvent?.({
+          type: "accept_error",
+          error: error instanceof Error ? error.message : String(error),
+        });
+        if (stopping) return onFinished();
+        generation++;
+        server = startInner();
+      },
+    );
+    return inner;
+  };
+  let server = startInner();
+  const addr = gate.addr;
   const hostForUrl = addr.hostname.includes(":") ? `[${addr.hostname}]` : addr.hostname;
 
   return {
@@ -176,19 +321,25 @@ export function createServer(options: ServerOptions): RillServer {
     port: addr.port,
     hostname: addr.hostname,
     metrics,
+    connections: () => gate.stats(),
     active: () => responses.active + chat.active,
-    finished: server.finished,
+    finished,
     async shutdown(timeoutMs: number) {
       draining = true;
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const grace = new Promise<void>((resolve) => timer = setTimeout(resolve, Math.max(0, timeoutMs)));
-      const stopped = Promise.all([server.shutdown(), responses.drainBackground()]);
-      await Promise.race([stopped, grace]);
-      clearTimeout(timer);
-      // Whatever is still generating after the grace period is aborted; its streams then end within one step.
+      const deadline = performance.now() + Math.max(0, timeoutMs);
+      const idle = () => responses.active + chat.active === 0;
+      while (!idle() && performance.now() < deadline) await sleep(Math.min(20, deadline - performance.now()));
+      // Whatever is still generating after the grace period is aborted; each ends within one step, with an ending
+      // its client can tell from a finished one (ResponsesService.abortAll, ChatCompletionsService.abortAll).
       responses.abortAll();
       chat.abortAll();
-      await stopped;
+      while (!idle()) await sleep(10);
+      // Only now does the listener close (Deno's shutdown also waits for the responses being written, and closes
+      // idle keep-alive connections).
+      stopping = true;
+      gate.closeListener();
+      await server.shutdown();
+      await finished;
     },
   };
 }

@@ -96,7 +96,7 @@ async function startServer(env: Record<string, string>, dataDir: string | null):
     const { done, value } = await reader.read();
     if (done) throw new Error(`bench server did not start: ${out}`);
     out += value;
-    url = /at (http:\/\/\S+)/.exec(out)?.[1];
+    url = /"url":"(http:\/\/[^"]+)"/.exec(out)?.[1];
   }
   reader.releaseLock();
   child.stdout.cancel().catch(() => {});

@@ -119,7 +119,7 @@ export class ResponseEmitter {
   /** `push`, appending to `out`. */
   pushInto(chunk: ParsedChunk, out: UnsequencedEvent[]): void {
     if (chunk.type === "finish") {
-      if (this.#begin(out)) this.#finish(out, chunk.reason, chunk.usage, chunk.message);
+      if (this.#begin(out)) this.#finish(out, chunk.reason, chunk.usage, chunk.message, chunk.code);
     } else {
       this.pushSegments(chunk.segments, chunk.segments.length, out);
     }
@@ -307,7 +307,13 @@ export class ResponseEmitter {
     this.#output.push(item);
   }
 
-  #finish(out: UnsequencedEvent[], reason: FinishReason, usage: Usage, message: string | undefined): void {
+  #finish(
+    out: UnsequencedEvent[],
+    reason: FinishReason,
+    usage: Usage,
+    message: string | undefined,
+    code: string | undefined,
+  ): void {
     this.#state = "ended";
     const t = this.#template;
     switch (reason) {
@@ -335,7 +341,8 @@ export class ResponseEmitter {
         this.#pendingLogprobs = null;
         const error: ResponseError = { code: "server_error", message: message || "generation failed" };
         this.#final = buildResponse(t, { status: "failed", output: [...this.#output], usage, error });
-        out.push(b.error(error), b.responseFailed(this.#final));
+        // The response's code is the spec's enum; the `error` event's may be more precise (server_shutting_down).
+        out.push(b.error(code === undefined ? error : { ...error, code }), b.responseFailed(this.#final));
         break;
       }
       case "abort": {

@@ -5,7 +5,7 @@
 import type { FinishReason } from "../engine/engine.ts";
 import type { Logprob } from "../parsers/logprob.ts";
 import type { OutputParser, Segment } from "../parsers/segment.ts";
-import type { ParsedChunk } from "./parsed_chunk.ts";
+import type { AbortAsError, ParsedChunk } from "./parsed_chunk.ts";
 import type { SplitChunk } from "./split_stage.ts";
 import type { Usage } from "./types.ts";
 
@@ -17,15 +17,29 @@ export class ParseCore {
   /** Whether the item the parser last opened (per its segments) is a reasoning item. */
   #itemIsReasoning = false;
   #finished = false;
+  readonly #abortAs: (() => AbortAsError | undefined) | undefined;
 
-  constructor(parser: OutputParser) {
+  /**
+   * `abortAs`, asked when the engine finishes with "abort": an error to report instead (the server stopping the
+   * generation is a failure the client must see; a client's own cancel or disconnect stays "abort").
+   */
+  constructor(parser: OutputParser, abortAs?: () => AbortAsError | undefined) {
     this.#parser = parser;
+    this.#abortAs = abortAs;
   }
 
   push(chunk: SplitChunk): ParsedChunk[] {
     if (this.#finished) return [];
     if (chunk.type === "finish") {
-      return this.#finish(chunk.reason, chunk.promptTokens, chunk.outputTokens, chunk.cachedTokens ?? 0, chunk.message);
+      const as = chunk.reason === "abort" ? this.#abortAs?.() : undefined;
+      return this.#finish(
+        as === undefined ? chunk.reason : "error",
+        chunk.promptTokens,
+        chunk.outputTokens,
+        chunk.cachedTokens ?? 0,
+        as?.message ?? chunk.message,
+        as?.code,
+      );
     }
     const segments: Segment[] = [];
     this.tokensInto(chunk.tokens, chunk.logprobs, chunk.tokens.length, segments);
@@ -68,6 +82,7 @@ export class ParseCore {
     outputTokens: number,
     cachedTokens: number,
     message: string | undefined,
+    code?: string,
   ): ParsedChunk[] {
     this.#finished = true;
     const out: ParsedChunk[] = [];
@@ -81,7 +96,13 @@ export class ParseCore {
       output_tokens_details: { reasoning_tokens: Math.min(this.#reasoningTokens, outputTokens) },
       total_tokens: promptTokens + outputTokens,
     };
-    out.push(message === undefined ? { type: "finish", reason, usage } : { type: "finish", reason, usage, message });
+    out.push({
+      type: "finish",
+      reason,
+      usage,
+      ...(message === undefined ? {} : { message }),
+      ...(code === undefined ? {} : { code }),
+    });
     return out;
   }
 

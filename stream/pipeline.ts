@@ -19,7 +19,8 @@ import { Sequencer } from "./sequencer.ts";
 import { SseEncoder } from "./sse.ts";
 import type { Response, ResponseStreamEvent, UnsequencedEvent } from "./types.ts";
 
-export type { ParsedChunk } from "./parsed_chunk.ts";
+export type { AbortAsError, ParsedChunk } from "./parsed_chunk.ts";
+import type { AbortAsError } from "./parsed_chunk.ts";
 export type { ResponseTemplate } from "./response_template.ts";
 export { parseStage } from "./parse_stage.ts";
 export { type SplitChunk, splitStage } from "./split_stage.ts";
@@ -39,6 +40,8 @@ export interface PipelineOptions {
   readonly includeLogprobs?: boolean;
   /** Unix seconds, for completed_at. */
   readonly clock?: () => number;
+  /** An abort the server caused is reported as this error (`error` + `response.failed`) instead of cancelling. */
+  readonly abortAs?: () => AbortAsError | undefined;
 }
 
 interface Cores {
@@ -51,7 +54,7 @@ interface Cores {
 function cores(options: PipelineOptions): Cores {
   return {
     split: new SplitCore(options.tokenizer, options.includeLogprobs ?? false),
-    parse: new ParseCore(options.parser),
+    parse: new ParseCore(options.parser, options.abortAs),
     emitter: new ResponseEmitter({
       template: options.template,
       ids: options.ids ?? randomIds,

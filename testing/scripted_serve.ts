@@ -41,7 +41,7 @@ if (import.meta.main) {
         modelId: MODEL,
         ...(config.maxModelLen === undefined ? {} : { maxModelLen: config.maxModelLen }),
       });
-    const logger = new Logger(config.logFormat);
+    const logger = new Logger(config.logFormat, undefined, config.logLevel);
     const model = { engine, format: createHarmonyFormat(tok), modelId: MODEL, defaults: OPENAI_DEFAULTS };
     Deno.exit(await serveModel(config, model, logger));
   } catch (error) {

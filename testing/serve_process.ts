@@ -34,7 +34,7 @@ export async function spawnServe(
   })();
   let url: string | undefined;
   for (let i = 0; i < 600 && url === undefined; i++) {
-    url = /at (http:\/\/[^\s]+)/.exec(out)?.[1];
+    url = /"url":"(http:\/\/[^"]+)"/.exec(out)?.[1] ?? /at (http:\/\/[^\s]+)/.exec(out)?.[1];
     if (url === undefined) await new Promise((r) => setTimeout(r, 25));
   }
   const finish = async () => {

@@ -106,3 +106,28 @@ Deno.test("parseServeArgs: bad values are one-line CliErrors naming the option",
   assert.equal(parseServeArgs(["--help"], noEnv), "help");
   assert.match(serveHelp(), /RILL_SHUTDOWN_TIMEOUT/);
 });
+
+Deno.test("--store-ttl: a duration in seconds, minutes, hours or days (RILL_STORE_TTL); 30 days by default", () => {
+  const ttl = (args: string[]) => {
+    const c = parseServeArgs(args, noEnv);
+    assert.ok(c !== "help");
+    return c.storeTtl;
+  };
+  assert.equal(ttl([]), 30 * 86400);
+  assert.equal(ttl(["--store-ttl", "3600"]), 3600);
+  assert.equal(ttl(["--store-ttl=90m"]), 5400);
+  assert.equal(ttl(["--store-ttl", "12h"]), 43200);
+  assert.equal(ttl(["--store-ttl", "0"]), 0);
+  assert.throws(() => ttl(["--store-ttl", "1w"]), (e) => e instanceof CliError && /--store-ttl/.test(e.message));
+});
+
+Deno.test("connection options: --max-connections N|auto and the header, body and idle timeouts in seconds", () => {
+  const c = parseServeArgs([], noEnv);
+  assert.ok(c !== "help");
+  assert.deepEqual([c.maxConnections, c.headerTimeout, c.bodyTimeout, c.idleTimeout], ["auto", 10, 60, 60]);
+  const d = parseServeArgs(["--max-connections", "64", "--header-timeout", "2", "--idle-timeout=5"], noEnv);
+  assert.ok(d !== "help");
+  assert.deepEqual([d.maxConnections, d.headerTimeout, d.idleTimeout], [64, 2, 5]);
+  assert.throws(() => parseServeArgs(["--header-timeout", "0"], noEnv), CliError);
+  assert.throws(() => parseServeArgs(["--max-connections", "many"], noEnv), CliError);
+});

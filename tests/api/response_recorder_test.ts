@@ -74,8 +74,16 @@ Deno.test("recorder: a cancel commits the queued steps before the cancelled snap
     const recorder = new ResponseRecorder(initial, writer, { onEnd: () => ended++ });
     recorder.record([lifecycle("response.created", "in_progress", 0), delta(1)]);
     recorder.cancel();
-    assert.deepEqual(reader.eventsAfter(template.id, -1).map((e) => e.sequence_number), [0, 1]);
+    // The log ends with a terminal event carrying the cancelled response, so a replay ends.
+    const log = reader.eventsAfter(template.id, -1) as unknown as { sequence_number: number; type: string }[];
+    assert.deepEqual(log.map((e) => e.sequence_number), [0, 1, 2]);
+    assert.equal(log[2]!.type, "response.failed");
+    assert.equal(reader.isTerminal(template.id), true);
     assert.equal(reader.get(template.id)?.response.status, "cancelled");
     assert.equal(ended, 1);
+    // Decided once: what the cut stream parses afterwards is not recorded.
+    recorder.record([lifecycle("response.completed", "completed", 3)]);
+    assert.equal(reader.get(template.id)?.response.status, "cancelled");
+    assert.equal(reader.eventsAfter(template.id, 2).length, 0);
   });
 });
