@@ -147,7 +147,7 @@ Deno.test("connections: running out of file descriptors does not stop the server
   const child = new Deno.Command("bash", {
     args: [
       "-c",
-      `ulimit -n 96 && exec "${Deno.execPath()}" run -A tests/e2e/scripted_serve.ts serve --port 0 --data-dir :memory: --max-connections 1000`,
+      `ulimit -n 96 && exec "${Deno.execPath()}" run -A testing/scripted_serve.ts serve --port 0 --data-dir :memory: --max-connections 1000`,
     ],
     stdout: "piped",
     stderr: "piped",

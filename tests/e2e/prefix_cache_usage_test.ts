@@ -1,7 +1,7 @@
 /**
  * Prefix-cache hits reach the client: a repeated long prompt is served partly from cached KV blocks, and the usage
  * says so (`input_tokens_details.cached_tokens` on Responses, `prompt_tokens_details.cached_tokens` on Chat). The
- * engine runs over a fake model that shares prefix blocks (tests/support/history_backend.ts).
+ * engine runs over a fake model that shares prefix blocks (testing/history_backend.ts).
  */
 import assert from "node:assert/strict";
 import { ResponseStore } from "../../api/response_store.ts";

@@ -12,7 +12,7 @@ Deno.test("serve: --api-key-file, JSON on every line, health probes at debug onl
   try {
     await Deno.writeTextFile(`${dir}/key`, "file-key\n");
     for (const level of ["info", "debug"]) {
-      const proc = await spawnServe("tests/e2e/scripted_serve.ts", [
+      const proc = await spawnServe("testing/scripted_serve.ts", [
         "--port",
         "0",
         "--data-dir",

@@ -56,7 +56,7 @@ Deno.test("createBackend refuses what it cannot do with a one-line BackendUnavai
   const m = await readModelDir(MODEL);
   const base = { maxNumSeqs: 4, maxModelLen: 256 };
   const cases: [Parameters<typeof createBackend>[1], RegExp][] = [
-    [{ ...base, kind: "native" }, /--backend native/],
+    [{ ...base, kind: "native", device: "cuda" }, /--backend native/],
     [{ ...base, device: "cuda" }, /CPU only/],
     [{ ...base, dtype: "float16" }, /--dtype float16/],
   ];

@@ -1,5 +1,5 @@
 /**
- * The engine's paged KV and scheduling against a deterministic fake model (tests/support/history_backend.ts) whose
+ * The engine's paged KV and scheduling against a deterministic fake model (testing/history_backend.ts) whose
  * logits depend on every token of the history read back through the block tables: blocks on demand, prefix-cache
  * hits, preemption and recompute, chunked prefill, and seeded sampling alone / batched / with speculation all give
  * the same tokens as the plain run, so any bookkeeping slip shows as different output.
