@@ -21,7 +21,11 @@
  * - Tool call: whitespace around the JSON object is structural and dropped.
  * - A stray `</think>` or `</tool_call>` outside its block is dropped and ends the current message.
  *
- * Logprobs (message text only; reasoning and call arguments have none on the wire): a token's logprob is attached to
+ * Logprobs (message text only; reasoning and call arguments have none on the wire): the trim happens in the text, and
+ * a logprob's `token` (and `bytes`) is trimmed the same way, so a message's logprob tokens always concatenate to its
+ * text: a token whose text is partly outside the item (dropped edge whitespace, markup, the previous item's text)
+ * lists only the part this item shows (` is` opening a message reads `is`; `.\n\n` before a marker reads `.`); its
+ * `logprob` and `top_logprobs` are the sampled token's, unchanged. A token's logprob is attached to
  * the first message delta whose text overlaps the token's decoded text, so a held-back token's logprob travels with
  * the delta that finally carries its text. A token that began a character still pending owns that character. A
  * message delta that ends inside a token's text is held until the rest of that text is either shown (then both go
@@ -81,8 +85,31 @@ const enum Act {
 
 interface PendingLogprob {
   readonly logprob: Logprob;
+  /** The token's decoded text, which spans [start, end) of the output text. */
+  readonly text: string;
   readonly start: number;
   readonly end: number;
+}
+
+const utf8 = new TextEncoder();
+
+/**
+ * `logprob` with `lead` characters cut from the front of its token and `trail` from the back, when those characters
+ * are the token's decoded text there (a test or odd vocabulary whose token strings are not the text is left alone).
+ */
+function clipLogprob(logprob: Logprob, text: string, lead: number, trail: number): Logprob {
+  if (lead <= 0 && trail <= 0) return logprob;
+  const head = lead > 0 ? text.slice(0, lead) : "";
+  const tail = trail > 0 ? text.slice(Math.max(lead, text.length - trail)) : "";
+  const token = logprob.token;
+  if (!token.startsWith(head) || !token.endsWith(tail) || head.length + tail.length >= token.length) return logprob;
+  const headBytes = utf8.encode(head).length;
+  const tailBytes = utf8.encode(tail).length;
+  return {
+    ...logprob,
+    token: token.slice(head.length, token.length - tail.length),
+    bytes: logprob.bytes.slice(headBytes, logprob.bytes.length - tailBytes),
+  };
 }
 
 const MESSAGE: ItemKind = { type: "message" };
@@ -129,9 +156,9 @@ export class ChatmlParser implements OutputParser {
   #logprobHead = 0;
   /** End offset of the text of the tokens attached so far, and the last of those tokens. */
   #attachedEnd = 0;
-  #lastAttached: Logprob | undefined;
-  /** A message delta that ends inside a token's text, waiting for the rest of it. */
-  #heldDelta: { text: string; logprobs: Logprob[] } | null = null;
+  #lastAttached: PendingLogprob | undefined;
+  /** A message delta that ends (at `end`) inside a token's text, waiting for the rest of it. */
+  #heldDelta: { text: string; logprobs: Logprob[]; end: number } | null = null;
 
   constructor(tokenizer: Tokenizer, options: ChatmlParserOptions) {
     this.#tokenizer = tokenizer;
@@ -184,7 +211,7 @@ export class ChatmlParser implements OutputParser {
     const text = this.#detok.push(token);
     if (logprob !== undefined) {
       const end = this.#pos + text.length + (this.#detok.pending ? 1 : 0);
-      this.#logprobs.push({ logprob, start: this.#pos, end });
+      this.#logprobs.push({ logprob, text, start: this.#pos, end });
     }
     if (text.length > 0) this.#feed(text);
     return out;
@@ -489,13 +516,15 @@ export class ChatmlParser implements OutputParser {
     let held = this.#heldDelta;
     if (taken === undefined && held === null && start < this.#attachedEnd && this.#lastAttached !== undefined) {
       // The rest of a token whose text began in the previous item: it produced this item's text too.
-      taken = [this.#lastAttached];
+      const last = this.#lastAttached;
+      taken = [clipLogprob(last.logprob, last.text, start - last.start, 0)];
     }
     if (held !== null) {
       held.text += text;
+      held.end = end;
       if (taken !== undefined) { for (const l of taken) held.logprobs.push(l); }
     } else if (taken !== undefined && this.#attachedEnd > end) {
-      held = this.#heldDelta = { text, logprobs: taken };
+      held = this.#heldDelta = { text, logprobs: taken, end };
     }
     if (held === null) {
       this.#out.push(taken === undefined ? { kind: "delta", text } : { kind: "delta", text, logprobs: taken });
@@ -509,6 +538,13 @@ export class ChatmlParser implements OutputParser {
     const held = this.#heldDelta;
     if (held === null) return;
     this.#heldDelta = null;
+    // The rest of the last token's text was dropped: its logprob lists only what was shown.
+    const cut = this.#attachedEnd - held.end;
+    const last = this.#lastAttached;
+    if (cut > 0 && last !== undefined && held.logprobs.length > 0) {
+      const i = held.logprobs.length - 1;
+      if (held.logprobs[i] === last.logprob) held.logprobs[i] = clipLogprob(last.logprob, last.text, 0, cut);
+    }
     this.#out.push({ kind: "delta", text: held.text, logprobs: held.logprobs });
   }
 
@@ -531,9 +567,9 @@ export class ChatmlParser implements OutputParser {
         continue;
       }
       if (p.start >= end) break;
-      (taken ??= []).push(p.logprob);
+      (taken ??= []).push(clipLogprob(p.logprob, p.text, start - p.start, 0));
       this.#attachedEnd = pEnd;
-      this.#lastAttached = p.logprob;
+      this.#lastAttached = p;
       this.#logprobHead++;
     }
     this.#compactLogprobs();
