@@ -328,6 +328,7 @@ export class ChatmlParser implements OutputParser {
         return;
       case Mode.ToolRaw:
         if (this.#rawEmitsEnd) this.#messageText(marker, pos);
+        else this.#flushPendingWs(); // a hidden marker inside the message: text on both sides of it stays apart
         this.#mode = Mode.Text;
         return;
       case Mode.Ended:
@@ -482,13 +483,17 @@ export class ChatmlParser implements OutputParser {
       if (this.#callOpened) this.#endCall("implicit");
       else this.#degradeCall();
     }
-    if (this.#pendingWs.length > 0 && this.#open === Open.Message) {
-      const ws = this.#pendingWs;
-      this.#pendingWs = "";
-      this.#delta(ws, this.#pendingWsPos, this.#pendingWsPos + ws.length);
-    }
+    this.#flushPendingWs();
     this.#close(atStop && this.#open === Open.Message ? "end" : "implicit", true);
     this.#mode = Mode.Ended;
+  }
+
+  /** Sends the whitespace held at the end of the open message as message text. */
+  #flushPendingWs(): void {
+    if (this.#pendingWs.length === 0 || this.#open !== Open.Message) return;
+    const ws = this.#pendingWs;
+    this.#pendingWs = "";
+    this.#delta(ws, this.#pendingWsPos, this.#pendingWsPos + ws.length);
   }
 
   #openItem(kind: Open, item: ItemKind): void {
