@@ -19,8 +19,8 @@
  *   which clients replay. Other include values are rejected.
  * - `text.verbosity`, `prompt_cache_key`, `prompt_cache_retention: in_memory`, `safety_identifier`, `user`,
  *   `client_metadata`, `max_tool_calls` (rill runs no built-in tools) are hints or limits that hold trivially; they
- *   are accepted (and echoed where the Response has the field). `parallel_tool_calls: false` holds for harmony
- *   models and is refused for template models (parallel_tool_calls.ts).
+ *   are accepted (and echoed where the Response has the field). `parallel_tool_calls: false` ends the turn after
+ *   the first call (parallel_tool_calls.ts).
  * - `truncation: "auto"` drops the oldest conversation messages until the prompt fits; `disabled` (default) answers
  *   400 `context_length_exceeded` when the prompt leaves no room to generate.
  */
@@ -32,7 +32,7 @@ import type { IdPrefix } from "../stream/ids.ts";
 import { contextLengthExceeded, invalidRequest, modelNotFound, notFound, unsupportedParameter } from "./errors.ts";
 import { samplerTopP, type SamplingDefaults } from "./sampling_defaults.ts";
 import { itemsToMessages } from "./conversation_items.ts";
-import { checkParallelToolCalls } from "./parallel_tool_calls.ts";
+import { parallelToolCallLimit, type ToolCallLimit } from "./parallel_tool_calls.ts";
 import {
   type CreateResponseBody,
   type FunctionToolInput,
@@ -82,6 +82,8 @@ export interface PreparedResponse extends PreparedPrompt {
   readonly stream: boolean;
   readonly background: boolean;
   readonly store: boolean;
+  /** How many tool calls the response may make (`parallel_tool_calls: false`: one). */
+  readonly toolCallLimit: ToolCallLimit;
 }
 
 const EFFORT: Record<string, "low" | "medium" | "high"> = {
@@ -315,7 +317,6 @@ function renderFitting(
 export function preparePrompt(body: CreateResponseBody | InputTokensBody, ctx: RequestContext): PreparedPrompt {
   checkUnsupported(body);
   const tools = setupTools(body);
-  checkParallelToolCalls(ctx.format, body.parallel_tool_calls, tools.offered.length);
   if (body.input === undefined && body.previous_response_id == null) {
     throw invalidRequest("Missing required parameter: 'input'", "input", "missing_required_parameter");
   }
@@ -353,6 +354,7 @@ export function prepareResponse(body: CreateResponseBody, ctx: RequestContext): 
   const prepared = preparePrompt(body, ctx);
   const includeLogprobs = body.include?.includes("message.output_text.logprobs") ?? false;
   const room = ctx.maxModelLen - prepared.promptTokens.length;
+  const toolCallLimit = parallelToolCallLimit(ctx.format, body.parallel_tool_calls, prepared.toolNames.length);
   const temperature = body.temperature ?? ctx.defaults.temperature;
   const topP = body.top_p ?? ctx.defaults.topP;
   const sampling: SamplingParams = {
@@ -361,7 +363,7 @@ export function prepareResponse(body: CreateResponseBody, ctx: RequestContext): 
     topK: ctx.defaults.topK,
     maxTokens: Math.min(body.max_output_tokens ?? room, room),
     stopTokens: ctx.format.stopTokens,
-    stopStrings: [],
+    stopStrings: toolCallLimit.stopStrings,
     logprobs: includeLogprobs ? (body.top_logprobs ?? 0) : -1,
   };
   const store = body.store ?? true;
@@ -396,5 +398,6 @@ export function prepareResponse(body: CreateResponseBody, ctx: RequestContext): 
     stream: body.stream ?? false,
     background,
     store,
+    toolCallLimit,
   };
 }
