@@ -13,7 +13,8 @@ export type RouteMatch =
   | { readonly route: "/v1/responses/{id}"; readonly id: string }
   | { readonly route: "/v1/responses/{id}/input_items"; readonly id: string }
   | { readonly route: "/v1/responses/{id}/cancel"; readonly id: string }
-  | { readonly route: "/v1/chat/completions" };
+  | { readonly route: "/v1/chat/completions" }
+  | { readonly route: "/v1/completions" };
 
 export type RouteLookup =
   | { readonly kind: "match"; readonly match: RouteMatch }
@@ -46,6 +47,7 @@ const TABLE: readonly Entry[] = [
   },
   { pattern: new RegExp(`^/v1/responses/${ID}/cancel$`), route: "/v1/responses/{id}/cancel", methods: ["POST"] },
   { pattern: /^\/v1\/chat\/completions$/, route: "/v1/chat/completions", methods: ["POST"] },
+  { pattern: /^\/v1\/completions$/, route: "/v1/completions", methods: ["POST"] },
 ];
 
 export function matchRoute(method: string, pathname: string): RouteLookup {

@@ -8,6 +8,7 @@ import type { Engine } from "../engine/engine.ts";
 import type { IdSource } from "../stream/ids.ts";
 import { ApiKeyCheck } from "./auth.ts";
 import { ChatCompletionsService } from "./chat_completions.ts";
+import { CompletionsService } from "./completions.ts";
 import {
   ApiError,
   errorResponse,
@@ -95,6 +96,13 @@ export function createServer(options: ServerOptions): RillServer {
     metrics,
     defaults,
   });
+  const completions = new CompletionsService({
+    engine: options.engine,
+    format: options.format,
+    modelId: options.modelId,
+    metrics,
+    defaults,
+  });
   let draining = false;
   const model = {
     id: options.modelId,
@@ -131,6 +139,9 @@ export function createServer(options: ServerOptions): RillServer {
       case "/v1/chat/completions":
         if (draining) throw unavailable("The server is shutting down");
         return await chat.create(await readJsonBody(request, maxBody), request, startedAt);
+      case "/v1/completions":
+        if (draining) throw unavailable("The server is shutting down");
+        return await completions.create(await readJsonBody(request, maxBody), request, startedAt);
       default: {
         const never: never = match;
         throw new TypeError(`Unhandled route ${JSON.stringify(never)}`);
@@ -176,7 +187,7 @@ export function createServer(options: ServerOptions): RillServer {
     port: addr.port,
     hostname: addr.hostname,
     metrics,
-    active: () => responses.active + chat.active,
+    active: () => responses.active + chat.active + completions.active,
     finished: server.finished,
     async shutdown(timeoutMs: number) {
       draining = true;
@@ -188,6 +199,7 @@ export function createServer(options: ServerOptions): RillServer {
       // Whatever is still generating after the grace period is aborted; its streams then end within one step.
       responses.abortAll();
       chat.abortAll();
+      completions.abortAll();
       await stopped;
     },
   };
