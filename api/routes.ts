@@ -14,7 +14,9 @@ export type RouteMatch =
   | { readonly route: "/v1/responses/{id}/input_items"; readonly id: string }
   | { readonly route: "/v1/responses/{id}/cancel"; readonly id: string }
   | { readonly route: "/v1/chat/completions" }
-  | { readonly route: "/v1/completions" };
+  | { readonly route: "/v1/completions" }
+  | { readonly route: "/tokenize" }
+  | { readonly route: "/detokenize" };
 
 export type RouteLookup =
   | { readonly kind: "match"; readonly match: RouteMatch }
@@ -48,6 +50,8 @@ const TABLE: readonly Entry[] = [
   { pattern: new RegExp(`^/v1/responses/${ID}/cancel$`), route: "/v1/responses/{id}/cancel", methods: ["POST"] },
   { pattern: /^\/v1\/chat\/completions$/, route: "/v1/chat/completions", methods: ["POST"] },
   { pattern: /^\/v1\/completions$/, route: "/v1/completions", methods: ["POST"] },
+  { pattern: /^\/tokenize$/, route: "/tokenize", methods: ["POST"] },
+  { pattern: /^\/detokenize$/, route: "/detokenize", methods: ["POST"] },
 ];
 
 export function matchRoute(method: string, pathname: string): RouteLookup {

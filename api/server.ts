@@ -9,6 +9,7 @@ import type { IdSource } from "../stream/ids.ts";
 import { ApiKeyCheck } from "./auth.ts";
 import { ChatCompletionsService } from "./chat_completions.ts";
 import { CompletionsService } from "./completions.ts";
+import { TokenizeService } from "./tokenize.ts";
 import {
   ApiError,
   errorResponse,
@@ -103,6 +104,12 @@ export function createServer(options: ServerOptions): RillServer {
     metrics,
     defaults,
   });
+  const tokenize = new TokenizeService({
+    tokenizer: options.engine.tokenizer,
+    format: options.format,
+    modelId: options.modelId,
+    maxModelLen: options.engine.maxModelLen,
+  });
   let draining = false;
   const model = {
     id: options.modelId,
@@ -142,6 +149,10 @@ export function createServer(options: ServerOptions): RillServer {
       case "/v1/completions":
         if (draining) throw unavailable("The server is shutting down");
         return await completions.create(await readJsonBody(request, maxBody), request, startedAt);
+      case "/tokenize":
+        return tokenize.tokenize(await readJsonBody(request, maxBody));
+      case "/detokenize":
+        return tokenize.detokenize(await readJsonBody(request, maxBody));
       default: {
         const never: never = match;
         throw new TypeError(`Unhandled route ${JSON.stringify(never)}`);
