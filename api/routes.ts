@@ -6,6 +6,7 @@
 export type RouteMatch =
   | { readonly route: "/health" }
   | { readonly route: "/metrics" }
+  | { readonly route: "/version" }
   | { readonly route: "/v1/models" }
   | { readonly route: "/v1/models/{id}"; readonly id: string }
   | { readonly route: "/v1/responses" }
@@ -37,6 +38,7 @@ const MODEL_ID = "([^?#]{1,400})";
 const TABLE: readonly Entry[] = [
   { pattern: /^\/health$/, route: "/health", methods: ["GET"] },
   { pattern: /^\/metrics$/, route: "/metrics", methods: ["GET"] },
+  { pattern: /^\/version$/, route: "/version", methods: ["GET"] },
   { pattern: /^\/v1\/models$/, route: "/v1/models", methods: ["GET"] },
   { pattern: new RegExp(`^/v1/models/${MODEL_ID}$`), route: "/v1/models/{id}", methods: ["GET"] },
   { pattern: /^\/v1\/responses$/, route: "/v1/responses", methods: ["POST"] },

@@ -113,6 +113,8 @@ export async function serveModel(config: ServeConfig, model: ServedModel, logger
       port: config.port,
       defaults: model.defaults,
       ...(config.apiKey === undefined ? {} : { apiKey: config.apiKey }),
+      allowedOrigins: config.allowedOrigins,
+      metricsPublic: config.metricsPublic,
       onRequest: (entry) => logger.info("request", { ...entry, ms: Math.round(entry.ms * 10) / 10 }),
       onError: (error) =>
         logger.error("internal error", {

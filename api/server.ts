@@ -9,6 +9,9 @@ import type { IdSource } from "../stream/ids.ts";
 import { ApiKeyCheck } from "./auth.ts";
 import { ChatCompletionsService } from "./chat_completions.ts";
 import { CompletionsService } from "./completions.ts";
+import { Cors } from "./cors.ts";
+import { requestId } from "./request_id.ts";
+import { VERSION } from "./version.ts";
 import { TokenizeService } from "./tokenize.ts";
 import {
   ApiError,
@@ -49,6 +52,10 @@ export interface ServerOptions {
   readonly onError?: (error: unknown) => void;
   /** Unix seconds the model was loaded, for /v1/models. */
   readonly createdAt?: number;
+  /** Origins browsers may call from (cors.ts); `*` for any. Default none. */
+  readonly allowedOrigins?: readonly string[];
+  /** Serve /metrics without the API key. */
+  readonly metricsPublic?: boolean;
 }
 
 export interface AccessLogEntry {
@@ -56,6 +63,8 @@ export interface AccessLogEntry {
   readonly route: string;
   readonly status: number;
   readonly ms: number;
+  /** The request's `x-request-id` (request_id.ts). */
+  readonly requestId?: string;
 }
 
 export interface RillServer {
@@ -80,6 +89,10 @@ export function createServer(options: ServerOptions): RillServer {
   const maxBody = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
   const auth = options.apiKey === undefined || options.apiKey === "" ? null : new ApiKeyCheck(options.apiKey);
   const createdAt = options.createdAt ?? Math.floor(Date.now() / 1000);
+  const cors = new Cors(options.allowedOrigins ?? []);
+  const publicRoutes: ReadonlySet<string> = new Set(
+    options.metricsPublic === true ? ["/health", "/metrics"] : ["/health"],
+  );
   const responses = new ResponsesService({
     engine: options.engine,
     format: options.format,
@@ -127,6 +140,8 @@ export function createServer(options: ServerOptions): RillServer {
         return new Response(metrics.render(options.engine.stats(), options.modelId), {
           headers: { "content-type": "text/plain; version=0.0.4; charset=utf-8" },
         });
+      case "/version":
+        return jsonResponse({ version: VERSION });
       case "/v1/models":
         return jsonResponse({ object: "list", data: [model] });
       case "/v1/models/{id}":
@@ -165,19 +180,30 @@ export function createServer(options: ServerOptions): RillServer {
     const url = new URL(request.url);
     const found = matchRoute(request.method, url.pathname);
     const route = found.kind === "match" ? found.match.route : found.kind === "method" ? found.route : "unmatched";
-    let response: Response;
-    try {
-      if (found.kind === "none") throw notFound(`Unknown path '${url.pathname}'`);
-      if (found.kind === "method") throw methodNotAllowed(request.method, found.allow);
-      if (auth !== null && found.match.route !== "/health") await auth.verify(request);
-      response = await dispatch(found.match, request, url, startedAt);
-    } catch (error) {
-      // Only what became the generic 500 is unexpected, and logged.
-      if (!(error instanceof ApiError) && toApiError(error).status === 500) options.onError?.(error);
-      response = errorResponse(error);
+    const id = requestId(request);
+    let response: Response | null = cors.preflight(request);
+    if (response === null) {
+      try {
+        if (found.kind === "none") throw notFound(`Unknown path '${url.pathname}'`);
+        if (found.kind === "method") throw methodNotAllowed(request.method, found.allow);
+        if (auth !== null && !publicRoutes.has(found.match.route)) await auth.verify(request);
+        response = await dispatch(found.match, request, url, startedAt);
+      } catch (error) {
+        // Only what became the generic 500 is unexpected, and logged.
+        if (!(error instanceof ApiError) && toApiError(error).status === 500) options.onError?.(error);
+        response = errorResponse(error);
+      }
     }
+    response.headers.set("x-request-id", id);
+    cors.decorate(request, response);
     metrics.countRequest(route, response.status);
-    options.onRequest?.({ method: request.method, route, status: response.status, ms: performance.now() - startedAt });
+    options.onRequest?.({
+      method: request.method,
+      route,
+      status: response.status,
+      ms: performance.now() - startedAt,
+      requestId: id,
+    });
     return response;
   }
 
