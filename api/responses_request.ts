@@ -18,9 +18,9 @@
  *   `reasoning.encrypted_content` is accepted: rill encrypts nothing, reasoning travels in clear in `content`,
  *   which clients replay. Other include values are rejected.
  * - `text.verbosity`, `prompt_cache_key`, `prompt_cache_retention: in_memory`, `safety_identifier`, `user`,
- *   `client_metadata`, `max_tool_calls` (rill runs no built-in tools) are hints or limits that hold trivially; they
- *   are accepted (and echoed where the Response has the field). `parallel_tool_calls: false` ends the turn after
- *   the first call (parallel_tool_calls.ts).
+ *   `client_metadata` are hints that hold trivially; they are accepted (and echoed where the Response has the
+ *   field). `max_tool_calls` caps the tool calls of the response, and `parallel_tool_calls: false` ends the turn
+ *   after the first call (parallel_tool_calls.ts).
  * - `truncation: "auto"` drops the oldest conversation messages until the prompt fits; `disabled` (default) answers
  *   400 `context_length_exceeded` when the prompt leaves no room to generate.
  */
@@ -33,6 +33,7 @@ import { contextLengthExceeded, invalidRequest, modelNotFound, notFound, unsuppo
 import { samplerTopP, type SamplingDefaults } from "./sampling_defaults.ts";
 import { itemsToMessages } from "./conversation_items.ts";
 import { parallelToolCallLimit, type ToolCallLimit } from "./parallel_tool_calls.ts";
+import { normalizeTools } from "./normalize_tools.ts";
 import {
   type CreateResponseBody,
   type FunctionToolInput,
@@ -354,7 +355,12 @@ export function prepareResponse(body: CreateResponseBody, ctx: RequestContext): 
   const prepared = preparePrompt(body, ctx);
   const includeLogprobs = body.include?.includes("message.output_text.logprobs") ?? false;
   const room = ctx.maxModelLen - prepared.promptTokens.length;
-  const toolCallLimit = parallelToolCallLimit(ctx.format, body.parallel_tool_calls, prepared.toolNames.length);
+  const toolCallLimit = parallelToolCallLimit(
+    ctx.format,
+    body.parallel_tool_calls,
+    prepared.toolNames.length,
+    body.max_tool_calls,
+  );
   const temperature = body.temperature ?? ctx.defaults.temperature;
   const topP = body.top_p ?? ctx.defaults.topP;
   const sampling: SamplingParams = {
@@ -373,7 +379,7 @@ export function prepareResponse(body: CreateResponseBody, ctx: RequestContext): 
     createdAt: ctx.now(),
     model: ctx.modelId,
     instructions: body.instructions ?? null,
-    tools: body.tools ?? [],
+    tools: normalizeTools(body.tools ?? []),
     toolChoice: body.tool_choice ?? "auto",
     parallelToolCalls: body.parallel_tool_calls ?? true,
     temperature,
@@ -387,7 +393,13 @@ export function prepareResponse(body: CreateResponseBody, ctx: RequestContext): 
     reasoning: { effort: body.reasoning?.effort ?? null, summary: body.reasoning?.summary ?? null },
     truncation: body.truncation ?? "disabled",
     user: body.user ?? null,
-    topLogprobs: body.top_logprobs ?? null,
+    topLogprobs: body.top_logprobs ?? 0,
+    // rill applies no penalties (a non-zero one is refused), so the ones in effect are 0.
+    presencePenalty: 0,
+    frequencyPenalty: 0,
+    maxToolCalls: body.max_tool_calls ?? null,
+    safetyIdentifier: body.safety_identifier ?? null,
+    promptCacheKey: body.prompt_cache_key ?? null,
     serviceTier: "default",
   };
   return {

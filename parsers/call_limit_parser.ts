@@ -60,6 +60,11 @@ export class CallLimitParser implements OutputParser {
       const s = segments[i]!;
       if (s.kind === "open") {
         this.#inCall = isCall(s.item);
+        if (this.#inCall && this.#calls >= this.#max) {
+          // No call allowed at all (max 0): the output ends before it.
+          this.#ended = true;
+          return segments.slice(0, i);
+        }
       } else if (s.kind === "close" && this.#inCall) {
         this.#inCall = false;
         this.#calls++;

@@ -80,3 +80,23 @@ Deno.test("parallel_tool_calls false: template models end the turn after the fir
     await t.close();
   }
 });
+
+Deno.test("max_tool_calls caps the calls of a response (0: none); the response echoes it", async () => {
+  const t = startTestServer({ script: tokenizer().encode(TWO_CALLS), server: { format: chatmlFormat() } });
+  try {
+    const base = { model: MODEL, input: "weather?", tools: [TOOL] };
+    const calls = async (max: number) => {
+      const r = await (await postJson(`${t.baseURL}/responses`, { ...base, max_tool_calls: max })).json();
+      assert.equal(r.max_tool_calls, max);
+      assert.equal(r.status, "completed");
+      return r.output.filter((i: { type: string }) => i.type === "function_call").length;
+    };
+    assert.equal(await calls(2), 2);
+    assert.deepEqual(t.engine.requests.at(-1)?.sampling.stopStrings, []);
+    assert.equal(await calls(1), 1);
+    assert.deepEqual(t.engine.requests.at(-1)?.sampling.stopStrings, ["</tool_call>"]);
+    assert.equal(await calls(0), 0);
+  } finally {
+    await t.close();
+  }
+});

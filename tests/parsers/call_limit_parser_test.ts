@@ -27,3 +27,9 @@ Deno.test("CallLimitParser ends the output when the last allowed call closes", (
   assert.equal(many.items.length, 4);
   assert.equal(many.parser.ended, false);
 });
+
+Deno.test("CallLimitParser with no call allowed ends before the first call opens", () => {
+  const zero = run(0);
+  assert.deepEqual(summary(zero.items), [["reasoning", "plan"]]);
+  assert.equal(zero.parser.ended, true);
+});
