@@ -5,7 +5,7 @@
  * against rill's own types.
  */
 import assert from "node:assert/strict";
-import { eventSchemaErrors, isLifecycleEvent, responseSchemaErrors } from "../../testing/openapi_response_check.ts";
+import { eventSchemaErrors, isLifecycleEvent, responseSchemaErrors } from "./openapi_response_check.ts";
 import { MODEL, postJson, startTestServer, type TestServer } from "../../testing/test_server.ts";
 
 const WEATHER = { type: "function", name: "get_weather", parameters: { type: "object", properties: {} } };

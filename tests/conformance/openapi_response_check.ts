@@ -7,7 +7,7 @@
  * field allows (or, for a field no spec requires, one some spec allows); function tools carry their required fields.
  * `integer` values are also `number`s.
  */
-import schema from "../tests/fixtures/openapi/response_schema.json" with { type: "json" };
+import schema from "../fixtures/openapi/response_schema.json" with { type: "json" };
 
 type Spec = { readonly required: readonly string[]; readonly types: Readonly<Record<string, readonly string[]>> };
 
