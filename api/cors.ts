@@ -26,10 +26,6 @@ export class Cors {
     this.#origins = new Set(origins.map((o) => o.replace(/\/+$/, "").toLowerCase()));
   }
 
-  get enabled(): boolean {
-    return this.#any || this.#origins.size > 0;
-  }
-
   #allowed(request: Request): string | null {
     const origin = request.headers.get("origin");
     if (origin === null || origin === "") return null;

@@ -40,6 +40,7 @@
  * `{"name": "f", "arguments": {}, "x" "y"}`) is not repeated in the message.
  */
 import type { Logprob } from "./logprob.ts";
+import { clipLogprob } from "./clip_logprob.ts";
 import type { Tokenizer } from "../model/tokenizer.ts";
 import { IncrementalDetokenizer } from "./detokenizer.ts";
 import { MarkerScanner } from "./marker_scanner.ts";
@@ -89,27 +90,6 @@ interface PendingLogprob {
   readonly text: string;
   readonly start: number;
   readonly end: number;
-}
-
-const utf8 = new TextEncoder();
-
-/**
- * `logprob` with `lead` characters cut from the front of its token and `trail` from the back, when those characters
- * are the token's decoded text there (a test or odd vocabulary whose token strings are not the text is left alone).
- */
-function clipLogprob(logprob: Logprob, text: string, lead: number, trail: number): Logprob {
-  if (lead <= 0 && trail <= 0) return logprob;
-  const head = lead > 0 ? text.slice(0, lead) : "";
-  const tail = trail > 0 ? text.slice(Math.max(lead, text.length - trail)) : "";
-  const token = logprob.token;
-  if (!token.startsWith(head) || !token.endsWith(tail) || head.length + tail.length >= token.length) return logprob;
-  const headBytes = utf8.encode(head).length;
-  const tailBytes = utf8.encode(tail).length;
-  return {
-    ...logprob,
-    token: token.slice(head.length, token.length - tail.length),
-    bytes: logprob.bytes.slice(headBytes, logprob.bytes.length - tailBytes),
-  };
 }
 
 const MESSAGE: ItemKind = { type: "message" };

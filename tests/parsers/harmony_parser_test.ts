@@ -847,3 +847,18 @@ Deno.test("HarmonyParser works over the byte-level toy tokenizer (no o200k assum
     call("get_weather", '{"city":"Paris"}'),
   ]);
 });
+
+Deno.test("HarmonyParser: a recovered body's logprob tokens concatenate to its text", () => {
+  const utf8 = new TextEncoder();
+  const ids = tok.encode("<|channel|>commentary Hello there<|end|>");
+  const lps = ids.map((id): Logprob => {
+    const text = tok.decode([id]);
+    return { token: text, bytes: [...utf8.encode(text)], logprob: -1, top_logprobs: [] };
+  });
+  // The body starts inside a token (" Hello" also holds the space that ended the channel word).
+  assert.ok(lps.some((l) => l.token === " Hello"));
+  const [item] = collectItems(runParser(new HarmonyParser(tok, { toolNames: [] }), ids, lps));
+  assert.equal(item?.text, "Hello there");
+  assert.equal(item?.logprobs.map((l) => l.token).join(""), "Hello there");
+  assert.deepEqual(item?.logprobs.flatMap((l) => l.bytes), [...utf8.encode("Hello there")]);
+});
