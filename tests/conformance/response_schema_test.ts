@@ -6,7 +6,8 @@
  */
 import assert from "node:assert/strict";
 import { eventSchemaErrors, isLifecycleEvent, responseSchemaErrors } from "./openapi_response_check.ts";
-import { MODEL, postJson, startTestServer, type TestServer } from "../../testing/test_server.ts";
+import type { Engine, EngineChunk } from "../../engine/engine.ts";
+import { MODEL, postJson, startTestServer, type TestServer, tokenizer } from "../../testing/test_server.ts";
 
 const WEATHER = { type: "function", name: "get_weather", parameters: { type: "object", properties: {} } };
 
@@ -158,5 +159,54 @@ Deno.test("background and cancelled responses carry every field of the Response 
     assert.ok(events.some((e) => e["type"] === "response.queued"));
   } finally {
     await t.close();
+  }
+});
+
+Deno.test("incomplete and failed responses carry every field of the Response schema", async () => {
+  const t = startTestServer();
+  try {
+    const cut = await (await postJson(`${t.baseURL}/responses`, { model: MODEL, input: "hi", max_output_tokens: 2 }))
+      .json();
+    assert.equal(cut.status, "incomplete");
+    assertConforms(cut, "incomplete");
+    await streamedEvents(
+      await postJson(`${t.baseURL}/responses`, { model: MODEL, input: "hi", max_output_tokens: 2, stream: true }),
+    );
+  } finally {
+    await t.close();
+  }
+  const failing: Engine = {
+    modelId: MODEL,
+    tokenizer: tokenizer(),
+    maxModelLen: 8192,
+    generate: (request) =>
+      new ReadableStream<EngineChunk>({
+        start(controller) {
+          controller.enqueue({ type: "step", tokens: tokenizer().encode("<|channel|>final<|message|>Hi") });
+          controller.enqueue({
+            type: "finish",
+            reason: "error",
+            promptTokens: request.promptTokens.length,
+            outputTokens: 1,
+            message: "boom",
+          });
+          controller.close();
+        },
+      }),
+    stats: () => ({ running: 0, waiting: 0, kvCacheUsage: 0 }),
+    close: () => Promise.resolve(),
+  };
+  const f = startTestServer({ server: { engine: failing } });
+  try {
+    const events = await streamedEvents(
+      await postJson(`${f.baseURL}/responses`, { model: MODEL, input: "hi", stream: true }),
+    );
+    const last = events.at(-1)!;
+    assert.equal(last["type"], "response.failed");
+    const stored = await (await fetch(`${f.baseURL}/responses/${(last["response"] as { id: string }).id}`)).json();
+    assert.equal(stored.status, "failed");
+    assertConforms(stored, "GET failed");
+  } finally {
+    await f.close();
   }
 });
