@@ -9,7 +9,7 @@ import { chatCompletionSseStream, chatUsage, collectChatCompletion } from "../st
 import { randomIds } from "../stream/ids.ts";
 import { type ApiError, modelNotFound, serverError, unavailable } from "./errors.ts";
 import { type Generation, startGeneration, stopOnDisconnect } from "./generation.ts";
-import { checkParallelToolCalls } from "./parallel_tool_calls.ts";
+import { parallelToolCallLimit } from "./parallel_tool_calls.ts";
 import { fitPrompt } from "./prompt_fit.ts";
 import type { Metrics } from "./metrics.ts";
 import { jsonResponse, sseResponse } from "./http_response.ts";
@@ -69,7 +69,7 @@ export class ChatCompletionsService {
     }
     checkChatSupported(body);
     const { tools, choice } = chatTools(body);
-    checkParallelToolCalls(format, body.parallel_tool_calls, tools.length);
+    const callLimit = parallelToolCallLimit(format, body.parallel_tool_calls, tools.length);
     const effort = body.reasoning_effort;
     const prompt: PromptInput = {
       messages: chatMessages(body),
@@ -100,7 +100,7 @@ export class ChatCompletionsService {
         ...(body.seed == null ? {} : { seed: body.seed }),
         maxTokens: Math.min(body.max_completion_tokens ?? body.max_tokens ?? room, room),
         stopTokens: format.stopTokens,
-        stopStrings: stop,
+        stopStrings: [...stop, ...callLimit.stopStrings],
         logprobs: body.logprobs === true ? (body.top_logprobs ?? 0) : -1,
       },
       metrics: this.#o.metrics,
@@ -110,7 +110,7 @@ export class ChatCompletionsService {
     generation.done.then(() => this.#inFlight.delete(generation));
     const pipeline = {
       tokenizer: engine.tokenizer,
-      parser: format.createParser({ toolNames: tools.map((t) => t.name), toolChoice: choice }),
+      parser: callLimit.limit(format.createParser({ toolNames: tools.map((t) => t.name), toolChoice: choice })),
       includeLogprobs: body.logprobs === true,
     };
     const head = { id, created: Math.floor(Date.now() / 1000), model: modelId };

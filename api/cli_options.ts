@@ -3,6 +3,7 @@
  * the environment over the default. Errors are one line (CliError), printed without a stack trace.
  */
 import { fileURLToPath } from "node:url";
+import { parseOrigins } from "./cors.ts";
 
 export class CliError extends Error {
   override readonly name = "CliError";
@@ -51,6 +52,10 @@ export interface ServeConfig {
   readonly numSpeculativeTokens: number;
   /** ONNX sessions one step is split across (main thread + workers), or "auto" (see resolveShards). */
   readonly shards: number | "auto";
+  /** Origins browsers may call from (`*` for any); empty: no CORS. */
+  readonly allowedOrigins: readonly string[];
+  /** Serve /metrics without the API key. */
+  readonly metricsPublic: boolean;
 }
 
 /**
@@ -66,6 +71,8 @@ interface OptionSpec {
   readonly value: string;
   readonly help: string;
   readonly fallback: string | undefined;
+  /** A switch: `--flag` alone means true (`--flag=false` to turn it off). */
+  readonly boolean?: true;
 }
 
 const SPECS: readonly OptionSpec[] = [
@@ -234,10 +241,26 @@ const SPECS: readonly OptionSpec[] = [
       "--max-num-seqs > 8 and the machine has 2+ cores, else 1.",
     fallback: "auto",
   },
+  {
+    flag: "allowed-origins",
+    env: "RILL_ALLOWED_ORIGINS",
+    value: "ORIGINS",
+    help: "Comma-separated origins browsers may call from (CORS), or * for any; default none.",
+    fallback: undefined,
+  },
+  {
+    flag: "metrics-public",
+    env: "RILL_METRICS_PUBLIC",
+    value: "",
+    help: "Serve /metrics without the API key.",
+    fallback: "false",
+    boolean: true,
+  },
 ];
 
 export function serveHelp(): string {
-  const width = Math.max(...SPECS.map((s) => `--${s.flag} ${s.value}`.length));
+  const usage = (s: OptionSpec) => s.value === "" ? `--${s.flag}` : `--${s.flag} ${s.value}`;
+  const width = Math.max(...SPECS.map((s) => usage(s).length));
   const lines = [
     "Usage: rill serve [MODEL_DIR] [OPTIONS]",
     "",
@@ -247,7 +270,7 @@ export function serveHelp(): string {
     "Options (each also settable by the environment variable shown):",
   ];
   for (const s of SPECS) {
-    const left = `--${s.flag} ${s.value}`.padEnd(width);
+    const left = usage(s).padEnd(width);
     const def = s.fallback === undefined ? "" : ` [default: ${s.fallback}]`;
     lines.push(`  ${left}  ${s.help}${def} (${s.env})`);
   }
@@ -286,6 +309,12 @@ function autoOrCount(name: string, text: string): number | "auto" {
   return Number(text);
 }
 
+function switchValue(name: string, text: string): boolean {
+  if (text === "true" || text === "1") return true;
+  if (text === "false" || text === "0") return false;
+  throw new CliError(`--${name} must be true or false, got '${text}'`);
+}
+
 /** Parses the arguments after `serve`. Returns "help" for --help. */
 export function parseServeArgs(
   args: readonly string[],
@@ -302,9 +331,11 @@ export function parseServeArgs(
     }
     const eq = arg.indexOf("=");
     const name = arg.slice(2, eq < 0 ? undefined : eq);
-    if (!SPECS.some((s) => s.flag === name)) throw new CliError(`Unknown option --${name} (see rill serve --help)`);
+    const spec = SPECS.find((s) => s.flag === name);
+    if (spec === undefined) throw new CliError(`Unknown option --${name} (see rill serve --help)`);
     let value: string | undefined;
     if (eq >= 0) value = arg.slice(eq + 1);
+    else if (spec.boolean === true) value = "true";
     else {
       value = args[++i];
       if (value === undefined) throw new CliError(`--${name} needs a value`);
@@ -355,5 +386,7 @@ export function parseServeArgs(
     numSpeculativeTokens: integer("num-speculative-tokens", get("num-speculative-tokens")!, 1),
     shards: autoOrCount("shards", get("shards")!),
     maxConnections: get("max-connections") === "auto" ? "auto" : integer("max-connections", get("max-connections")!, 1),
+    allowedOrigins: parseOrigins(get("allowed-origins")),
+    metricsPublic: switchValue("metrics-public", get("metrics-public")!),
   };
 }

@@ -1,20 +1,34 @@
 /**
- * `parallel_tool_calls: false` (at most one function call per response) holds by construction for harmony models:
- * the sampler stops at the first `<|call|>`. A template (ChatML-style) model may write several `<tool_call>` blocks
- * in one turn and nothing stops it after the first, so there the setting is refused, naming the parameter, rather
- * than silently ignored.
+ * How many tool calls one response may make: `parallel_tool_calls: false` allows one, `max_tool_calls` (Responses)
+ * caps them at N; the lower limit wins. Harmony models stop at their first `<|call|>` already; a template
+ * (ChatML-style) model may write several `<tool_call>` blocks in one turn, so there a one-call turn stops generating
+ * at the format's call-closing text. Whatever the format, the parser ends the output once the last allowed call closed
+ * (CallLimitParser), so a model that goes on anyway never shows more calls.
  */
 import type { ChatFormat } from "../formats/chat_format.ts";
-import { unsupportedParameter } from "./errors.ts";
+import { CallLimitParser } from "../parsers/call_limit_parser.ts";
+import type { OutputParser } from "../parsers/segment.ts";
 
-export function checkParallelToolCalls(
+export interface ToolCallLimit {
+  /** Stop strings the generation needs on top of the request's own. */
+  readonly stopStrings: readonly string[];
+  /** The request's parser, limited as the settings require. */
+  limit(parser: OutputParser): OutputParser;
+}
+
+const UNLIMITED: ToolCallLimit = { stopStrings: [], limit: (parser) => parser };
+
+export function parallelToolCallLimit(
   format: ChatFormat,
   parallelToolCalls: boolean | null | undefined,
   functionTools: number,
-): void {
-  if (parallelToolCalls !== false || functionTools === 0 || format.name === "harmony") return;
-  throw unsupportedParameter(
-    "parallel_tool_calls",
-    `'parallel_tool_calls: false' is not supported for ${format.name} models: they may call several tools in one turn`,
-  );
+  maxToolCalls?: number | null,
+): ToolCallLimit {
+  let max = maxToolCalls ?? Infinity;
+  if (parallelToolCalls === false && functionTools > 0) max = Math.min(max, 1);
+  if (max === Infinity) return UNLIMITED;
+  return {
+    stopStrings: max === 1 && format.toolCallEnd !== undefined ? [format.toolCallEnd] : [],
+    limit: (parser) => new CallLimitParser(parser, max),
+  };
 }

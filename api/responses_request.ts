@@ -18,9 +18,9 @@
  *   `reasoning.encrypted_content` is accepted: rill encrypts nothing, reasoning travels in clear in `content`,
  *   which clients replay. Other include values are rejected.
  * - `text.verbosity`, `prompt_cache_key`, `prompt_cache_retention: in_memory`, `safety_identifier`, `user`,
- *   `client_metadata`, `max_tool_calls` (rill runs no built-in tools) are hints or limits that hold trivially; they
- *   are accepted (and echoed where the Response has the field). `parallel_tool_calls: false` holds for harmony
- *   models and is refused for template models (parallel_tool_calls.ts).
+ *   `client_metadata` are hints that hold trivially; they are accepted (and echoed where the Response has the
+ *   field). `max_tool_calls` caps the tool calls of the response, and `parallel_tool_calls: false` ends the turn
+ *   after the first call (parallel_tool_calls.ts).
  * - `truncation: "auto"` drops the oldest conversation messages until the prompt fits; `disabled` (default) answers
  *   400 `context_length_exceeded` when the prompt leaves no room to generate.
  */
@@ -33,7 +33,8 @@ import type { IdPrefix } from "../stream/ids.ts";
 import { invalidRequest, modelNotFound, notFound, unsupportedParameter } from "./errors.ts";
 import { samplerTopP, type SamplingDefaults } from "./sampling_defaults.ts";
 import { itemsToMessages } from "./conversation_items.ts";
-import { checkParallelToolCalls } from "./parallel_tool_calls.ts";
+import { parallelToolCallLimit, type ToolCallLimit } from "./parallel_tool_calls.ts";
+import { normalizeTools } from "./normalize_tools.ts";
 import { fitPrompt } from "./prompt_fit.ts";
 import {
   type CreateResponseBody,
@@ -88,6 +89,8 @@ export interface PreparedResponse extends PreparedPrompt {
   readonly stream: boolean;
   readonly background: boolean;
   readonly store: boolean;
+  /** How many tool calls the response may make (`parallel_tool_calls: false`: one). */
+  readonly toolCallLimit: ToolCallLimit;
 }
 
 const EFFORT: Record<string, "low" | "medium" | "high"> = {
@@ -318,7 +321,6 @@ export async function preparePrompt(
 ): Promise<PreparedPrompt> {
   checkUnsupported(body);
   const tools = setupTools(body);
-  checkParallelToolCalls(ctx.format, body.parallel_tool_calls, tools.offered.length);
   if (body.input === undefined && body.previous_response_id == null) {
     throw invalidRequest("Missing required parameter: 'input'", "input", "missing_required_parameter");
   }
@@ -365,6 +367,12 @@ export async function prepareResponse(body: CreateResponseBody, ctx: RequestCont
   const prepared = await preparePrompt(body, ctx);
   const includeLogprobs = body.include?.includes("message.output_text.logprobs") ?? false;
   const room = ctx.maxModelLen - prepared.promptTokens.length;
+  const toolCallLimit = parallelToolCallLimit(
+    ctx.format,
+    body.parallel_tool_calls,
+    prepared.toolNames.length,
+    body.max_tool_calls,
+  );
   const temperature = body.temperature ?? ctx.defaults.temperature;
   const topP = body.top_p ?? ctx.defaults.topP;
   const sampling: SamplingParams = {
@@ -373,7 +381,7 @@ export async function prepareResponse(body: CreateResponseBody, ctx: RequestCont
     topK: ctx.defaults.topK,
     maxTokens: Math.min(body.max_output_tokens ?? room, room),
     stopTokens: ctx.format.stopTokens,
-    stopStrings: [],
+    stopStrings: toolCallLimit.stopStrings,
     logprobs: includeLogprobs ? (body.top_logprobs ?? 0) : -1,
   };
   const store = body.store ?? true;
@@ -383,7 +391,7 @@ export async function prepareResponse(body: CreateResponseBody, ctx: RequestCont
     createdAt: ctx.now(),
     model: ctx.modelId,
     instructions: body.instructions ?? null,
-    tools: body.tools ?? [],
+    tools: normalizeTools(body.tools ?? []),
     toolChoice: body.tool_choice ?? "auto",
     parallelToolCalls: body.parallel_tool_calls ?? true,
     temperature,
@@ -397,7 +405,13 @@ export async function prepareResponse(body: CreateResponseBody, ctx: RequestCont
     reasoning: { effort: body.reasoning?.effort ?? null, summary: body.reasoning?.summary ?? null },
     truncation: body.truncation ?? "disabled",
     user: body.user ?? null,
-    topLogprobs: body.top_logprobs ?? null,
+    topLogprobs: body.top_logprobs ?? 0,
+    // rill applies no penalties (a non-zero one is refused), so the ones in effect are 0.
+    presencePenalty: 0,
+    frequencyPenalty: 0,
+    maxToolCalls: body.max_tool_calls ?? null,
+    safetyIdentifier: body.safety_identifier ?? null,
+    promptCacheKey: body.prompt_cache_key ?? null,
     serviceTier: "default",
   };
   return {
@@ -408,5 +422,6 @@ export async function prepareResponse(body: CreateResponseBody, ctx: RequestCont
     stream: body.stream ?? false,
     background,
     store,
+    toolCallLimit,
   };
 }

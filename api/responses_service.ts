@@ -151,7 +151,9 @@ export class ResponsesService {
     const pipeline: PipelineOptions = {
       template: prep.template,
       tokenizer: engine.tokenizer,
-      parser: format.createParser({ toolNames: prep.toolNames, toolChoice: prep.prompt.toolChoice }),
+      parser: prep.toolCallLimit.limit(
+        format.createParser({ toolNames: prep.toolNames, toolChoice: prep.prompt.toolChoice }),
+      ),
       includeLogprobs: prep.includeLogprobs,
       abortAs: this.#abortAs,
       ...(this.#o.ids === undefined ? {} : { ids: this.#o.ids }),

@@ -6,6 +6,7 @@
 export type RouteMatch =
   | { readonly route: "/health" }
   | { readonly route: "/metrics" }
+  | { readonly route: "/version" }
   | { readonly route: "/v1/models" }
   | { readonly route: "/v1/models/{id}"; readonly id: string }
   | { readonly route: "/v1/responses" }
@@ -13,7 +14,10 @@ export type RouteMatch =
   | { readonly route: "/v1/responses/{id}"; readonly id: string }
   | { readonly route: "/v1/responses/{id}/input_items"; readonly id: string }
   | { readonly route: "/v1/responses/{id}/cancel"; readonly id: string }
-  | { readonly route: "/v1/chat/completions" };
+  | { readonly route: "/v1/chat/completions" }
+  | { readonly route: "/v1/completions" }
+  | { readonly route: "/tokenize" }
+  | { readonly route: "/detokenize" };
 
 export type RouteLookup =
   | { readonly kind: "match"; readonly match: RouteMatch }
@@ -34,6 +38,7 @@ const MODEL_ID = "([^?#]{1,400})";
 const TABLE: readonly Entry[] = [
   { pattern: /^\/health$/, route: "/health", methods: ["GET"] },
   { pattern: /^\/metrics$/, route: "/metrics", methods: ["GET"] },
+  { pattern: /^\/version$/, route: "/version", methods: ["GET"] },
   { pattern: /^\/v1\/models$/, route: "/v1/models", methods: ["GET"] },
   { pattern: new RegExp(`^/v1/models/${MODEL_ID}$`), route: "/v1/models/{id}", methods: ["GET"] },
   { pattern: /^\/v1\/responses$/, route: "/v1/responses", methods: ["POST"] },
@@ -46,6 +51,9 @@ const TABLE: readonly Entry[] = [
   },
   { pattern: new RegExp(`^/v1/responses/${ID}/cancel$`), route: "/v1/responses/{id}/cancel", methods: ["POST"] },
   { pattern: /^\/v1\/chat\/completions$/, route: "/v1/chat/completions", methods: ["POST"] },
+  { pattern: /^\/v1\/completions$/, route: "/v1/completions", methods: ["POST"] },
+  { pattern: /^\/tokenize$/, route: "/tokenize", methods: ["POST"] },
+  { pattern: /^\/detokenize$/, route: "/detokenize", methods: ["POST"] },
 ];
 
 export function matchRoute(method: string, pathname: string): RouteLookup {

@@ -164,6 +164,8 @@ export async function serveModel(config: ServeConfig, model: ServedModel, logger
           ...entry,
           ms: Math.round(entry.ms * 10) / 10,
         }),
+      allowedOrigins: config.allowedOrigins,
+      metricsPublic: config.metricsPublic,
       onError: (error) =>
         logger.error("internal error", {
           error: error instanceof Error ? error.stack ?? error.message : String(error),

@@ -8,6 +8,11 @@ import type { Engine } from "../engine/engine.ts";
 import type { IdSource } from "../stream/ids.ts";
 import { ApiKeyCheck } from "./auth.ts";
 import { ChatCompletionsService } from "./chat_completions.ts";
+import { CompletionsService } from "./completions.ts";
+import { Cors } from "./cors.ts";
+import { requestId } from "./request_id.ts";
+import { VERSION } from "./version.ts";
+import { TokenizeService } from "./tokenize.ts";
 import {
   ApiError,
   errorResponse,
@@ -59,6 +64,10 @@ export interface ServerOptions {
   readonly idleTimeoutMs?: number;
   /** Connection-level events (accept errors, refusals, timeouts, broken framing). */
   readonly onConnectionEvent?: (event: GateEvent) => void;
+  /** Origins browsers may call from (cors.ts); `*` for any. Default none. */
+  readonly allowedOrigins?: readonly string[];
+  /** Serve /metrics without the API key. */
+  readonly metricsPublic?: boolean;
 }
 
 export interface AccessLogEntry {
@@ -74,6 +83,8 @@ export interface AccessLogEntry {
   /** Why a request failed (4xx/5xx): the error's code and message. */
   readonly reason?: string;
   readonly streamed?: boolean;
+  /** The request's `x-request-id` (request_id.ts). */
+  readonly requestId?: string;
 }
 
 export interface RillServer {
@@ -142,6 +153,10 @@ export function createServer(options: ServerOptions): RillServer {
   const maxBody = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
   const auth = options.apiKey === undefined || options.apiKey === "" ? null : new ApiKeyCheck(options.apiKey);
   const createdAt = options.createdAt ?? Math.floor(Date.now() / 1000);
+  const cors = new Cors(options.allowedOrigins ?? []);
+  const publicRoutes: ReadonlySet<string> = new Set(
+    options.metricsPublic === true ? ["/health", "/metrics"] : ["/health"],
+  );
   const responses = new ResponsesService({
     engine: options.engine,
     format: options.format,
@@ -158,6 +173,19 @@ export function createServer(options: ServerOptions): RillServer {
     modelId: options.modelId,
     metrics,
     defaults,
+  });
+  const completions = new CompletionsService({
+    engine: options.engine,
+    format: options.format,
+    modelId: options.modelId,
+    metrics,
+    defaults,
+  });
+  const tokenize = new TokenizeService({
+    tokenizer: options.engine.tokenizer,
+    format: options.format,
+    modelId: options.modelId,
+    maxModelLen: options.engine.maxModelLen,
   });
   let draining = false;
   const model = {
@@ -182,6 +210,8 @@ export function createServer(options: ServerOptions): RillServer {
         return new Response(metrics.render(options.engine.stats(), options.modelId) + connectionMetrics(gate.stats()), {
           headers: { "content-type": "text/plain; version=0.0.4; charset=utf-8" },
         });
+      case "/version":
+        return jsonResponse({ version: VERSION });
       case "/v1/models":
         return jsonResponse({ object: "list", data: [model] });
       case "/v1/models/{id}":
@@ -201,6 +231,12 @@ export function createServer(options: ServerOptions): RillServer {
         return await responses.cancel(match.id, url);
       case "/v1/chat/completions":
         return await chat.create(await readJsonBody(request, maxBody), request, startedAt, trace);
+      case "/v1/completions":
+        return await completions.create(await readJsonBody(request, maxBody), request, startedAt);
+      case "/tokenize":
+        return tokenize.tokenize(await readJsonBody(request, maxBody));
+      case "/detokenize":
+        return tokenize.detokenize(await readJsonBody(request, maxBody));
       default: {
         const never: never = match;
         throw new TypeError(`Unhandled route ${JSON.stringify(never)}`);
@@ -213,27 +249,34 @@ export function createServer(options: ServerOptions): RillServer {
     const url = new URL(request.url);
     const found = matchRoute(request.method, url.pathname);
     const route = found.kind === "match" ? found.match.route : found.kind === "method" ? found.route : "unmatched";
-    let response: Response;
+    const id = requestId(request);
     const trace = new RequestTrace();
     let reason: string | null = null;
-    try {
-      // With a key, everything but the health probe is authenticated first: a 404 or 405 would tell a caller
-      // without the key which routes exist.
-      if (auth !== null && !(found.kind === "match" && found.match.route === "/health")) await auth.verify(request);
-      if (found.kind === "none") throw notFound(`Unknown path '${url.pathname}'`);
-      if (found.kind === "method") throw methodNotAllowed(request.method, found.allow);
-      // Draining: the listener stays open until the running requests are done, and a new request is told to go
-      // elsewhere (503 + Retry-After) instead of being refused at the socket.
-      if (draining && found.match.route !== "/health") throw unavailable("The server is shutting down");
-      response = await dispatch(found.match, request, url, startedAt, trace);
-    } catch (error) {
-      // Only what became the generic 500 is unexpected, and logged.
-      const api = toApiError(error);
-      if (!(error instanceof ApiError) && api.status === 500) options.onError?.(error);
-      reason = api.code === null ? api.message : `${api.code}: ${api.message}`;
-      response = errorResponse(api);
-      if (draining) response.headers.set("connection", "close");
+    let response: Response | null = cors.preflight(request);
+    if (response === null) {
+      try {
+        // With a key, everything but the public routes is authenticated first: a 404 or 405 would tell a caller
+        // without the key which routes exist.
+        if (auth !== null && !(found.kind === "match" && publicRoutes.has(found.match.route))) {
+          await auth.verify(request);
+        }
+        if (found.kind === "none") throw notFound(`Unknown path '${url.pathname}'`);
+        if (found.kind === "method") throw methodNotAllowed(request.method, found.allow);
+        // Draining: the listener stays open until the running requests are done, and a new request is told to go
+        // elsewhere (503 + Retry-After) instead of being refused at the socket.
+        if (draining && found.match.route !== "/health") throw unavailable("The server is shutting down");
+        response = await dispatch(found.match, request, url, startedAt, trace);
+      } catch (error) {
+        // Only what became the generic 500 is unexpected, and logged.
+        const api = toApiError(error);
+        if (!(error instanceof ApiError) && api.status === 500) options.onError?.(error);
+        reason = api.code === null ? api.message : `${api.code}: ${api.message}`;
+        response = errorResponse(api);
+        if (draining) response.headers.set("connection", "close");
+      }
     }
+    response.headers.set("x-request-id", id);
+    cors.decorate(request, response);
     metrics.countRequest(route, response.status);
     const status = response.status;
     const log = () =>
@@ -247,6 +290,7 @@ export function createServer(options: ServerOptions): RillServer {
         ...(trace.outputTokens === null ? {} : { output_tokens: trace.outputTokens }),
         ...(reason === null ? {} : { reason }),
         ...(trace.streaming ? { streamed: true } : {}),
+        requestId: id,
       });
     // A streamed body is logged when it ends, with the request's real duration and its token counts.
     if (trace.streaming) trace.bodyEnd.then(log);
@@ -322,17 +366,18 @@ export function createServer(options: ServerOptions): RillServer {
     hostname: addr.hostname,
     metrics,
     connections: () => gate.stats(),
-    active: () => responses.active + chat.active,
+    active: () => responses.active + chat.active + completions.active,
     finished,
     async shutdown(timeoutMs: number) {
       draining = true;
       const deadline = performance.now() + Math.max(0, timeoutMs);
-      const idle = () => responses.active + chat.active === 0;
+      const idle = () => responses.active + chat.active + completions.active === 0;
       while (!idle() && performance.now() < deadline) await sleep(Math.min(20, deadline - performance.now()));
       // Whatever is still generating after the grace period is aborted; each ends within one step, with an ending
       // its client can tell from a finished one (ResponsesService.abortAll, ChatCompletionsService.abortAll).
       responses.abortAll();
       chat.abortAll();
+      completions.abortAll();
       while (!idle()) await sleep(10);
       // Only now does the listener close (Deno's shutdown also waits for the responses being written, and closes
       // idle keep-alive connections).

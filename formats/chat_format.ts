@@ -17,4 +17,9 @@ export interface ChatFormat {
   createParser(options: { readonly toolNames: readonly string[]; readonly toolChoice?: ToolChoice }): OutputParser;
   /** Tokens that end generation (harmony: `<|return|>`, `<|call|>`; ChatML: `<|im_end|>`, EOS). */
   readonly stopTokens: readonly number[];
+  /**
+   * The text that closes one tool call, for formats where a call does not end the turn (ChatML `</tool_call>`): a
+   * request allowing one call stops there. Absent where a call already ends generation (harmony `<|call|>`).
+   */
+  readonly toolCallEnd?: string;
 }

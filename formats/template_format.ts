@@ -205,6 +205,7 @@ export function createTemplateFormat(
   return {
     name: tokenizer.specialId("<|im_start|>") !== undefined ? "chatml" : "chat-template",
     stopTokens: [...stopIds],
+    toolCallEnd: TOOL_CALL_END,
     renderText,
     startsInReasoning: startInReasoning,
     render(input: PromptInput): number[] {

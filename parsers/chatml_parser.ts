@@ -21,7 +21,11 @@
  * - Tool call: whitespace around the JSON object is structural and dropped.
  * - A stray `</think>` or `</tool_call>` outside its block is dropped and ends the current message.
  *
- * Logprobs (message text only; reasoning and call arguments have none on the wire): a token's logprob is attached to
+ * Logprobs (message text only; reasoning and call arguments have none on the wire): the trim happens in the text, and
+ * a logprob's `token` (and `bytes`) is trimmed the same way, so a message's logprob tokens always concatenate to its
+ * text: a token whose text is partly outside the item (dropped edge whitespace, markup, the previous item's text)
+ * lists only the part this item shows (` is` opening a message reads `is`; `.\n\n` before a marker reads `.`); its
+ * `logprob` and `top_logprobs` are the sampled token's, unchanged. A token's logprob is attached to
  * the first message delta whose text overlaps the token's decoded text, so a held-back token's logprob travels with
  * the delta that finally carries its text. A token that began a character still pending owns that character. A
  * message delta that ends inside a token's text is held until the rest of that text is either shown (then both go
@@ -36,6 +40,7 @@
  * `{"name": "f", "arguments": {}, "x" "y"}`) is not repeated in the message.
  */
 import type { Logprob } from "./logprob.ts";
+import { clipLogprob } from "./clip_logprob.ts";
 import type { Tokenizer } from "../model/tokenizer.ts";
 import { IncrementalDetokenizer } from "./detokenizer.ts";
 import { MarkerScanner } from "./marker_scanner.ts";
@@ -81,6 +86,8 @@ const enum Act {
 
 interface PendingLogprob {
   readonly logprob: Logprob;
+  /** The token's decoded text, which spans [start, end) of the output text. */
+  readonly text: string;
   readonly start: number;
   readonly end: number;
 }
@@ -129,9 +136,9 @@ export class ChatmlParser implements OutputParser {
   #logprobHead = 0;
   /** End offset of the text of the tokens attached so far, and the last of those tokens. */
   #attachedEnd = 0;
-  #lastAttached: Logprob | undefined;
-  /** A message delta that ends inside a token's text, waiting for the rest of it. */
-  #heldDelta: { text: string; logprobs: Logprob[] } | null = null;
+  #lastAttached: PendingLogprob | undefined;
+  /** A message delta that ends (at `end`) inside a token's text, waiting for the rest of it. */
+  #heldDelta: { text: string; logprobs: Logprob[]; end: number } | null = null;
 
   constructor(tokenizer: Tokenizer, options: ChatmlParserOptions) {
     this.#tokenizer = tokenizer;
@@ -184,7 +191,7 @@ export class ChatmlParser implements OutputParser {
     const text = this.#detok.push(token);
     if (logprob !== undefined) {
       const end = this.#pos + text.length + (this.#detok.pending ? 1 : 0);
-      this.#logprobs.push({ logprob, start: this.#pos, end });
+      this.#logprobs.push({ logprob, text, start: this.#pos, end });
     }
     if (text.length > 0) this.#feed(text);
     return out;
@@ -301,6 +308,7 @@ export class ChatmlParser implements OutputParser {
         return;
       case Mode.ToolRaw:
         if (this.#rawEmitsEnd) this.#messageText(marker, pos);
+        else this.#flushPendingWs(); // a hidden marker inside the message: text on both sides of it stays apart
         this.#mode = Mode.Text;
         return;
       case Mode.Ended:
@@ -455,13 +463,17 @@ export class ChatmlParser implements OutputParser {
       if (this.#callOpened) this.#endCall("implicit");
       else this.#degradeCall();
     }
-    if (this.#pendingWs.length > 0 && this.#open === Open.Message) {
-      const ws = this.#pendingWs;
-      this.#pendingWs = "";
-      this.#delta(ws, this.#pendingWsPos, this.#pendingWsPos + ws.length);
-    }
+    this.#flushPendingWs();
     this.#close(atStop && this.#open === Open.Message ? "end" : "implicit", true);
     this.#mode = Mode.Ended;
+  }
+
+  /** Sends the whitespace held at the end of the open message as message text. */
+  #flushPendingWs(): void {
+    if (this.#pendingWs.length === 0 || this.#open !== Open.Message) return;
+    const ws = this.#pendingWs;
+    this.#pendingWs = "";
+    this.#delta(ws, this.#pendingWsPos, this.#pendingWsPos + ws.length);
   }
 
   #openItem(kind: Open, item: ItemKind): void {
@@ -489,13 +501,15 @@ export class ChatmlParser implements OutputParser {
     let held = this.#heldDelta;
     if (taken === undefined && held === null && start < this.#attachedEnd && this.#lastAttached !== undefined) {
       // The rest of a token whose text began in the previous item: it produced this item's text too.
-      taken = [this.#lastAttached];
+      const last = this.#lastAttached;
+      taken = [clipLogprob(last.logprob, last.text, start - last.start, 0)];
     }
     if (held !== null) {
       held.text += text;
+      held.end = end;
       if (taken !== undefined) { for (const l of taken) held.logprobs.push(l); }
     } else if (taken !== undefined && this.#attachedEnd > end) {
-      held = this.#heldDelta = { text, logprobs: taken };
+      held = this.#heldDelta = { text, logprobs: taken, end };
     }
     if (held === null) {
       this.#out.push(taken === undefined ? { kind: "delta", text } : { kind: "delta", text, logprobs: taken });
@@ -509,6 +523,13 @@ export class ChatmlParser implements OutputParser {
     const held = this.#heldDelta;
     if (held === null) return;
     this.#heldDelta = null;
+    // The rest of the last token's text was dropped: its logprob lists only what was shown.
+    const cut = this.#attachedEnd - held.end;
+    const last = this.#lastAttached;
+    if (cut > 0 && last !== undefined && held.logprobs.length > 0) {
+      const i = held.logprobs.length - 1;
+      if (held.logprobs[i] === last.logprob) held.logprobs[i] = clipLogprob(last.logprob, last.text, 0, cut);
+    }
     this.#out.push({ kind: "delta", text: held.text, logprobs: held.logprobs });
   }
 
@@ -531,9 +552,9 @@ export class ChatmlParser implements OutputParser {
         continue;
       }
       if (p.start >= end) break;
-      (taken ??= []).push(p.logprob);
+      (taken ??= []).push(clipLogprob(p.logprob, p.text, start - p.start, 0));
       this.#attachedEnd = pEnd;
-      this.#lastAttached = p.logprob;
+      this.#lastAttached = p;
       this.#logprobHead++;
     }
     this.#compactLogprobs();

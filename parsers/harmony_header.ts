@@ -74,6 +74,11 @@ export class HarmonyHeaderBuilder {
   }
 }
 
+function isChannelPrefix(word: string): boolean {
+  for (const c of CHANNELS) if (c.startsWith(word)) return true;
+  return false;
+}
+
 function isBareRecipient(word: string, known: ReadonlySet<string>): boolean {
   return known.has(word) || (word.includes(".") && !word.startsWith(".") && !word.endsWith("."));
 }
@@ -96,6 +101,10 @@ function parseWords(words: readonly Word[], text: string, known: ReadonlySet<str
       if (word.marker === "channel") {
         if (next?.kind === "text") {
           channel ??= next.text;
+          // A word that is no channel (`analysis000…`, the model writing on without a `<|message|>`) is kept: it is
+          // the body if the header never ends with `<|message|>`.
+          // A prefix of a channel name is a header cut off by the end of output, not a body.
+          if (!CHANNELS.has(next.text) && !isChannelPrefix(next.text) && leftoverStart < 0) leftoverStart = next.start;
           i++;
         }
       } else if (word.marker === "constrain") {

@@ -1,9 +1,12 @@
 /**
- * Which Responses output item a parsed harmony header becomes (harmony.md §3.1, newest vLLM policy, with the fixes of
- * §6): calls are recognised on any channel; `functions.X` and bare names of the request's function tools are function
- * calls (name = recipient without the `functions.` prefix, never split on dots); `browser.*` is web search; `python`
- * is the code interpreter; any other recipient is an MCP call. Without a recipient the channel decides, and an
- * unknown or missing channel degrades to a plain visible message rather than being dropped.
+ * Which Responses output item a parsed harmony header becomes (harmony.md §3.1, with the fixes of §6): calls are
+ * recognised on any channel; `browser.*` is web search; `python` is the code interpreter; a dotted recipient of any
+ * other namespace (`repo_browser.list_files`) is an MCP call. Function calls follow the one rule rill applies to every
+ * chat format: a call counts only when it names a function tool the request offered (`functions.X` or a bare `X`;
+ * the name is never split on dots); a call to any other function name — `functions.get_weather` when only
+ * `weather.get` was offered, or a bare `get_weather` — is not a call, and its body degrades to a plain visible message.
+ * Without a recipient the channel decides, and an unknown or missing channel degrades to a plain visible message
+ * rather than being dropped.
  */
 import type { ItemKind } from "./segment.ts";
 import type { HarmonyHeader } from "./harmony_header.ts";
@@ -26,7 +29,8 @@ export function harmonyItemKind(header: HarmonyHeader, toolNames: ReadonlySet<st
     }
   }
   if (recipient.startsWith(FUNCTIONS_PREFIX) && recipient.length > FUNCTIONS_PREFIX.length) {
-    return { type: "function_call", name: recipient.slice(FUNCTIONS_PREFIX.length) };
+    const name = recipient.slice(FUNCTIONS_PREFIX.length);
+    return toolNames.has(name) ? { type: "function_call", name } : { type: "message" };
   }
   if (toolNames.has(recipient)) return { type: "function_call", name: recipient };
   if (recipient === "browser" || recipient.startsWith("browser.")) {
@@ -34,7 +38,7 @@ export function harmonyItemKind(header: HarmonyHeader, toolNames: ReadonlySet<st
   }
   if (recipient === "python" || recipient.startsWith("python.")) return { type: "code_interpreter_call" };
   const dot = recipient.indexOf(".");
-  if (dot <= 0) return { type: "mcp_call", serverLabel: recipient, name: recipient };
+  if (dot <= 0) return { type: "message" };
   return {
     type: "mcp_call",
     serverLabel: recipient.slice(0, dot),

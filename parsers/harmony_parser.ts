@@ -19,6 +19,7 @@ import type { CloseReason, ItemKind, OutputParser, Segment } from "./segment.ts"
 import { type HarmonyHeader, HarmonyHeaderBuilder } from "./harmony_header.ts";
 import { harmonyItemKind } from "./harmony_item_kind.ts";
 import { IncrementalDetokenizer } from "./detokenizer.ts";
+import { clipLogprob } from "./clip_logprob.ts";
 
 export interface HarmonyParserOptions {
   /** Function tools of the request: a bare recipient with one of these names is a function call. */
@@ -89,7 +90,12 @@ export class HarmonyParser implements OutputParser {
    * the token leaves a character unfinished: that character is its text too). A recovered body is a suffix of the
    * header text; it carries the logprobs of the tokens whose text reaches into it, like any other delta.
    */
-  #headerLogprobs: { readonly logprob: Logprob; readonly end: number }[] = [];
+  #headerLogprobs: {
+    readonly logprob: Logprob;
+    readonly text: string;
+    readonly start: number;
+    readonly end: number;
+  }[] = [];
 
   constructor(tokenizer: Tokenizer, options: HarmonyParserOptions) {
     this.#tokenizer = tokenizer;
@@ -172,8 +178,9 @@ export class HarmonyParser implements OutputParser {
     else {
       const text = this.#headerText.push(token);
       if (logprob !== undefined) {
-        const end = this.#header.textLength + text.length + (this.#headerText.pending ? 1 : 0);
-        this.#headerLogprobs.push({ logprob, end });
+        const start = this.#header.textLength;
+        const end = start + text.length + (this.#headerText.pending ? 1 : 0);
+        this.#headerLogprobs.push({ logprob, text, start, end });
       }
       this.#header.appendText(text);
     }
@@ -232,7 +239,10 @@ export class HarmonyParser implements OutputParser {
     if (header.leftover.length === 0) return;
     this.#open(harmonyItemKind(header, this.#toolNames), out);
     const bodyStart = this.#header.textLength - header.leftover.length;
-    for (const { logprob, end } of this.#headerLogprobs) if (end > bodyStart) this.#pendingLogprobs.push(logprob);
+    for (const { logprob, text, start, end } of this.#headerLogprobs) {
+      // A token that also spelled header words before the body lists only its body text.
+      if (end > bodyStart) this.#pendingLogprobs.push(clipLogprob(logprob, text, bodyStart - start, 0));
+    }
     this.#headerLogprobs = [];
     this.#delta(header.leftover, out);
     this.#close(reason, out);

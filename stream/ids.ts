@@ -3,7 +3,19 @@
  * and, by default, 128 random bits so they are unique across responses and processes.
  */
 
-export type IdPrefix = "resp" | "msg" | "rs" | "fc" | "fco" | "call" | "ws" | "ci" | "cntr" | "mcp" | "chatcmpl";
+export type IdPrefix =
+  | "resp"
+  | "msg"
+  | "rs"
+  | "fc"
+  | "fco"
+  | "call"
+  | "ws"
+  | "ci"
+  | "cntr"
+  | "mcp"
+  | "chatcmpl"
+  | "cmpl";
 
 /** Mints identifiers. The emitter calls it once per item, at `output_item.added`, and never re-mints. */
 export interface IdSource {

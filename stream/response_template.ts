@@ -30,7 +30,13 @@ export interface ResponseTemplate {
   readonly reasoning: unknown;
   readonly truncation: "auto" | "disabled";
   readonly user: string | null;
-  readonly topLogprobs: number | null;
+  /** Alternatives per token asked for (0 when none were). */
+  readonly topLogprobs: number;
+  readonly presencePenalty: number;
+  readonly frequencyPenalty: number;
+  readonly maxToolCalls: number | null;
+  readonly safetyIdentifier: string | null;
+  readonly promptCacheKey: string | null;
   /** The effective tier, e.g. "default". */
   readonly serviceTier: string;
 }
@@ -63,6 +69,9 @@ export function buildResponse(t: ResponseTemplate, s: ResponseState): Response {
     temperature: t.temperature,
     top_p: t.topP,
     top_logprobs: t.topLogprobs,
+    presence_penalty: t.presencePenalty,
+    frequency_penalty: t.frequencyPenalty,
+    max_tool_calls: t.maxToolCalls,
     max_output_tokens: t.maxOutputTokens,
     previous_response_id: t.previousResponseId,
     reasoning: t.reasoning,
@@ -70,6 +79,8 @@ export function buildResponse(t: ResponseTemplate, s: ResponseState): Response {
     truncation: t.truncation,
     metadata: t.metadata,
     user: t.user,
+    safety_identifier: t.safetyIdentifier,
+    prompt_cache_key: t.promptCacheKey,
     store: t.store,
     background: t.background,
     service_tier: t.serviceTier,

@@ -117,7 +117,10 @@ export interface Response {
   readonly tools: readonly unknown[];
   readonly temperature: number | null;
   readonly top_p: number | null;
-  readonly top_logprobs: number | null;
+  readonly top_logprobs: number;
+  readonly presence_penalty: number;
+  readonly frequency_penalty: number;
+  readonly max_tool_calls: number | null;
   readonly max_output_tokens: number | null;
   readonly previous_response_id: string | null;
   readonly reasoning: unknown;
@@ -125,6 +128,8 @@ export interface Response {
   readonly truncation: "auto" | "disabled";
   readonly metadata: Readonly<Record<string, string>>;
   readonly user: string | null;
+  readonly safety_identifier: string | null;
+  readonly prompt_cache_key: string | null;
   readonly store: boolean;
   readonly background: boolean;
   readonly service_tier: string;

@@ -23,7 +23,12 @@ export const template: ResponseTemplate = {
   reasoning: { effort: null, summary: null },
   truncation: "disabled",
   user: null,
-  topLogprobs: null,
+  topLogprobs: 0,
+  presencePenalty: 0,
+  frequencyPenalty: 0,
+  maxToolCalls: null,
+  safetyIdentifier: null,
+  promptCacheKey: null,
   serviceTier: "default",
 };
 

@@ -131,3 +131,28 @@ Deno.test("connection options: --max-connections N|auto and the header, body and
   assert.throws(() => parseServeArgs(["--header-timeout", "0"], noEnv), CliError);
   assert.throws(() => parseServeArgs(["--max-connections", "many"], noEnv), CliError);
 });
+
+Deno.test("--allowed-origins (a comma list, none by default) and the --metrics-public switch", () => {
+  const d = parseServeArgs([], noEnv);
+  assert.ok(d !== "help");
+  assert.deepEqual(d.allowedOrigins, []);
+  assert.equal(d.metricsPublic, false);
+  // A switch takes no value: the model directory after it stays positional.
+  const c = parseServeArgs(
+    ["--allowed-origins", "https://a.example, http://localhost:3000", "--metrics-public", "m"],
+    noEnv,
+  );
+  assert.ok(c !== "help");
+  assert.deepEqual(c.allowedOrigins, ["https://a.example", "http://localhost:3000"]);
+  assert.equal(c.metricsPublic, true);
+  assert.equal(c.modelDir, "m");
+  const off = parseServeArgs(["--metrics-public=false"], (n) => n === "RILL_METRICS_PUBLIC" ? "1" : undefined);
+  assert.ok(off !== "help");
+  assert.equal(off.metricsPublic, false);
+  const env = parseServeArgs([], (n) => ({ RILL_METRICS_PUBLIC: "true", RILL_ALLOWED_ORIGINS: "*" })[n]);
+  assert.ok(env !== "help");
+  assert.equal(env.metricsPublic, true);
+  assert.deepEqual(env.allowedOrigins, ["*"]);
+  assert.throws(() => parseServeArgs(["--metrics-public=maybe"], noEnv), CliError);
+  assert.match(serveHelp(), /--allowed-origins ORIGINS/);
+});

@@ -1,14 +1,11 @@
 import assert from "node:assert/strict";
+import type { ChatFormat } from "../../formats/chat_format.ts";
 import { createHarmonyFormat } from "../../formats/harmony_format.ts";
+import { ChatmlParser } from "../../parsers/chatml_parser.ts";
 import { MODEL, postJson, startTestServer, tokenizer } from "../../testing/test_server.ts";
 
 const TOOL = { type: "function", name: "get_weather", parameters: { type: "object", properties: {} } };
 const CHAT_TOOL = { type: "function", function: { name: "get_weather", parameters: { type: "object" } } };
-
-async function statusAndParam(r: Response): Promise<[number, string | null]> {
-  const body = await r.json();
-  return [r.status, r.status === 200 ? null : body.error.param];
-}
 
 Deno.test("parallel_tool_calls false: honoured by harmony models (one call, then stop)", async () => {
   const t = startTestServer();
@@ -28,38 +25,77 @@ Deno.test("parallel_tool_calls false: honoured by harmony models (one call, then
   }
 });
 
-Deno.test("parallel_tool_calls false: a 400 naming it for template models, on every endpoint that takes it", async () => {
-  // A template-format model: only the format's name matters to the check.
-  const t = startTestServer({ server: { format: { ...createHarmonyFormat(tokenizer()), name: "chatml" } } });
+/** A template-format model on the test tokenizer: harmony's prompt, ChatML `<tool_call>` output. */
+function chatmlFormat(): ChatFormat {
+  const tok = tokenizer();
+  return {
+    ...createHarmonyFormat(tok),
+    name: "chatml",
+    toolCallEnd: "</tool_call>",
+    createParser: ({ toolNames }) => new ChatmlParser(tok, { toolNames }),
+  };
+}
+
+const TWO_CALLS = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>\n' +
+  '<tool_call>{"name": "get_weather", "arguments": {"city": "Rome"}}</tool_call>\nDone.<|endoftext|>';
+
+Deno.test("parallel_tool_calls false: template models end the turn after the first complete call", async () => {
+  const t = startTestServer({ script: tokenizer().encode(TWO_CALLS), server: { format: chatmlFormat() } });
   try {
     const responses = { model: MODEL, input: "weather?", tools: [TOOL], parallel_tool_calls: false };
+    const r = await postJson(`${t.baseURL}/responses`, responses);
+    const response = await r.json();
+    assert.equal(r.status, 200);
+    assert.equal(response.status, "completed");
+    assert.deepEqual(
+      response.output.map((i: { type: string; arguments?: string }) => [i.type, i.arguments]),
+      [["function_call", '{"city": "Paris"}']],
+    );
+    // Generation itself is asked to stop where the first call closes.
+    assert.deepEqual(t.engine.requests.at(-1)?.sampling.stopStrings, ["</tool_call>"]);
+
     const chat = {
       model: MODEL,
       messages: [{ role: "user", content: "weather?" }],
       tools: [CHAT_TOOL],
       parallel_tool_calls: false,
+      stop: ["###"],
     };
-    for (
-      const [path, body] of [
-        ["responses", responses],
-        ["responses/input_tokens", responses],
-        ["chat/completions", chat],
-      ] as const
-    ) {
-      assert.deepEqual(await statusAndParam(await postJson(`${t.baseURL}/${path}`, body)), [
-        400,
-        "parallel_tool_calls",
-      ]);
-    }
-    // Without function tools, or with parallel calls allowed, there is nothing to refuse.
+    const c = await (await postJson(`${t.baseURL}/chat/completions`, chat)).json();
+    assert.equal(c.choices[0].finish_reason, "tool_calls");
+    assert.equal(c.choices[0].message.content, null);
     assert.deepEqual(
-      await statusAndParam(await postJson(`${t.baseURL}/responses`, { ...responses, tools: [] })),
-      [200, null],
+      c.choices[0].message.tool_calls.map((x: { function: { arguments: string } }) => x.function.arguments),
+      ['{"city": "Paris"}'],
     );
-    assert.deepEqual(
-      await statusAndParam(await postJson(`${t.baseURL}/chat/completions`, { ...chat, parallel_tool_calls: true })),
-      [200, null],
-    );
+    assert.deepEqual(t.engine.requests.at(-1)?.sampling.stopStrings, ["###", "</tool_call>"]);
+    // input_tokens takes the parameter too.
+    assert.equal((await postJson(`${t.baseURL}/responses/input_tokens`, responses)).status, 200);
+
+    // Parallel calls allowed (the default): both calls, the text after them too, and no extra stop string.
+    const all = await (await postJson(`${t.baseURL}/responses`, { ...responses, parallel_tool_calls: true })).json();
+    assert.deepEqual(all.output.map((i: { type: string }) => i.type), ["function_call", "function_call", "message"]);
+    assert.deepEqual(t.engine.requests.at(-1)?.sampling.stopStrings, []);
+  } finally {
+    await t.close();
+  }
+});
+
+Deno.test("max_tool_calls caps the calls of a response (0: none); the response echoes it", async () => {
+  const t = startTestServer({ script: tokenizer().encode(TWO_CALLS), server: { format: chatmlFormat() } });
+  try {
+    const base = { model: MODEL, input: "weather?", tools: [TOOL] };
+    const calls = async (max: number) => {
+      const r = await (await postJson(`${t.baseURL}/responses`, { ...base, max_tool_calls: max })).json();
+      assert.equal(r.max_tool_calls, max);
+      assert.equal(r.status, "completed");
+      return r.output.filter((i: { type: string }) => i.type === "function_call").length;
+    };
+    assert.equal(await calls(2), 2);
+    assert.deepEqual(t.engine.requests.at(-1)?.sampling.stopStrings, []);
+    assert.equal(await calls(1), 1);
+    assert.deepEqual(t.engine.requests.at(-1)?.sampling.stopStrings, ["</tool_call>"]);
+    assert.equal(await calls(0), 0);
   } finally {
     await t.close();
   }

@@ -248,10 +248,8 @@ Deno.test("harmony format parsers are fresh per generation and know the request'
     return [...output.flatMap((t) => parser.push(t)), ...parser.flush()];
   };
   assert.deepEqual(run(["get_weather"])[0], { kind: "open", item: { type: "function_call", name: "get_weather" } });
-  assert.deepEqual(run([])[0], {
-    kind: "open",
-    item: { type: "mcp_call", serverLabel: "get_weather", name: "get_weather" },
-  });
+  // Not offered: not a call (the rule for every chat format), its body a plain message.
+  assert.deepEqual(run([])[0], { kind: "open", item: { type: "message" } });
 });
 
 Deno.test("createHarmonyFormat rejects a tokenizer without harmony control tokens", () => {

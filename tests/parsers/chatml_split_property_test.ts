@@ -172,3 +172,45 @@ Deno.test("property: a token's logprob is attached once per item, in order, and 
     { numRuns: 300 },
   );
 });
+
+Deno.test("property: a message's logprob tokens concatenate to its text, however the text is cut into tokens", () => {
+  const dec = new TextDecoder();
+  fc.assert(
+    fc.property(
+      fc.array(part, { maxLength: 10 }),
+      fc.nat(),
+      fc.boolean(),
+      (parts, seed, startInReasoning) => {
+        const text = parts.join("");
+        // Whole characters per token, so each token's `token` string is its decoded text.
+        const tok = tokenizer(true);
+        const ids: number[] = [];
+        let s = seed;
+        for (const piece of text.split(/(<think>|<\/think>|<tool_call>|<\/tool_call>)/)) {
+          if (MARKERS.includes(piece)) {
+            ids.push(tok.specialId(piece)!);
+            continue;
+          }
+          const chars = [...piece];
+          for (let i = 0; i < chars.length;) {
+            s = (s * 1103515245 + 12345) >>> 0;
+            const n = 1 + (s % 4);
+            ids.push(tok.piece(chars.slice(i, i + n).join("")));
+            i += n;
+          }
+        }
+        const lps = ids.map((id) => {
+          const b = tok.tokenBytes(id);
+          return { token: dec.decode(b), bytes: [...b], logprob: -1, top_logprobs: [] };
+        });
+        const parser = new ChatmlParser(tok, { toolNames: ["f"], startInReasoning });
+        for (const it of collectItems(runParser(parser, ids, lps))) {
+          if (it.item.type !== "message") continue;
+          assert.equal(it.logprobs.map((l) => l.token).join(""), it.text);
+          assert.deepEqual(it.logprobs.flatMap((l) => l.bytes), [...utf8.encode(it.text)]);
+        }
+      },
+    ),
+    { numRuns: 300 },
+  );
+});

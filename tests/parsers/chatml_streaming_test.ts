@@ -80,8 +80,10 @@ Deno.test("logprobs ride with the message delta that carries the token's text; m
   assert.deepEqual(summary(items), [["reasoning", "hm"], ["message", "A</b\n"]]);
   // Reasoning text has no logprobs on the wire, so its tokens attach to nothing.
   assert.deepEqual(items[0]?.logprobs.map((l) => l.token), []);
-  // "</thi" was markup only; "nk>\n\nA" ends the marker and carries "A"; "</" was held then released with "b".
-  assert.deepEqual(items[1]?.logprobs.map((l) => l.token), ["nk>\n\nA", "</", "b", "\n"]);
+  // "</thi" was markup only; "nk>\n\nA" ends the marker and carries "A" (listed as the part shown); "</" was held
+  // then released with "b".
+  assert.deepEqual(items[1]?.logprobs.map((l) => l.token), ["A", "</", "b", "\n"]);
+  assert.equal(items[1]?.logprobs.map((l) => l.token).join(""), items[1]?.text);
 });
 
 Deno.test("logprob of a token that only starts a character goes with the character", () => {
@@ -142,4 +144,34 @@ Deno.test("a message delta that ends inside a token waits for the rest of that t
   assert.deepEqual(run(["Hi", aHalfEmoji, Uint8Array.of(0x92, 0x96, 0x20)]), [["Hi", ["0"]], ["a💖 ", ["1", "2"]]]);
   // A token whose text spans the end of reasoning and the start of the message belongs to the message.
   assert.deepEqual(run(["<think>", "hm</think>\n\nA", "<|im_end|>"]), [["hm", []], ["A", ["1"]]]);
+});
+
+Deno.test("edge whitespace is trimmed in the text and in the logprob tokens alike", () => {
+  const t = tok();
+  const run = (pieces: readonly string[], tools: readonly string[] = []) => {
+    const p = new ChatmlParser(t, { toolNames: tools });
+    const segs: Segment[] = [];
+    for (const piece of pieces) {
+      const id = piece === "<|im_end|>" || piece === "<think>" || piece === "</think>"
+        ? t.specialId(piece)!
+        : t.piece(piece);
+      segs.push(...p.push(id, lp(piece)));
+    }
+    segs.push(...p.flush());
+    return collectItems(segs).filter((i) => i.item.type === "message").map((i) => [
+      i.text,
+      i.logprobs.map((l) => l.token).join(""),
+      i.logprobs.map((l) => l.bytes.length),
+    ]);
+  };
+  // A leading space trimmed from the first token of a message is trimmed from its logprob too.
+  assert.deepEqual(run(["<think>", "hm", "</think>", " is", " available", ".", "<|im_end|>"]), [
+    ["is available.", "is available.", [2, 10, 1]],
+  ]);
+  // Whitespace dropped before a marker leaves the token that also made the "." listed as ".".
+  assert.deepEqual(run(["Done", ".\n\n", "<think>", "x"]), [["Done.", "Done.", [4, 1]]]);
+  // The same before a tool call.
+  assert.deepEqual(run(["Hi", ".\n", "<tool_call>", '{"name": "f"}', "</tool_call>"], ["f"]).slice(0, 1), [
+    ["Hi.", "Hi.", [2, 1]],
+  ]);
 });

@@ -522,14 +522,15 @@ const VECTORS: readonly Vector[] = [
     expected: [reasoning("Think.")],
   },
   {
-    name: "V24 missing terminator at EOS, bare recipient unknown to the request → mcp_call",
+    name: "V24 missing terminator at EOS, bare recipient unknown to the request → a plain message",
     text:
       '<|channel|>analysis<|message|>User asks: "What is the weather in Tokyo?" We need to use lookup_weather tool.<|return|><|start|>assistant to=lookup_weather<|channel|>analysis code<|message|>{"location": "Tokyo"}',
     tokens: V24_TOKENS,
+    toolNames: [],
     expected: [
       reasoning('User asks: "What is the weather in Tokyo?" We need to use lookup_weather tool.', "return"),
       {
-        item: { type: "mcp_call", serverLabel: "lookup_weather", name: "lookup_weather" },
+        item: { type: "message" },
         text: '{"location": "Tokyo"}',
         reason: "implicit",
       },
@@ -669,10 +670,11 @@ const VECTORS: readonly Vector[] = [
     expected: [call("get_weather", "{}")],
   },
   {
-    name: "V22 bare function name unknown to the request → mcp_call",
+    name: "V22 bare function name unknown to the request → a plain message",
     tokens: [200005, 12606, 815, 316, 49687, 170154, 220, 200003, 4108, 200008, 12083, 200012],
+    toolNames: [],
     expected: [{
-      item: { type: "mcp_call", serverLabel: "get_weather", name: "get_weather" },
+      item: { type: "message" },
       text: "{}",
       reason: "call",
     }],
@@ -727,6 +729,24 @@ const VECTORS: readonly Vector[] = [
     expected: [call("get_weather", '{"city":"Oslo"}')],
   },
   {
+    name: "a call to a function the request did not offer degrades to a plain message",
+    tokens: tok.encode(
+      '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"Oslo"}<|call|>',
+    ),
+    toolNames: ["weather.get"],
+    expected: [{ item: { type: "message" }, text: '{"city":"Oslo"}', reason: "call" }],
+  },
+  {
+    name: "output that never reaches <|message|> after a non-channel word degrades to text",
+    tokens: tok.encode("<|channel|>analysis000000000000"),
+    expected: [{ item: { type: "message" }, text: "analysis000000000000", reason: "implicit" }],
+  },
+  {
+    name: "the same, ended by a terminator",
+    tokens: tok.encode("<|channel|>analysis000 more<|end|>"),
+    expected: [{ item: { type: "message" }, text: "analysis000 more", reason: "end" }],
+  },
+  {
     name: "control tokens inside content are stripped, never shown as text",
     tokens: tok.encode(
       "<|channel|>final<|message|>a<|channel|>b<|constrain|>c<|message|>d<|reserved_200013|>e<|return|>",
@@ -740,10 +760,13 @@ const VECTORS: readonly Vector[] = [
   },
 ];
 
+/** The function tools a vector's request offers unless it names its own: every function the vectors call. */
+const OFFERED = ["get_weather", "ffgrep", "web-browsing.v2"];
+
 for (const v of VECTORS) {
   Deno.test(`HarmonyParser: ${v.name}`, () => {
     if (v.text !== undefined) assert.equal(tok.decode(v.tokens), v.text);
-    const segments = parse(v.tokens, v.toolNames ?? []);
+    const segments = parse(v.tokens, v.toolNames ?? OFFERED);
     assert.deepEqual(items(segments), v.expected);
     if (v.deltas !== undefined) assert.deepEqual(deltas(segments), v.deltas);
   });
@@ -823,4 +846,19 @@ Deno.test("HarmonyParser works over the byte-level toy tokenizer (no o200k assum
     reasoning("Think é€😀"),
     call("get_weather", '{"city":"Paris"}'),
   ]);
+});
+
+Deno.test("HarmonyParser: a recovered body's logprob tokens concatenate to its text", () => {
+  const utf8 = new TextEncoder();
+  const ids = tok.encode("<|channel|>commentary Hello there<|end|>");
+  const lps = ids.map((id): Logprob => {
+    const text = tok.decode([id]);
+    return { token: text, bytes: [...utf8.encode(text)], logprob: -1, top_logprobs: [] };
+  });
+  // The body starts inside a token (" Hello" also holds the space that ended the channel word).
+  assert.ok(lps.some((l) => l.token === " Hello"));
+  const [item] = collectItems(runParser(new HarmonyParser(tok, { toolNames: [] }), ids, lps));
+  assert.equal(item?.text, "Hello there");
+  assert.equal(item?.logprobs.map((l) => l.token).join(""), "Hello there");
+  assert.deepEqual(item?.logprobs.flatMap((l) => l.bytes), [...utf8.encode("Hello there")]);
 });
