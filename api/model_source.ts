@@ -4,7 +4,6 @@
  * system, readable by `Deno.readFile` but invisible to native code. Such a model's engine files are copied to a
  * temporary directory the backend can open (the backend takes a path only; see the report on engine/backends/onnx_backend.ts).
  */
-import { resolve } from "node:path";
 import { compiledRoot, isEmbedded } from "../model/embedded_files.ts";
 
 export { compiledRoot, isEmbedded };
