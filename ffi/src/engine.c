@@ -202,12 +202,7 @@ RILL_API rill_status rill_engine_create(const char *model_dir, const rill_option
     free(e);
     return set_global(RILL_ERR_INVALID_ARGUMENT, "dtype %.32s: expected fp32, bf16 or int8", o->dtype);
   }
-  const char *ck_name =
-      rill_checkpoint_find(ck, "model.embed_tokens.weight") != NULL &&
-              strcmp(rill_checkpoint_find(ck, "model.embed_tokens.weight")->file, "model.safetensors") == 0
-          ? "model.safetensors"
-          : "model.safetensors.index.json";
-  s = rill_model_weights_load(ck, ck_name, c, wt, &e->w, global_err, sizeof global_err);
+  s = rill_model_weights_load(ck, rill_checkpoint_name(ck), c, wt, &e->w, global_err, sizeof global_err);
   rill_checkpoint_close(ck);
   if (s != RILL_OK) {
     free(e);
