@@ -98,7 +98,7 @@ class BuildError extends Error {}
 
 async function compile(cc: string, flags: readonly string[], source: string, object: string): Promise<void> {
   await Deno.mkdir(dirname(object), { recursive: true });
-  const tmp = `${object}.tmp`;
+  const tmp = `${object}.${Deno.pid}.tmp`; // per process: builds in one checkout may overlap
   const result = await run(cc, [...flags, "-c", source, "-o", tmp]);
   if (!result.ok) throw new BuildError(`${relative(ROOT, source)}:\n${result.output}`);
   await Deno.rename(tmp, object);
@@ -107,7 +107,7 @@ async function compile(cc: string, flags: readonly string[], source: string, obj
 /** Links into `output` through a temporary file, so a reader never sees a half-written library. */
 async function link(cc: string, args: readonly string[], output: string): Promise<void> {
   await Deno.mkdir(dirname(output), { recursive: true });
-  const tmp = `${output}.tmp`;
+  const tmp = `${output}.${Deno.pid}.tmp`;
   const result = await run(cc, [...args, "-o", tmp, ...LIBS]);
   if (!result.ok) throw new BuildError(`linking ${relative(ROOT, output)}:\n${result.output}`);
   await Deno.rename(tmp, output);
