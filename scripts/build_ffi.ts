@@ -209,7 +209,7 @@ export async function buildFfi(options: { tests: boolean; log?: (line: string) =
     try {
       for await (const entry of Deno.readDir(testDir)) {
         const path = join(testDir, entry.name);
-        if (entry.isFile && !tests.includes(path)) await Deno.remove(path);
+        if (entry.isFile && !entry.name.endsWith(".tmp") && !tests.includes(path)) await Deno.remove(path);
       }
     } catch (e) {
       if (!(e instanceof Deno.errors.NotFound)) throw e;
