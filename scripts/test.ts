@@ -52,7 +52,9 @@ async function runCTest(program: string): Promise<CTestRun> {
 async function runCTests(): Promise<{ passed: number; failed: number }> {
   const programs: string[] = [];
   try {
-    for await (const entry of Deno.readDir(C_TESTS)) if (entry.isFile) programs.push(join(C_TESTS, entry.name));
+    for await (const entry of Deno.readDir(C_TESTS)) {
+      if (entry.isFile && !entry.name.endsWith(".tmp")) programs.push(join(C_TESTS, entry.name));
+    }
   } catch (e) {
     if (!(e instanceof Deno.errors.NotFound)) throw e;
   }
