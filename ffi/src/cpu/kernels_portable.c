@@ -73,19 +73,24 @@ const rill_kernels rill_kernels_portable = {
     .isa = "portable", .gemm_f32 = gemm_f32, .gemm_bf16 = gemm_bf16, .gemm_q8 = gemm_q8};
 
 void rill_quantize_q8(const float *x, int cols, int nblocks, int8_t *q, float *s) {
+  /* Adding and subtracting 1.5 · 2^23 rounds to the nearest integer, ties to even, for |v| < 2^22 (here |v| ≤ 127),
+   * without a libm call per element. */
+  const float magic = 12582912.0f;
   for (int b = 0; b < nblocks; b++) {
     int c0 = b * RILL_Q8_BLOCK;
+    int n = cols - c0 < RILL_Q8_BLOCK ? cols - c0 : RILL_Q8_BLOCK;
     float amax = 0.0f;
-    for (int l = 0; l < RILL_Q8_BLOCK && c0 + l < cols; l++) amax = fmaxf(amax, fabsf(x[c0 + l]));
-    float scale = amax / 127.0f;
-    float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-    s[b] = scale;
-    for (int l = 0; l < RILL_Q8_BLOCK; l++) {
-      float v = c0 + l < cols ? x[c0 + l] * inv : 0.0f;
-      long qi = lrintf(v);
-      if (qi > 127) qi = 127;
-      if (qi < -127) qi = -127;
-      q[c0 + l] = (int8_t)qi;
+    for (int l = 0; l < n; l++) {
+      float a = fabsf(x[c0 + l]);
+      amax = a > amax ? a : amax;
     }
+    float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    s[b] = amax / 127.0f;
+    for (int l = 0; l < n; l++) {
+      float v = (x[c0 + l] * inv + magic) - magic;
+      v = v >= -127.0f ? (v <= 127.0f ? v : 127.0f) : -127.0f; /* NaN lands on -127, never an undefined cast */
+      q[c0 + l] = (int8_t)v;
+    }
+    for (int l = n; l < RILL_Q8_BLOCK; l++) q[c0 + l] = 0;
   }
 }
