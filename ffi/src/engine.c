@@ -190,22 +190,28 @@ RILL_API rill_status rill_engine_create(const char *model_dir, const rill_option
   e->lim.max_positions = or_default(o->max_model_len, c->max_positions);
   e->qkv_dim = (c->num_heads + 2 * c->num_kv_heads) * c->head_dim;
 
+  int threads = o->threads > 0 ? o->threads : rill_cpu_count();
+  s = rill_pool_create(threads, &e->pool);
+  if (s != RILL_OK) {
+    free(e);
+    return set_global(s, "cannot start %d threads", threads);
+  }
   rill_checkpoint *ck = NULL;
   s = rill_checkpoint_open(model_dir, &ck, global_err, sizeof global_err);
   if (s != RILL_OK) {
-    free(e);
+    rill_engine_destroy(e);
     return s;
   }
   rill_wtype wt = rill_checkpoint_default_wtype(ck);
   if (o->dtype != NULL && parse_wtype(o->dtype, &wt) != RILL_OK) {
     rill_checkpoint_close(ck);
-    free(e);
+    rill_engine_destroy(e);
     return set_global(RILL_ERR_INVALID_ARGUMENT, "dtype %.32s: expected fp32, bf16 or int8", o->dtype);
   }
-  s = rill_model_weights_load(ck, rill_checkpoint_name(ck), c, wt, &e->w, global_err, sizeof global_err);
+  s = rill_model_weights_load(ck, rill_checkpoint_name(ck), c, wt, e->pool, &e->w, global_err, sizeof global_err);
   rill_checkpoint_close(ck);
   if (s != RILL_OK) {
-    free(e);
+    rill_engine_destroy(e);
     return s;
   }
 
@@ -236,12 +242,6 @@ RILL_API rill_status rill_engine_create(const char *model_dir, const rill_option
     return set_global(s, "out of memory for a KV pool of %d blocks", e->lim.num_blocks);
   }
 
-  int threads = o->threads > 0 ? o->threads : rill_cpu_count();
-  s = rill_pool_create(threads, &e->pool);
-  if (s != RILL_OK) {
-    rill_engine_destroy(e);
-    return set_global(s, "cannot start %d threads", threads);
-  }
   /* RILL_CPU_ISA (portable, avx2, avx512) caps the kernels, so tests can compare instruction sets. */
   e->k = rill_kernels_select(getenv("RILL_CPU_ISA"));
   int64_t rows = (int64_t)e->lim.max_seqs * (e->lim.max_drafts + 1);
