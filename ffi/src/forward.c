@@ -1,3 +1,10 @@
+/*
+ * The CPU device's forward pass (rill_forward): embedding, then per layer RMSNorm, one stacked q/k/v projection,
+ * bias / q-k norm / RoPE with the new K/V written into their paged slots, attention over each sequence's block table,
+ * output projection, RMSNorm and a stacked gate/up projection with SiLU, down projection; finally the norm and output
+ * projection for the rows that need logits. Every stage is split across the thread pool by output rows or tokens,
+ * never inside one dot product, so results do not depend on the thread count or the batch.
+ */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
