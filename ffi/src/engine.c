@@ -133,6 +133,10 @@ static rill_status read_options(const rill_options *o, rill_engine *e) {
   if (o->draft_model_dir != NULL) {
     return set_global(RILL_ERR_UNSUPPORTED, "draft_model_dir: a draft model is not supported by this build yet");
   }
+  rill_wtype wt;
+  if (o->dtype != NULL && parse_wtype(o->dtype, &wt) != RILL_OK) {
+    return set_global(RILL_ERR_INVALID_ARGUMENT, "dtype %.32s: expected fp32, bf16 or int8", o->dtype);
+  }
   if (o->kv_dtype != NULL && strcmp(o->kv_dtype, "fp32") != 0 && strcmp(o->kv_dtype, "bf16") != 0) {
     return set_global(RILL_ERR_INVALID_ARGUMENT, "kv_dtype %.32s: expected fp32 or bf16", o->kv_dtype);
   }
@@ -202,12 +206,9 @@ RILL_API rill_status rill_engine_create(const char *model_dir, const rill_option
     rill_engine_destroy(e);
     return s;
   }
+  /* The option was checked by read_options; without it the checkpoint decides. */
   rill_wtype wt = rill_checkpoint_default_wtype(ck);
-  if (o->dtype != NULL && parse_wtype(o->dtype, &wt) != RILL_OK) {
-    rill_checkpoint_close(ck);
-    rill_engine_destroy(e);
-    return set_global(RILL_ERR_INVALID_ARGUMENT, "dtype %.32s: expected fp32, bf16 or int8", o->dtype);
-  }
+  if (o->dtype != NULL) parse_wtype(o->dtype, &wt);
   s = rill_model_weights_load(ck, rill_checkpoint_name(ck), c, wt, e->pool, &e->w, global_err, sizeof global_err);
   rill_checkpoint_close(ck);
   if (s != RILL_OK) {
