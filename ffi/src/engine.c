@@ -90,8 +90,8 @@ static rill_status alloc_buffers(rill_engine *e) {
   e->xq = aligned_alloc(64, (T * wblocks * RILL_Q8_BLOCK + 63) & ~(size_t)63);
   e->xs = alloc_floats(T * wblocks);
   e->inv_freq = alloc_floats(D / 2);
-  /* Scores of G heads over the longest context, one dequantised K/V row, G output rows. */
-  e->att_scratch_stride = (G * (size_t)e->lim.max_positions + D + G * D + 15) & ~(size_t)15;
+  /* Scores of G heads over the longest context, then G output rows. */
+  e->att_scratch_stride = (G * (size_t)e->lim.max_positions + G * D + 15) & ~(size_t)15;
   e->att_scratch = alloc_floats(threads * e->att_scratch_stride);
   e->rows = malloc(T * sizeof(int32_t));
   e->row_hidden = alloc_floats((size_t)e->max_rows * H);
