@@ -6,7 +6,7 @@
  * - with `--tests`, the C test programs `ffi/tests/*.c`, each linked with AddressSanitizer/UBSan builds of the same
  *   sources, into `build/ffi/tests/<name>` (scripts/test.ts runs them).
  *
- * Nothing is rebuilt while its outputs are newer than every source and header and the stamp (compiler, flags,
+ * Nothing is rebuilt while its outputs are newer than every source and header and their stamp (compiler, flags,
  * source list) is unchanged. Without a C compiler it prints one warning and exits 0: the ONNX backend still works.
  * `CC` picks another compiler.
  */
@@ -34,11 +34,38 @@ const SAN_FLAGS = [
 ];
 const LIBS = ["-lm", "-lpthread"];
 
-interface Stamp {
-  readonly compiler: string;
-  readonly libFlags: readonly string[];
-  readonly sanFlags: readonly string[];
-  readonly sources: readonly string[];
+/**
+ * What a set of outputs was built with, kept next to them (`build/ffi/<name>.stamp.json`): when it differs, every
+ * output of the set is rebuilt. The library and the sanitized tests have a stamp each, so building one set never
+ * marks the other as current.
+ */
+class Stamp {
+  readonly #path: string;
+  readonly #text: string;
+  changed = true;
+
+  private constructor(path: string, text: string) {
+    this.#path = path;
+    this.#text = text;
+  }
+
+  static async read(name: string, contents: unknown): Promise<Stamp> {
+    const stamp = new Stamp(join(OUT, `${name}.stamp.json`), JSON.stringify(contents, null, 2));
+    try {
+      stamp.changed = (await Deno.readTextFile(stamp.#path)) !== stamp.#text;
+    } catch (e) {
+      if (!(e instanceof Deno.errors.NotFound)) throw e;
+    }
+    return stamp;
+  }
+
+  /** Records the set as built; call only after every output of the set is written. */
+  async write(): Promise<void> {
+    if (!this.changed) return;
+    await Deno.mkdir(OUT, { recursive: true });
+    await Deno.writeTextFile(this.#path, this.#text);
+    this.changed = false;
+  }
 }
 
 async function run(cmd: string, args: readonly string[]): Promise<{ ok: boolean; output: string }> {
@@ -98,7 +125,7 @@ class BuildError extends Error {}
 
 async function compile(cc: string, flags: readonly string[], source: string, object: string): Promise<void> {
   await Deno.mkdir(dirname(object), { recursive: true });
-  const tmp = `${object}.tmp`;
+  const tmp = `${object}.${Deno.pid}.tmp`; // per process: builds in one checkout may overlap
   const result = await run(cc, [...flags, "-c", source, "-o", tmp]);
   if (!result.ok) throw new BuildError(`${relative(ROOT, source)}:\n${result.output}`);
   await Deno.rename(tmp, object);
@@ -107,7 +134,7 @@ async function compile(cc: string, flags: readonly string[], source: string, obj
 /** Links into `output` through a temporary file, so a reader never sees a half-written library. */
 async function link(cc: string, args: readonly string[], output: string): Promise<void> {
   await Deno.mkdir(dirname(output), { recursive: true });
-  const tmp = `${output}.tmp`;
+  const tmp = `${output}.${Deno.pid}.tmp`;
   const result = await run(cc, [...args, "-o", tmp, ...LIBS]);
   if (!result.ok) throw new BuildError(`linking ${relative(ROOT, output)}:\n${result.output}`);
   await Deno.rename(tmp, output);
@@ -154,30 +181,19 @@ export async function buildFfi(options: { tests: boolean; log?: (line: string) =
 
   const sources = await walk(SRC, ".c", true);
   const headers = [...await walk(SRC, ".h", true), ...await walk(INCLUDE, ".h", true)];
-  const stamp: Stamp = {
-    compiler: version.output.split("\n")[0] ?? "",
-    libFlags: LIB_FLAGS,
-    sanFlags: SAN_FLAGS,
-    sources: sources.map((s) => relative(ROOT, s)),
-  };
-  const stampPath = join(OUT, "stamp.json");
-  let oldStamp = "";
-  try {
-    oldStamp = await Deno.readTextFile(stampPath);
-  } catch (e) {
-    if (!(e instanceof Deno.errors.NotFound)) throw e;
-  }
-  const stampText = JSON.stringify(stamp, null, 2);
-  const changed = oldStamp !== stampText;
+  const compiler = version.output.split("\n")[0] ?? "";
+  const sourceList = sources.map((s) => relative(ROOT, s));
+  const libStamp = await Stamp.read("library", { compiler, flags: LIB_FLAGS, sources: sourceList });
   let newestHeader = 0;
   for (const h of headers) newestHeader = Math.max(newestHeader, await mtime(h));
 
   // Compiler, flags or the source list changed: every object is rebuilt and the library relinked.
-  const lib = await objects(cc, LIB_FLAGS, sources, join(OUT, "obj"), newestHeader, changed);
-  if (changed || lib.rebuilt || await mtime(LIBRARY_PATH) < 0) {
+  const lib = await objects(cc, LIB_FLAGS, sources, join(OUT, "obj"), newestHeader, libStamp.changed);
+  if (libStamp.changed || lib.rebuilt || await mtime(LIBRARY_PATH) < 0) {
     await link(cc, ["-shared", "-pthread", ...lib.objects], LIBRARY_PATH);
     log(`built ${relative(ROOT, LIBRARY_PATH)} (${sources.length} sources)`);
   }
+  await libStamp.write();
 
   // CUDA sources (ffi/cuda/*.cu) are compiled here with nvcc when present and nvcc is on PATH; until the CUDA device
   // lands this build does not compile them, and says so rather than building a library that silently lacks them.
@@ -187,6 +203,13 @@ export async function buildFfi(options: { tests: boolean; log?: (line: string) =
   const tests: string[] = [];
   if (options.tests) {
     const testSources = await walk(TESTS, ".c", false);
+    const testStamp = await Stamp.read("tests", {
+      compiler,
+      flags: SAN_FLAGS,
+      sources: sourceList,
+      tests: testSources.map((s) => relative(ROOT, s)),
+    });
+    const changed = testStamp.changed;
     const testHeaders = await walk(TESTS, ".h", false);
     let newestTestInput = newestHeader;
     for (const h of testHeaders) newestTestInput = Math.max(newestTestInput, await mtime(h));
@@ -209,15 +232,14 @@ export async function buildFfi(options: { tests: boolean; log?: (line: string) =
     try {
       for await (const entry of Deno.readDir(testDir)) {
         const path = join(testDir, entry.name);
-        if (entry.isFile && !tests.includes(path)) await Deno.remove(path);
+        if (entry.isFile && !entry.name.endsWith(".tmp") && !tests.includes(path)) await Deno.remove(path);
       }
     } catch (e) {
       if (!(e instanceof Deno.errors.NotFound)) throw e;
     }
+    await testStamp.write();
   }
 
-  await Deno.mkdir(OUT, { recursive: true });
-  if (changed) await Deno.writeTextFile(stampPath, stampText);
   return { built: true, library: LIBRARY_PATH, tests };
 }
 

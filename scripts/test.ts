@@ -16,39 +16,69 @@ const C_TEST_TIMEOUT_MS = 300_000;
 // deno-lint-ignore no-control-regex
 const stripAnsi = (s: string): string => s.replace(/\x1b\[[0-9;]*m/g, "");
 
-/** Runs each C test program; its last `N passed, N failed` line is its count, and a crash or leak adds a failure. */
+interface CTestRun {
+  readonly name: string;
+  readonly passed: number;
+  readonly failed: number;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/** Runs one C test program: its last `N passed, N failed` line is its count, and a crash, leak or timeout a failure. */
+async function runCTest(program: string): Promise<CTestRun> {
+  const child = new Deno.Command(program, {
+    cwd: ROOT,
+    stdout: "piped",
+    stderr: "piped",
+    env: { ASAN_OPTIONS: "detect_leaks=1:abort_on_error=0", UBSAN_OPTIONS: "print_stacktrace=1" },
+  }).spawn();
+  const timer = setTimeout(() => child.kill("SIGKILL"), C_TEST_TIMEOUT_MS);
+  const { code, stdout, stderr } = await child.output();
+  clearTimeout(timer);
+  const out = new TextDecoder().decode(stdout);
+  const counts = [...out.matchAll(/^(\d+) passed, (\d+) failed$/gm)].at(-1);
+  const passed = counts ? Number(counts[1]) : 0;
+  const failed = counts ? Number(counts[2]) : 0;
+  return {
+    name: program.slice(C_TESTS.length + 1),
+    passed,
+    failed: code !== 0 && failed === 0 ? 1 : failed,
+    stdout: out,
+    stderr: new TextDecoder().decode(stderr),
+  };
+}
+
+/** Runs the C test programs, as many at a time as there are cores, and reports them in name order. */
 async function runCTests(): Promise<{ passed: number; failed: number }> {
-  let passed = 0;
-  let failed = 0;
   const programs: string[] = [];
   try {
-    for await (const entry of Deno.readDir(C_TESTS)) if (entry.isFile) programs.push(join(C_TESTS, entry.name));
+    for await (const entry of Deno.readDir(C_TESTS)) {
+      if (entry.isFile && !entry.name.endsWith(".tmp")) programs.push(join(C_TESTS, entry.name));
+    }
   } catch (e) {
     if (!(e instanceof Deno.errors.NotFound)) throw e;
   }
-  for (const program of programs.sort()) {
-    const name = program.slice(C_TESTS.length + 1);
-    const child = new Deno.Command(program, {
-      cwd: ROOT,
-      stdout: "piped",
-      stderr: "piped",
-      env: { ASAN_OPTIONS: "detect_leaks=1:abort_on_error=0", UBSAN_OPTIONS: "print_stacktrace=1" },
-    }).spawn();
-    const timer = setTimeout(() => child.kill("SIGKILL"), C_TEST_TIMEOUT_MS);
-    const { code, stdout, stderr } = await child.output();
-    clearTimeout(timer);
-    const out = new TextDecoder().decode(stdout);
-    const err = new TextDecoder().decode(stderr);
-    const counts = [...out.matchAll(/^(\d+) passed, (\d+) failed$/gm)].at(-1);
-    const p = counts ? Number(counts[1]) : 0;
-    let f = counts ? Number(counts[2]) : 0;
-    if (code !== 0 && f === 0) f = 1;
-    passed += p;
-    failed += f;
-    console.log(`${f === 0 ? "ok" : "FAILED"} | ffi/tests/${name}.c | ${p} passed | ${f} failed`);
-    if (f > 0) {
-      await Deno.stdout.write(new TextEncoder().encode(out));
-      await Deno.stderr.write(new TextEncoder().encode(err));
+  programs.sort();
+  const runs: CTestRun[] = new Array(programs.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < programs.length) {
+      const k = next++;
+      runs[k] = await runCTest(programs[k]!);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(programs.length, navigator.hardwareConcurrency || 2) }, worker));
+  let passed = 0;
+  let failed = 0;
+  for (const run of runs) {
+    passed += run.passed;
+    failed += run.failed;
+    console.log(
+      `${run.failed === 0 ? "ok" : "FAILED"} | ffi/tests/${run.name}.c | ${run.passed} passed | ${run.failed} failed`,
+    );
+    if (run.failed > 0) {
+      await Deno.stdout.write(new TextEncoder().encode(run.stdout));
+      await Deno.stderr.write(new TextEncoder().encode(run.stderr));
     }
   }
   return { passed, failed };

@@ -53,7 +53,7 @@ static void *bw_read(void *arg) {
 }
 
 static double read_bandwidth(int threads) {
-  const size_t bytes = (size_t)1 << 30;
+  const size_t bytes = (size_t)512 << 20;
   uint64_t *buf = malloc(bytes);
   if (buf == NULL) return 0.0;
   for (size_t i = 0; i < bytes / 8; i++) buf[i] = i;
@@ -230,13 +230,8 @@ int main(int argc, char **argv) {
     double load = now() - t0;
     rill_info info;
     rill_engine_info(e, &info);
-    static int bw_done = 0;
-    static double bw = 0.0;
-    if (!bw_done) {
-      bw = read_bandwidth(info.threads);
-      bw_done = 1;
-      printf("memory read bandwidth: %.2f GB/s (%d threads)\n", bw, info.threads);
-    }
+    /* Measured next to each precision's run: on a shared machine the bandwidth available drifts. */
+    double bw = read_bandwidth(info.threads);
     /* Bytes streamed per decoded token: every layer matrix and the output projection; the embedding table is read
      * one row at a time unless it is the (tied) output projection. */
     double embed_bytes = (double)info.vocab_size * info.hidden_size * (d == 0 ? 4.0 : d == 1 ? 2.0 : 1.125);
@@ -274,10 +269,18 @@ int main(int argc, char **argv) {
       d8[r] = 8.0 * steps / (now() - s);
     }
     double mpf = median(pf, reps), md1 = median(d1, reps), md8 = median(d8, reps);
-    printf("%s: isa %s, threads %d, load %.1f s, weights %.0f MB, streamed %.0f MB/token | prefill %d: %.1f tok/s | "
-           "decode x1: %.2f tok/s (roofline %.2f, %.0f%%) | decode x8: %.2f tok/s\n",
-           dtypes[d], info.isa, info.threads, load, info.weight_bytes / 1e6, per_token / 1e6, prompt, mpf, md1,
-           roofline, 100.0 * md1 / roofline, md8);
+    double bw_after = read_bandwidth(info.threads);
+    double loadavg = -1.0;
+    FILE *la = fopen("/proc/loadavg", "r");
+    if (la != NULL) {
+      if (fscanf(la, "%lf", &loadavg) != 1) loadavg = -1.0;
+      fclose(la);
+    }
+    printf("%s: isa %s, threads %d, load %.1f s, weights %.0f MB, streamed %.0f MB/token | read bandwidth %.2f GB/s "
+           "(%.2f after) | prefill %d: %.1f tok/s | decode x1: %.2f tok/s (roofline %.2f, %.0f%%) | decode x8: %.2f "
+           "tok/s | loadavg %.2f\n",
+           dtypes[d], info.isa, info.threads, load, info.weight_bytes / 1e6, per_token / 1e6, bw, bw_after, prompt,
+           mpf, md1, roofline, 100.0 * md1 / roofline, md8, loadavg);
     fflush(stdout);
     rill_engine_destroy(e);
   }

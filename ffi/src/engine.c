@@ -90,8 +90,8 @@ static rill_status alloc_buffers(rill_engine *e) {
   e->xq = aligned_alloc(64, (T * wblocks * RILL_Q8_BLOCK + 63) & ~(size_t)63);
   e->xs = alloc_floats(T * wblocks);
   e->inv_freq = alloc_floats(D / 2);
-  /* Scores of G heads over the longest context, one dequantised K/V row, G output rows. */
-  e->att_scratch_stride = (G * (size_t)e->lim.max_positions + D + G * D + 15) & ~(size_t)15;
+  /* Scores of G heads over the longest context, then G output rows. */
+  e->att_scratch_stride = (G * (size_t)e->lim.max_positions + G * D + 15) & ~(size_t)15;
   e->att_scratch = alloc_floats(threads * e->att_scratch_stride);
   e->rows = malloc(T * sizeof(int32_t));
   e->row_hidden = alloc_floats((size_t)e->max_rows * H);
@@ -132,6 +132,10 @@ static rill_status read_options(const rill_options *o, rill_engine *e) {
   }
   if (o->draft_model_dir != NULL) {
     return set_global(RILL_ERR_UNSUPPORTED, "draft_model_dir: a draft model is not supported by this build yet");
+  }
+  rill_wtype wt;
+  if (o->dtype != NULL && parse_wtype(o->dtype, &wt) != RILL_OK) {
+    return set_global(RILL_ERR_INVALID_ARGUMENT, "dtype %.32s: expected fp32, bf16 or int8", o->dtype);
   }
   if (o->kv_dtype != NULL && strcmp(o->kv_dtype, "fp32") != 0 && strcmp(o->kv_dtype, "bf16") != 0) {
     return set_global(RILL_ERR_INVALID_ARGUMENT, "kv_dtype %.32s: expected fp32 or bf16", o->kv_dtype);
@@ -190,27 +194,25 @@ RILL_API rill_status rill_engine_create(const char *model_dir, const rill_option
   e->lim.max_positions = or_default(o->max_model_len, c->max_positions);
   e->qkv_dim = (c->num_heads + 2 * c->num_kv_heads) * c->head_dim;
 
+  int threads = o->threads > 0 ? o->threads : rill_cpu_count();
+  s = rill_pool_create(threads, &e->pool);
+  if (s != RILL_OK) {
+    free(e);
+    return set_global(s, "cannot start %d threads", threads);
+  }
   rill_checkpoint *ck = NULL;
   s = rill_checkpoint_open(model_dir, &ck, global_err, sizeof global_err);
   if (s != RILL_OK) {
-    free(e);
+    rill_engine_destroy(e);
     return s;
   }
+  /* The option was checked by read_options; without it the checkpoint decides. */
   rill_wtype wt = rill_checkpoint_default_wtype(ck);
-  if (o->dtype != NULL && parse_wtype(o->dtype, &wt) != RILL_OK) {
-    rill_checkpoint_close(ck);
-    free(e);
-    return set_global(RILL_ERR_INVALID_ARGUMENT, "dtype %.32s: expected fp32, bf16 or int8", o->dtype);
-  }
-  const char *ck_name =
-      rill_checkpoint_find(ck, "model.embed_tokens.weight") != NULL &&
-              strcmp(rill_checkpoint_find(ck, "model.embed_tokens.weight")->file, "model.safetensors") == 0
-          ? "model.safetensors"
-          : "model.safetensors.index.json";
-  s = rill_model_weights_load(ck, ck_name, c, wt, &e->w, global_err, sizeof global_err);
+  if (o->dtype != NULL) parse_wtype(o->dtype, &wt);
+  s = rill_model_weights_load(ck, rill_checkpoint_name(ck), c, wt, e->pool, &e->w, global_err, sizeof global_err);
   rill_checkpoint_close(ck);
   if (s != RILL_OK) {
-    free(e);
+    rill_engine_destroy(e);
     return s;
   }
 
@@ -241,12 +243,6 @@ RILL_API rill_status rill_engine_create(const char *model_dir, const rill_option
     return set_global(s, "out of memory for a KV pool of %d blocks", e->lim.num_blocks);
   }
 
-  int threads = o->threads > 0 ? o->threads : rill_cpu_count();
-  s = rill_pool_create(threads, &e->pool);
-  if (s != RILL_OK) {
-    rill_engine_destroy(e);
-    return set_global(s, "cannot start %d threads", threads);
-  }
   /* RILL_CPU_ISA (portable, avx2, avx512) caps the kernels, so tests can compare instruction sets. */
   e->k = rill_kernels_select(getenv("RILL_CPU_ISA"));
   int64_t rows = (int64_t)e->lim.max_seqs * (e->lim.max_drafts + 1);

@@ -38,7 +38,7 @@ struct rill_engine {
   int8_t *xq;                 /* int8 activations, [T × widest row in blocks × 32] */
   float *xs;                  /* their scales */
   float *inv_freq;            /* [head_dim / 2] */
-  float *att_scratch;         /* per thread: heads per KV head × max_positions scores */
+  float *att_scratch;         /* per thread: G × max_positions scores, then G × head_dim sums (G = heads / KV heads) */
   size_t att_scratch_stride;  /* floats per thread */
   int32_t *rows;              /* [max_batch_tokens] fed-token index of each logits row */
   float *row_hidden;          /* [max_rows × hidden] */

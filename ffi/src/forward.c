@@ -1,3 +1,10 @@
+/*
+ * The CPU device's forward pass (rill_forward): embedding, then per layer RMSNorm, one stacked q/k/v projection,
+ * bias / q-k norm / RoPE with the new K/V written into their paged slots, attention over each sequence's block table,
+ * output projection, RMSNorm and a stacked gate/up projection with SiLU, down projection; finally the norm and output
+ * projection for the rows that need logits. Every stage is split across the thread pool by output rows or tokens,
+ * never inside one dot product, so results do not depend on the thread count or the batch.
+ */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -116,12 +123,17 @@ typedef struct qkv_job {
   int layer, T;
 } qkv_job;
 
-static void store_kv(rill_kv_pool *kv, void *base, size_t off, const float *src, int n) {
+/* Writes one token's key (transposed into its tile) and value (a row of its tile). */
+static void store_kv(const rill_kv_pool *kv, size_t tile, int32_t slot, const float *k, const float *v) {
+  const int D = kv->head_dim, bs = kv->block_size;
   if (kv->bf16) {
-    uint16_t *dst = (uint16_t *)base + off;
-    for (int i = 0; i < n; i++) dst[i] = rill_f32_to_bf16(src[i]);
+    uint16_t *kt = (uint16_t *)kv->k + tile, *vt = (uint16_t *)kv->v + tile + (size_t)slot * D;
+    for (int d = 0; d < D; d++) kt[(size_t)d * bs + slot] = rill_f32_to_bf16(k[d]);
+    for (int d = 0; d < D; d++) vt[d] = rill_f32_to_bf16(v[d]);
   } else {
-    memcpy((float *)base + off, src, (size_t)n * sizeof(float));
+    float *kt = (float *)kv->k + tile, *vt = (float *)kv->v + tile + (size_t)slot * D;
+    for (int d = 0; d < D; d++) kt[(size_t)d * bs + slot] = k[d];
+    memcpy(vt, v, (size_t)D * sizeof(float));
   }
 }
 
@@ -148,9 +160,8 @@ static void qkv_task(void *ctx, int64_t task, int thread) {
       float *kh = k + (size_t)h * D;
       if (j->L->k_norm != NULL) rms_norm(kh, j->L->k_norm, D, c->rms_norm_eps, kh);
       rill_rope_apply(kh, half, cs, sn);
-      size_t off = rill_kv_offset(&e->kv, j->layer, (int32_t)e->slot_block[t], h, e->slot_in_block[t]);
-      store_kv(&e->kv, e->kv.k, off, kh, D);
-      store_kv(&e->kv, e->kv.v, off, v + (size_t)h * D, D);
+      size_t tile = rill_kv_tile(&e->kv, j->layer, (int32_t)e->slot_block[t], h);
+      store_kv(&e->kv, tile, e->slot_in_block[t], kh, v + (size_t)h * D);
     }
   }
 }
@@ -163,57 +174,35 @@ typedef struct attn_job {
   int layer;
 } attn_job;
 
-static float dot_f32(const float *a, const float *b, int n) {
-  float acc[8] = {0};
-  int m = n & ~7;
-  for (int i = 0; i < m; i += 8) {
-    for (int l = 0; l < 8; l++) acc[l] += a[i + l] * b[i + l];
-  }
-  float s = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
-  for (int i = m; i < n; i++) s += a[i] * b[i];
-  return s;
-}
-
-static void load_kv(const rill_kv_pool *kv, const void *base, size_t off, float *dst, int n) {
-  if (kv->bf16) {
-    const uint16_t *src = (const uint16_t *)base + off;
-    for (int i = 0; i < n; i++) dst[i] = rill_bf16_to_f32(src[i]);
-  } else {
-    memcpy(dst, (const float *)base + off, (size_t)n * sizeof(float));
-  }
-}
-
 /* One task: one fed token × one KV head, covering the query heads that share it. A token at position p attends to
- * positions 0..p of its sequence, read through the block table (its own K/V already written). */
+ * positions 0..p of its sequence, read block by block through the block table (its own K/V already written). */
 static void attn_task(void *ctx, int64_t task, int thread) {
   const attn_job *j = ctx;
   rill_engine *e = j->e;
+  const rill_kv_pool *kv = &e->kv;
   const rill_model_config *c = &e->cfg;
   const int D = c->head_dim, NH = c->num_heads, KH = c->num_kv_heads, G = NH / KH;
-  const int bs = e->kv.block_size;
+  const int bs = kv->block_size;
   int t = (int)(task / KH), kh = (int)(task % KH);
   int s = e->tok_seq[t];
-  int32_t pos = j->b->positions[t];
+  const int n = j->b->positions[t] + 1;
   const int32_t *table = j->b->block_tables + (size_t)s * (size_t)j->b->block_table_stride;
   const float *q = e->qkv + (size_t)t * (size_t)e->qkv_dim + (size_t)kh * G * D;
-  float *scores = e->att_scratch + (size_t)thread * e->att_scratch_stride;
-  float *kbuf = scores + (size_t)G * (size_t)e->lim.max_positions;
-  float *acc = kbuf + D;
+  float *scores = e->att_scratch + (size_t)thread * e->att_scratch_stride; /* G rows of n */
+  float *acc = scores + (size_t)G * (size_t)e->lim.max_positions;           /* G rows of D */
   const float scale = 1.0f / sqrtf((float)D);
-  const int n = pos + 1;
-  for (int p = 0; p < n; p++) {
-    size_t off = rill_kv_offset(&e->kv, j->layer, table[p / bs], kh, p % bs);
-    const float *kp;
-    if (e->kv.bf16) {
-      load_kv(&e->kv, e->kv.k, off, kbuf, D);
-      kp = kbuf;
+  const size_t lds = (size_t)n;
+  for (int b = 0; b * bs < n; b++) {
+    int cnt = n - b * bs < bs ? n - b * bs : bs;
+    size_t tile = rill_kv_tile(kv, j->layer, table[b], kh);
+    if (kv->bf16) {
+      e->k->attn_scores_bf16(q, G, D, (const uint16_t *)kv->k + tile, bs, cnt, scale, scores + (size_t)b * bs, lds);
     } else {
-      kp = (const float *)e->kv.k + off;
+      e->k->attn_scores_f32(q, G, D, (const float *)kv->k + tile, bs, cnt, scale, scores + (size_t)b * bs, lds);
     }
-    for (int g = 0; g < G; g++) scores[(size_t)g * (size_t)n + (size_t)p] = dot_f32(q + (size_t)g * D, kp, D) * scale;
   }
   for (int g = 0; g < G; g++) {
-    float *sc = scores + (size_t)g * (size_t)n;
+    float *sc = scores + (size_t)g * lds;
     float mx = sc[0];
     for (int p = 1; p < n; p++) mx = sc[p] > mx ? sc[p] : mx;
     double sum = 0.0;
@@ -224,26 +213,17 @@ static void attn_task(void *ctx, int64_t task, int thread) {
     float inv = (float)(1.0 / sum);
     for (int p = 0; p < n; p++) sc[p] *= inv;
   }
-  float *out = e->attn + (size_t)t * (size_t)NH * D + (size_t)kh * G * D;
-  for (int g = 0; g < G; g++) {
-    for (int d = 0; d < D; d++) acc[(size_t)g * D + d] = 0.0f;
-  }
-  for (int p = 0; p < n; p++) {
-    size_t off = rill_kv_offset(&e->kv, j->layer, table[p / bs], kh, p % bs);
-    const float *vp;
-    if (e->kv.bf16) {
-      load_kv(&e->kv, e->kv.v, off, kbuf, D);
-      vp = kbuf;
+  memset(acc, 0, (size_t)G * D * sizeof(float));
+  for (int b = 0; b * bs < n; b++) {
+    int cnt = n - b * bs < bs ? n - b * bs : bs;
+    size_t tile = rill_kv_tile(kv, j->layer, table[b], kh);
+    if (kv->bf16) {
+      e->k->attn_values_bf16(scores + (size_t)b * bs, lds, G, (const uint16_t *)kv->v + tile, cnt, D, acc);
     } else {
-      vp = (const float *)e->kv.v + off;
-    }
-    for (int g = 0; g < G; g++) {
-      float w = scores[(size_t)g * (size_t)n + (size_t)p];
-      float *a = acc + (size_t)g * D;
-      for (int d = 0; d < D; d++) a[d] += w * vp[d];
+      e->k->attn_values_f32(scores + (size_t)b * bs, lds, G, (const float *)kv->v + tile, cnt, D, acc);
     }
   }
-  memcpy(out, acc, (size_t)G * D * sizeof(float));
+  memcpy(e->attn + (size_t)t * (size_t)NH * D + (size_t)kh * G * D, acc, (size_t)G * D * sizeof(float));
 }
 
 /* ---- residual add and SiLU gate ---- */

@@ -85,7 +85,57 @@ static void tensor_row(const rill_tensor *t, int64_t row, int cols, float *out) 
   }
 }
 
-rill_status rill_matrix_load(rill_matrix *m, rill_wtype type, const rill_tensor *const *parts, int nparts, int cols) {
+/* Rows per conversion task. */
+#define LOAD_ROWS 64
+
+typedef struct load_job {
+  rill_matrix *m;
+  const rill_tensor *const *parts;
+  int nparts;
+  float *scratch; /* per thread: cols + one block */
+  size_t scratch_stride;
+} load_job;
+
+static void load_row(const load_job *j, int64_t r, float *row) {
+  rill_matrix *m = j->m;
+  const int cols = m->cols;
+  /* Which part holds stacked row r. */
+  int64_t pr = r;
+  const rill_tensor *t = j->parts[0];
+  for (int i = 0; i < j->nparts; i++) {
+    t = j->parts[i];
+    if (pr < t->shape[0]) break;
+    pr -= t->shape[0];
+  }
+  switch (m->type) {
+  case RILL_W_F32: tensor_row(t, pr, cols, (float *)m->data + (size_t)r * m->ld); break;
+  case RILL_W_BF16:
+    if (t->dtype == RILL_TENSOR_BF16) {
+      memcpy((uint16_t *)m->data + (size_t)r * m->ld, (const unsigned char *)t->data + (size_t)pr * (size_t)cols * 2,
+             (size_t)cols * 2);
+    } else {
+      tensor_row(t, pr, cols, row);
+      uint16_t *dst = (uint16_t *)m->data + (size_t)r * m->ld;
+      for (int c = 0; c < cols; c++) dst[c] = rill_f32_to_bf16(row[c]);
+    }
+    break;
+  case RILL_W_INT8:
+    tensor_row(t, pr, cols, row);
+    rill_quantize_q8(row, cols, m->nblocks, (int8_t *)m->data + (size_t)r * m->ld,
+                     m->scales + (size_t)r * (size_t)m->nblocks);
+    break;
+  }
+}
+
+static void load_task(void *ctx, int64_t task, int thread) {
+  const load_job *j = ctx;
+  float *row = j->scratch + (size_t)thread * j->scratch_stride;
+  int64_t r0 = task * LOAD_ROWS, r1 = r0 + LOAD_ROWS < j->m->rows ? r0 + LOAD_ROWS : j->m->rows;
+  for (int64_t r = r0; r < r1; r++) load_row(j, r, row);
+}
+
+rill_status rill_matrix_load(rill_matrix *m, rill_wtype type, const rill_tensor *const *parts, int nparts, int cols,
+                             rill_pool *pool) {
   memset(m, 0, sizeof *m);
   int64_t rows = 0;
   for (int i = 0; i < nparts; i++) rows += parts[i]->shape[0];
@@ -104,33 +154,15 @@ rill_status rill_matrix_load(rill_matrix *m, rill_wtype type, const rill_tensor 
   /* 64-byte alignment keeps vector loads within cache lines. */
   size_t bytes = (size_t)rows * m->ld * elem;
   m->data = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
-  float *row = malloc(((size_t)cols + RILL_Q8_BLOCK) * sizeof(float));
-  if (m->data == NULL || row == NULL) {
-    free(row);
+  load_job j = {.m = m, .parts = parts, .nparts = nparts, .scratch_stride = (size_t)cols + RILL_Q8_BLOCK};
+  j.scratch = malloc(j.scratch_stride * (size_t)rill_pool_threads(pool) * sizeof(float));
+  if (m->data == NULL || j.scratch == NULL) {
+    free(j.scratch);
     rill_matrix_free(m);
     return RILL_ERR_OUT_OF_MEMORY;
   }
-  int64_t r = 0;
-  for (int i = 0; i < nparts; i++) {
-    const rill_tensor *t = parts[i];
-    for (int64_t pr = 0; pr < t->shape[0]; pr++, r++) {
-      if (type == RILL_W_F32) {
-        tensor_row(t, pr, cols, (float *)m->data + (size_t)r * m->ld);
-      } else if (type == RILL_W_BF16 && t->dtype == RILL_TENSOR_BF16) {
-        memcpy((uint16_t *)m->data + (size_t)r * m->ld, (const unsigned char *)t->data + (size_t)pr * (size_t)cols * 2,
-               (size_t)cols * 2);
-      } else if (type == RILL_W_BF16) {
-        tensor_row(t, pr, cols, row);
-        uint16_t *dst = (uint16_t *)m->data + (size_t)r * m->ld;
-        for (int c = 0; c < cols; c++) dst[c] = rill_f32_to_bf16(row[c]);
-      } else {
-        tensor_row(t, pr, cols, row);
-        rill_quantize_q8(row, cols, m->nblocks, (int8_t *)m->data + (size_t)r * m->ld,
-                         m->scales + (size_t)r * (size_t)m->nblocks);
-      }
-    }
-  }
-  free(row);
+  rill_pool_run(pool, load_task, &j, (rows + LOAD_ROWS - 1) / LOAD_ROWS);
+  free(j.scratch);
   return RILL_OK;
 }
 

@@ -12,6 +12,7 @@
 
 #include "rill.h"
 #include "safetensors.h"
+#include "thread_pool.h"
 
 typedef enum rill_wtype { RILL_W_F32, RILL_W_BF16, RILL_W_INT8 } rill_wtype;
 
@@ -24,8 +25,10 @@ typedef struct rill_matrix {
   float *scales; /* INT8: rows × nblocks */
 } rill_matrix;
 
-/* Converts and stacks parts (each [rows_i, cols], F32/F16/BF16) into m. Shapes and dtypes must have been checked. */
-rill_status rill_matrix_load(rill_matrix *m, rill_wtype type, const rill_tensor *const *parts, int nparts, int cols);
+/* Converts and stacks parts (each [rows_i, cols], F32/F16/BF16) into m, rows spread over the pool's threads. Shapes
+ * and dtypes must have been checked. */
+rill_status rill_matrix_load(rill_matrix *m, rill_wtype type, const rill_tensor *const *parts, int nparts, int cols,
+                             rill_pool *pool);
 void rill_matrix_free(rill_matrix *m);
 size_t rill_matrix_bytes(const rill_matrix *m);
 /* Row r as fp32 (dequantised for INT8). */

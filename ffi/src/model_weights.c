@@ -6,6 +6,7 @@
 
 typedef struct loader {
   const rill_checkpoint *ck;
+  rill_pool *pool;
   const char *ck_name;
   char *err;
   size_t err_cap;
@@ -67,7 +68,7 @@ static float *vector(loader *l, const char *name, int64_t n, rill_status *s) {
 static void matrix(loader *l, rill_matrix *m, rill_wtype type, const rill_tensor *const *parts, int nparts, int cols,
                    rill_status *s) {
   if (*s != RILL_OK) return;
-  *s = rill_matrix_load(m, type, parts, nparts, cols);
+  *s = rill_matrix_load(m, type, parts, nparts, cols, l->pool);
   if (*s != RILL_OK) snprintf(l->err, l->err_cap, "out of memory loading %s", parts[0]->name);
 }
 
@@ -77,9 +78,10 @@ rill_wtype rill_checkpoint_default_wtype(const rill_checkpoint *ck) {
 }
 
 rill_status rill_model_weights_load(const rill_checkpoint *ck, const char *ck_name, const rill_model_config *c,
-                                    rill_wtype type, rill_model_weights *w, char *err, size_t err_cap) {
+                                    rill_wtype type, rill_pool *pool, rill_model_weights *w, char *err,
+                                    size_t err_cap) {
   memset(w, 0, sizeof *w);
-  loader l = {.ck = ck, .ck_name = ck_name, .err = err, .err_cap = err_cap};
+  loader l = {.ck = ck, .pool = pool, .ck_name = ck_name, .err = err, .err_cap = err_cap};
   rill_status s = RILL_OK;
   const int64_t H = c->hidden_size, I = c->intermediate_size, V = c->vocab_size, D = c->head_dim;
   const int64_t QD = (int64_t)c->num_heads * D, KD = (int64_t)c->num_kv_heads * D;

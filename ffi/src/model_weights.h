@@ -36,8 +36,10 @@ typedef struct rill_model_weights {
 /* The weight type a checkpoint holds by default: BF16 checkpoints stay bf16, everything else becomes fp32. */
 rill_wtype rill_checkpoint_default_wtype(const rill_checkpoint *ck);
 
+/* Conversion runs on the pool's threads. */
 rill_status rill_model_weights_load(const rill_checkpoint *ck, const char *ck_name, const rill_model_config *cfg,
-                                    rill_wtype type, rill_model_weights *w, char *err, size_t err_cap);
+                                    rill_wtype type, rill_pool *pool, rill_model_weights *w, char *err,
+                                    size_t err_cap);
 void rill_model_weights_free(rill_model_weights *w);
 
 #endif /* RILL_MODEL_WEIGHTS_H */

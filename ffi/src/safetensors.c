@@ -31,6 +31,7 @@ struct rill_checkpoint {
   rill_tensor *tensors;
   size_t num_tensors, cap_tensors;
   size_t data_bytes;
+  bool sharded;
 };
 
 static void close_file(mapped_file *f) {
@@ -55,6 +56,10 @@ const rill_tensor *rill_checkpoint_find(const rill_checkpoint *ck, const char *n
 }
 
 size_t rill_checkpoint_bytes(const rill_checkpoint *ck) { return ck->data_bytes; }
+
+const char *rill_checkpoint_name(const rill_checkpoint *ck) {
+  return ck->sharded ? "model.safetensors.index.json" : "model.safetensors";
+}
 
 static bool dtype_of(const char *s, rill_tensor_dtype *dt, size_t *elem) {
   static const struct {
@@ -302,6 +307,7 @@ rill_status rill_checkpoint_open(const char *dir, rill_checkpoint **out, char *e
   rill_status s;
   snprintf(path, plen, "%s/model.safetensors.index.json", dir);
   if (access(path, F_OK) == 0) {
+    ck->sharded = true;
     s = open_sharded(ck, dir, path, err, err_cap);
   } else {
     snprintf(path, plen, "%s/model.safetensors", dir);

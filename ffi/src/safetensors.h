@@ -40,6 +40,8 @@ rill_status rill_checkpoint_open(const char *dir, rill_checkpoint **out, char *e
 void rill_checkpoint_close(rill_checkpoint *ck);
 /* The tensor named name, or NULL. */
 const rill_tensor *rill_checkpoint_find(const rill_checkpoint *ck, const char *name);
+/* "model.safetensors" or "model.safetensors.index.json": the file an error about a missing tensor names. */
+const char *rill_checkpoint_name(const rill_checkpoint *ck);
 /* Total bytes of tensor data over all files. */
 size_t rill_checkpoint_bytes(const rill_checkpoint *ck);
 

@@ -3,7 +3,7 @@
 /*
  * The bundled models (models/rill-tiny-*) against their golden logits (torch, fp32), each case run as one prefill, on
  * every kernel set this processor has: fp32 weights within 1e-4 absolute on every stored row; bf16 and int8 weights
- * within 1e-2 and 3e-2 of the largest |golden logit| (the bounds of the lower precisions, exercising their kernels).
+ * on the first model within 1e-2 and 3e-2 of the largest |golden logit| (the bounds of the lower precisions).
  */
 #include <math.h>
 #include <stdio.h>
@@ -89,12 +89,13 @@ int main(void) {
   for (size_t m = 0; m < sizeof MODELS / sizeof MODELS[0]; m++) {
     for (size_t i = 0; i < sizeof isas / sizeof isas[0]; i++) {
       double ref_max = 0.0;
-      double err = golden_error(MODELS[m], isas[i], "fp32", i == 0 ? 2 : 1, &ref_max);
+      double err = golden_error(MODELS[m], isas[i], "fp32", 2, &ref_max);
       printf("%s (%s, fp32): max |native - golden| = %.3g\n", MODELS[m], isas[i], err);
       CHECK_MSG(err < 1e-4, "%s (%s): max |diff| %g", MODELS[m], isas[i], err);
       static const char *const low[] = {"bf16", "int8"};
       static const double bound[] = {1e-2, 3e-2};
-      for (int k = 0; k < 2; k++) {
+      /* One model is enough to exercise the lower-precision kernels (this test also runs under ASan). */
+      for (int k = 0; k < 2 && m == 0; k++) {
         double rel = golden_error(MODELS[m], isas[i], low[k], 2, &ref_max) / ref_max;
         printf("%s (%s, %s): max |native - golden| / max |golden| = %.3g\n", MODELS[m], isas[i], low[k], rel);
         CHECK_MSG(rel <= bound[k], "%s (%s, %s): %g over %g", MODELS[m], isas[i], low[k], rel, bound[k]);

@@ -77,6 +77,73 @@ static void check_kernels(const rill_kernels *k, int rows, int cols, int T) {
   free(y1);
 }
 
+/* Attention over one block: scores against keys stored transposed, and the weighted sum of values, for fp32 and bf16
+ * tiles, on shapes off the vector widths. */
+static void check_attention(const rill_kernels *k, int G, int D, int bs, int n) {
+  float *q = malloc(sizeof(float) * (size_t)G * D), *kt = malloc(sizeof(float) * (size_t)D * bs);
+  float *v = malloc(sizeof(float) * (size_t)bs * D), *p = malloc(sizeof(float) * (size_t)G * (size_t)(n + 3));
+  uint16_t *ktb = malloc(2 * (size_t)D * bs), *vb = malloc(2 * (size_t)bs * D);
+  float *s = malloc(sizeof(float) * (size_t)G * (size_t)(n + 3)), *out = malloc(sizeof(float) * (size_t)G * D);
+  for (int i = 0; i < G * D; i++) q[i] = frand();
+  for (int i = 0; i < D * bs; i++) {
+    kt[i] = frand();
+    v[i] = frand();
+    ktb[i] = rill_f32_to_bf16(kt[i]);
+    vb[i] = rill_f32_to_bf16(v[i]);
+  }
+  const size_t lds = (size_t)n + 3;
+  for (int i = 0; i < G * (n + 3); i++) p[i] = frand();
+  for (int bf = 0; bf < 2; bf++) {
+    for (size_t i = 0; i < (size_t)G * lds; i++) s[i] = -7.0f;
+    if (bf) {
+      k->attn_scores_bf16(q, G, D, ktb, bs, n, 0.5f, s, lds);
+    } else {
+      k->attn_scores_f32(q, G, D, kt, bs, n, 0.5f, s, lds);
+    }
+    double worst = 0.0;
+    int untouched = 1;
+    for (int g = 0; g < G; g++) {
+      for (int j = 0; j < n; j++) {
+        double ref = 0.0;
+        for (int d = 0; d < D; d++) {
+          double kv = bf ? rill_bf16_to_f32(ktb[d * bs + j]) : kt[d * bs + j];
+          ref += (double)q[g * D + d] * kv;
+        }
+        worst = fmax(worst, fabs(0.5 * ref - s[(size_t)g * lds + (size_t)j]));
+      }
+      for (size_t j = (size_t)n; j < lds; j++) untouched = untouched && s[(size_t)g * lds + j] == -7.0f;
+    }
+    CHECK_MSG(worst <= 1e-5 * D, "%s scores bf16=%d G=%d D=%d bs=%d n=%d: err %g", k->isa, bf, G, D, bs, n, worst);
+    CHECK_MSG(untouched, "%s scores wrote past n", k->isa);
+    for (int i = 0; i < G * D; i++) out[i] = 1.0f;
+    if (bf) {
+      k->attn_values_bf16(p, lds, G, vb, n, D, out);
+    } else {
+      k->attn_values_f32(p, lds, G, v, n, D, out);
+    }
+    worst = 0.0;
+    for (int g = 0; g < G; g++) {
+      for (int d = 0; d < D; d++) {
+        double ref = 1.0;
+        for (int j = 0; j < n; j++) {
+          double vv = bf ? rill_bf16_to_f32(vb[j * D + d]) : v[j * D + d];
+          ref += (double)p[(size_t)g * lds + (size_t)j] * vv;
+        }
+        worst = fmax(worst, fabs(ref - out[g * D + d]));
+      }
+    }
+    CHECK_MSG(worst <= 1e-5 * n, "%s values bf16=%d G=%d D=%d n=%d: err %g", k->isa, bf, G, D, n, worst);
+  }
+  free(q);
+  free(kt);
+  free(v);
+  free(p);
+  free(ktb);
+  free(vb);
+  free(s);
+  free(out);
+}
+
 int main(void) {
   const rill_kernels *sets[3] = {rill_kernels_select("portable"), rill_kernels_select("avx2"),
                                  rill_kernels_select(NULL)};
@@ -86,6 +153,9 @@ int main(void) {
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
       check_kernels(sets[s], shapes[i][0], shapes[i][1], shapes[i][2]);
     }
+    static const int att[][4] = {{1, 8, 4, 4}, {7, 64, 16, 16}, {7, 64, 16, 5}, {9, 24, 20, 17}, {4, 130, 32, 31},
+                                 {2, 16, 1, 1}, {12, 80, 16, 16}};
+    for (size_t i = 0; i < sizeof att / sizeof att[0]; i++) check_attention(sets[s], att[i][0], att[i][1], att[i][2], att[i][3]);
   }
   /* Quantisation: zeros stay zero with scale 0; the largest magnitude maps to ±127. */
   float z[40] = {0};

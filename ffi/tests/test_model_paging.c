@@ -19,9 +19,9 @@
 #define V 1024
 #define BS 4
 
-static rill_engine *open_engine(const char *kv_dtype, const char *dtype) {
+static rill_engine *open_engine_threads(const char *kv_dtype, const char *dtype, int threads) {
   rill_options o = {0};
-  o.threads = 2;
+  o.threads = threads;
   o.block_size = BS;
   o.num_blocks = 256;
   o.max_batch_tokens = 512;
@@ -34,6 +34,8 @@ static rill_engine *open_engine(const char *kv_dtype, const char *dtype) {
   CHECK_MSG(s == RILL_OK, "create: %s", rill_global_error());
   return e;
 }
+
+static rill_engine *open_engine(const char *kv_dtype, const char *dtype) { return open_engine_threads(kv_dtype, dtype, 2); }
 
 static void make_tokens(int32_t *t, int n, uint32_t seed) {
   for (int i = 0; i < n; i++) {
@@ -295,6 +297,25 @@ static void test_precisions(rill_engine *e32) {
   free(ref);
 }
 
+/* Work is split by output rows and by (token, KV head), never inside one dot product: any thread count gives the
+ * same bits. */
+static void test_threads(rill_engine *e2) {
+  enum { N = 33 };
+  int32_t toks[N];
+  make_tokens(toks, N, 61);
+  float *two = reference(e2, toks, N);
+  static const int counts[] = {1, 3};
+  for (int i = 0; i < 2; i++) {
+    rill_engine *e = open_engine_threads(NULL, NULL, counts[i]);
+    if (e == NULL) continue;
+    float *got = reference(e, toks, N);
+    CHECK_MSG(memcmp(got, two, (size_t)N * V * sizeof(float)) == 0, "%d threads differ from 2", counts[i]);
+    free(got);
+    rill_engine_destroy(e);
+  }
+  free(two);
+}
+
 int main(void) {
   rill_engine *e = open_engine(NULL, NULL);
   if (e == NULL) return check_summary();
@@ -304,6 +325,7 @@ int main(void) {
   test_batch_invariance(e);
   test_step(e);
   test_precisions(e);
+  test_threads(e);
   rill_engine_destroy(e);
   return check_summary();
 }

@@ -78,3 +78,52 @@ export function argmax(row: ArrayLike<number>): number {
   for (let i = 1; i < row.length; i++) if (row[i]! > row[best]!) best = i;
   return best;
 }
+
+/** One sequence of a general step: `fed` tokens ending at `contextLen - 1`, the last `drafts` of them drafts. */
+export interface StepSeq {
+  readonly seqId: number;
+  readonly fed: readonly number[];
+  readonly contextLen: number;
+  readonly drafts?: number;
+  readonly blocks: readonly number[];
+  readonly history?: readonly number[];
+  readonly historyPromptLen?: number;
+  readonly temperature?: number;
+  readonly topK?: number;
+  readonly topP?: number;
+  readonly repetitionPenalty?: number;
+  readonly frequencyPenalty?: number;
+  readonly seed?: bigint;
+  readonly logprobs?: number;
+}
+
+export function stepBatch(seqs: readonly StepSeq[]): StepBatch {
+  const base = prefillBatch(
+    { blockSize: 1 << 30 } as BackendInfo,
+    seqs.map((s) => ({ seqId: s.seqId, tokens: s.fed })),
+  );
+  const B = seqs.length;
+  const stride = Math.max(1, ...seqs.map((s) => s.blocks.length));
+  const blockTables = new Int32Array(B * stride).fill(-1);
+  const history: number[] = [];
+  const historyStart = new Int32Array(B + 1);
+  seqs.forEach((s, i) => {
+    const first = s.contextLen - s.fed.length;
+    for (let j = 0; j < s.fed.length; j++) base.positions[base.queryStart[i]! + j] = first + j;
+    base.contextLens[i] = s.contextLen;
+    base.draftCounts[i] = s.drafts ?? 0;
+    s.blocks.forEach((b, j) => (blockTables[i * stride + j] = b));
+    historyStart[i] = history.length;
+    history.push(...(s.history ?? []));
+    base.historyPromptLens[i] = s.historyPromptLen ?? 0;
+    base.sampling.temperature[i] = s.temperature ?? 0;
+    base.sampling.topK[i] = s.topK ?? 0;
+    base.sampling.topP[i] = s.topP ?? 1;
+    base.sampling.repetitionPenalty[i] = s.repetitionPenalty ?? 1;
+    base.sampling.frequencyPenalty[i] = s.frequencyPenalty ?? 0;
+    base.sampling.seeds[i] = s.seed ?? 7n;
+    base.sampling.logprobs[i] = s.logprobs ?? -1;
+  });
+  historyStart[B] = history.length;
+  return { ...base, blockTables, blockTableStride: stride, historyStart, history: Int32Array.from(history) };
+}

@@ -26,7 +26,25 @@ typedef struct rill_kernels {
    * w[r * nblocks * 32 ..], its scales ws[r * nblocks ..]; token t is xq[t * nblocks * 32 ..], xs[t * nblocks ..]. */
   void (*gemm_q8)(const int8_t *xq, const float *xs, int T, const int8_t *w, const float *ws, int nblocks, int r0,
                   int r1, float *y, size_t ldy);
+  /* Attention over one KV block of one head for G query heads of head_dim D (q: G rows of D). Keys are stored
+   * transposed (D rows of bs slots), so a vector spans positions: s[g * lds + j] = scale · Σ_d q[g·D + d] ·
+   * kt[d · bs + j] for j < n ≤ bs, summed over d in order. */
+  void (*attn_scores_f32)(const float *q, int G, int D, const float *kt, int bs, int n, float scale, float *s,
+                          size_t lds);
+  void (*attn_scores_bf16)(const float *q, int G, int D, const uint16_t *kt, int bs, int n, float scale, float *s,
+                           size_t lds);
+  /* Values stored by slot (n rows of D): out[g·D + d] += Σ_j p[g · lds + j] · v[j·D + d], summed over j in order. */
+  void (*attn_values_f32)(const float *p, size_t lds, int G, const float *v, int n, int D, float *out);
+  void (*attn_values_bf16)(const float *p, size_t lds, int G, const uint16_t *v, int n, int D, float *out);
 } rill_kernels;
+
+/* The portable attention loops, shared by the tables whose ISA has no dedicated ones. */
+void rill_attn_scores_f32_portable(const float *q, int G, int D, const float *kt, int bs, int n, float scale,
+                                   float *s, size_t lds);
+void rill_attn_scores_bf16_portable(const float *q, int G, int D, const uint16_t *kt, int bs, int n, float scale,
+                                    float *s, size_t lds);
+void rill_attn_values_f32_portable(const float *p, size_t lds, int G, const float *v, int n, int D, float *out);
+void rill_attn_values_bf16_portable(const float *p, size_t lds, int G, const uint16_t *v, int n, int D, float *out);
 
 /* Portable C; always available. */
 extern const rill_kernels rill_kernels_portable;

@@ -208,8 +208,12 @@ TGT_FN void gemm_bf16(const float *x, size_t ldx, int T, const uint16_t *w, size
 GEMM_Q8(gemm_q8_madd, TGT_FN, tile_q8_madd)
 GEMM_Q8(gemm_q8_vnni, TGT_VNNI_FN, tile_q8_vnni)
 
+#define PORTABLE_ATTENTION                                                                                      \
+  .attn_scores_f32 = rill_attn_scores_f32_portable, .attn_scores_bf16 = rill_attn_scores_bf16_portable,          \
+  .attn_values_f32 = rill_attn_values_f32_portable, .attn_values_bf16 = rill_attn_values_bf16_portable
+
 const rill_kernels rill_kernels_avx2 = {
-    .isa = "avx2", .gemm_f32 = gemm_f32, .gemm_bf16 = gemm_bf16, .gemm_q8 = gemm_q8_madd};
+    .isa = "avx2", .gemm_f32 = gemm_f32, .gemm_bf16 = gemm_bf16, .gemm_q8 = gemm_q8_madd, PORTABLE_ATTENTION};
 const rill_kernels rill_kernels_avx2_vnni = {
-    .isa = "avx2vnni", .gemm_f32 = gemm_f32, .gemm_bf16 = gemm_bf16, .gemm_q8 = gemm_q8_vnni};
+    .isa = "avx2vnni", .gemm_f32 = gemm_f32, .gemm_bf16 = gemm_bf16, .gemm_q8 = gemm_q8_vnni, PORTABLE_ATTENTION};
 #endif

@@ -264,8 +264,111 @@ TGT_FN void gemm_bf16(const float *x, size_t ldx, int T, const uint16_t *w, size
 GEMM_Q8(gemm_q8_madd, TGT_FN, tile_q8_madd)
 GEMM_Q8(gemm_q8_vnni, TGT_Z_FN, tile_q8_z)
 
+
+/* ---- attention over one KV block ---- */
+
+TGT __mmask16 lanes(int n) { return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n > 0 ? n : 0)) - 1u); }
+
+TGT __m512 load_f32_mask(__mmask16 m, const float *p) { return _mm512_maskz_loadu_ps(m, p); }
+TGT __m512 load_bf16_mask(__mmask16 m, const uint16_t *p) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
+}
+
+/* GN query heads × 16 positions: each key row (one head dimension across positions) is loaded once for all heads. */
+#define SCORES_TILE(NAME, KTYPE, LOAD)                                                                              \
+  TGT void NAME(const int GN, const float *q, int D, const KTYPE *kt, int bs, int j0, __mmask16 m, float scale,     \
+                float *s, size_t lds) {                                                                             \
+    __m512 acc[8];                                                                                                  \
+    _Pragma("GCC unroll 8") for (int g = 0; g < GN; g++) acc[g] = _mm512_setzero_ps();                             \
+    for (int d = 0; d < D; d++) {                                                                                   \
+      __m512 k = LOAD(m, kt + (size_t)d * bs + j0);                                                                 \
+      _Pragma("GCC unroll 8") for (int g = 0; g < GN; g++) acc[g] =                                                 \
+          _mm512_fmadd_ps(_mm512_set1_ps(q[(size_t)g * D + d]), k, acc[g]);                                         \
+    }                                                                                                               \
+    _Pragma("GCC unroll 8") for (int g = 0; g < GN; g++)                                                            \
+        _mm512_mask_storeu_ps(s + (size_t)g * lds + j0, m, _mm512_mul_ps(acc[g], _mm512_set1_ps(scale)));          \
+  }
+SCORES_TILE(scores_tile_f32, float, load_f32_mask)
+SCORES_TILE(scores_tile_bf16, uint16_t, load_bf16_mask)
+
+#define DISPATCH8(TILE, gn, ...)                  \
+  switch (gn) {                                   \
+  case 1: TILE(1, __VA_ARGS__); break;            \
+  case 2: TILE(2, __VA_ARGS__); break;            \
+  case 3: TILE(3, __VA_ARGS__); break;            \
+  case 4: TILE(4, __VA_ARGS__); break;            \
+  case 5: TILE(5, __VA_ARGS__); break;            \
+  case 6: TILE(6, __VA_ARGS__); break;            \
+  case 7: TILE(7, __VA_ARGS__); break;            \
+  case 8: TILE(8, __VA_ARGS__); break;            \
+  default: break;                                 \
+  }
+
+#define SCORES(NAME, KTYPE, TILE)                                                                                   \
+  TGT_FN void NAME(const float *q, int G, int D, const KTYPE *kt, int bs, int n, float scale, float *s,           \
+                   size_t lds) {                                                                                    \
+    for (int j0 = 0; j0 < n; j0 += 16) {                                                                            \
+      __mmask16 m = lanes(n - j0);                                                                                  \
+      for (int g0 = 0; g0 < G; g0 += 8) {                                                                           \
+        DISPATCH8(TILE, MIN(8, G - g0), q + (size_t)g0 * D, D, kt, bs, j0, m, scale, s + (size_t)g0 * lds, lds)     \
+      }                                                                                                             \
+    }                                                                                                               \
+  }
+SCORES(attn_scores_f32, float, scores_tile_f32)
+SCORES(attn_scores_bf16, uint16_t, scores_tile_bf16)
+
+/* GN query heads × 64 head dimensions: each value row chunk is loaded once for all heads. */
+#define VALUES_TILE(NAME, VTYPE, LOAD)                                                                              \
+  TGT void NAME(const int GN, const float *p, size_t lds, const VTYPE *v, int n, int D, int d0, float *out) {      \
+    __mmask16 m[4];                                                                                                 \
+    __m512 acc[4][4];                                                                                               \
+    _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) m[c] = lanes(D - d0 - 16 * c);                             \
+    _Pragma("GCC unroll 4") for (int g = 0; g < GN; g++) {                                                          \
+      _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) acc[g][c] =                                               \
+          _mm512_maskz_loadu_ps(m[c], out + (size_t)g * D + d0 + 16 * c);                                           \
+    }                                                                                                               \
+    for (int j = 0; j < n; j++) {                                                                                   \
+      __m512 vv[4];                                                                                                 \
+      _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) vv[c] = LOAD(m[c], v + (size_t)j * D + d0 + 16 * c);      \
+      _Pragma("GCC unroll 4") for (int g = 0; g < GN; g++) {                                                        \
+        __m512 w = _mm512_set1_ps(p[(size_t)g * lds + (size_t)j]);                                                  \
+        _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) acc[g][c] = _mm512_fmadd_ps(w, vv[c], acc[g][c]);       \
+      }                                                                                                             \
+    }                                                                                                               \
+    _Pragma("GCC unroll 4") for (int g = 0; g < GN; g++) {                                                          \
+      _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++)                                                           \
+          _mm512_mask_storeu_ps(out + (size_t)g * D + d0 + 16 * c, m[c], acc[g][c]);                                \
+    }                                                                                                               \
+  }
+VALUES_TILE(values_tile_f32, float, load_f32_mask)
+VALUES_TILE(values_tile_bf16, uint16_t, load_bf16_mask)
+
+#define DISPATCH4(TILE, gn, ...)       \
+  switch (gn) {                        \
+  case 1: TILE(1, __VA_ARGS__); break; \
+  case 2: TILE(2, __VA_ARGS__); break; \
+  case 3: TILE(3, __VA_ARGS__); break; \
+  case 4: TILE(4, __VA_ARGS__); break; \
+  default: break;                      \
+  }
+
+#define VALUES(NAME, VTYPE, TILE)                                                                                   \
+  TGT_FN void NAME(const float *p, size_t lds, int G, const VTYPE *v, int n, int D, float *out) {                  \
+    for (int g0 = 0; g0 < G; g0 += 4) {                                                                             \
+      for (int d0 = 0; d0 < D; d0 += 64) {                                                                          \
+        DISPATCH4(TILE, MIN(4, G - g0), p + (size_t)g0 * lds, lds, v, n, D, d0, out + (size_t)g0 * D)               \
+      }                                                                                                             \
+    }                                                                                                               \
+  }
+VALUES(attn_values_f32, float, values_tile_f32)
+VALUES(attn_values_bf16, uint16_t, values_tile_bf16)
+
+#define AVX512_ATTENTION                                                                                            \
+  .attn_scores_f32 = attn_scores_f32, .attn_scores_bf16 = attn_scores_bf16, .attn_values_f32 = attn_values_f32,     \
+  .attn_values_bf16 = attn_values_bf16
+
 const rill_kernels rill_kernels_avx512 = {
-    .isa = "avx512", .gemm_f32 = gemm_f32, .gemm_bf16 = gemm_bf16, .gemm_q8 = gemm_q8_madd};
+    .isa = "avx512", .gemm_f32 = gemm_f32, .gemm_bf16 = gemm_bf16, .gemm_q8 = gemm_q8_madd, AVX512_ATTENTION};
 const rill_kernels rill_kernels_avx512_vnni = {
-    .isa = "avx512vnni", .gemm_f32 = gemm_f32, .gemm_bf16 = gemm_bf16, .gemm_q8 = gemm_q8_vnni};
+    .isa = "avx512vnni", .gemm_f32 = gemm_f32, .gemm_bf16 = gemm_bf16, .gemm_q8 = gemm_q8_vnni, AVX512_ATTENTION};
 #endif

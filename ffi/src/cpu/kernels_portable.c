@@ -69,23 +69,92 @@ static void gemm_q8(const int8_t *xq, const float *xs, int T, const int8_t *w, c
   }
 }
 
-const rill_kernels rill_kernels_portable = {
-    .isa = "portable", .gemm_f32 = gemm_f32, .gemm_bf16 = gemm_bf16, .gemm_q8 = gemm_q8};
+/* Attention: the innermost loops run along positions (scores) or head dimensions (values), so they are elementwise
+ * and a compiler may vectorise them without reordering any sum. */
+void rill_attn_scores_f32_portable(const float *q, int G, int D, const float *kt, int bs, int n, float scale,
+                                   float *s, size_t lds) {
+  for (int g = 0; g < G; g++) {
+    float acc[256];
+    for (int j0 = 0; j0 < n; j0 += 256) {
+      int m = n - j0 < 256 ? n - j0 : 256;
+      for (int j = 0; j < m; j++) acc[j] = 0.0f;
+      for (int d = 0; d < D; d++) {
+        float qd = q[(size_t)g * D + d];
+        const float *k = kt + (size_t)d * bs + j0;
+        for (int j = 0; j < m; j++) acc[j] += qd * k[j];
+      }
+      for (int j = 0; j < m; j++) s[(size_t)g * lds + (size_t)(j0 + j)] = acc[j] * scale;
+    }
+  }
+}
+
+void rill_attn_scores_bf16_portable(const float *q, int G, int D, const uint16_t *kt, int bs, int n, float scale,
+                                    float *s, size_t lds) {
+  for (int g = 0; g < G; g++) {
+    float acc[256];
+    for (int j0 = 0; j0 < n; j0 += 256) {
+      int m = n - j0 < 256 ? n - j0 : 256;
+      for (int j = 0; j < m; j++) acc[j] = 0.0f;
+      for (int d = 0; d < D; d++) {
+        float qd = q[(size_t)g * D + d];
+        const uint16_t *k = kt + (size_t)d * bs + j0;
+        for (int j = 0; j < m; j++) acc[j] += qd * bf16_to_f32(k[j]);
+      }
+      for (int j = 0; j < m; j++) s[(size_t)g * lds + (size_t)(j0 + j)] = acc[j] * scale;
+    }
+  }
+}
+
+void rill_attn_values_f32_portable(const float *p, size_t lds, int G, const float *v, int n, int D, float *out) {
+  for (int g = 0; g < G; g++) {
+    float *o = out + (size_t)g * D;
+    for (int j = 0; j < n; j++) {
+      float w = p[(size_t)g * lds + (size_t)j];
+      const float *vj = v + (size_t)j * D;
+      for (int d = 0; d < D; d++) o[d] += w * vj[d];
+    }
+  }
+}
+
+void rill_attn_values_bf16_portable(const float *p, size_t lds, int G, const uint16_t *v, int n, int D, float *out) {
+  for (int g = 0; g < G; g++) {
+    float *o = out + (size_t)g * D;
+    for (int j = 0; j < n; j++) {
+      float w = p[(size_t)g * lds + (size_t)j];
+      const uint16_t *vj = v + (size_t)j * D;
+      for (int d = 0; d < D; d++) o[d] += w * bf16_to_f32(vj[d]);
+    }
+  }
+}
+
+const rill_kernels rill_kernels_portable = {.isa = "portable",
+                                            .gemm_f32 = gemm_f32,
+                                            .gemm_bf16 = gemm_bf16,
+                                            .gemm_q8 = gemm_q8,
+                                            .attn_scores_f32 = rill_attn_scores_f32_portable,
+                                            .attn_scores_bf16 = rill_attn_scores_bf16_portable,
+                                            .attn_values_f32 = rill_attn_values_f32_portable,
+                                            .attn_values_bf16 = rill_attn_values_bf16_portable};
 
 void rill_quantize_q8(const float *x, int cols, int nblocks, int8_t *q, float *s) {
+  /* Adding and subtracting 1.5 · 2^23 rounds to the nearest integer, ties to even, for |v| < 2^22 (here |v| ≤ 127),
+   * without a libm call per element. */
+  const float magic = 12582912.0f;
   for (int b = 0; b < nblocks; b++) {
     int c0 = b * RILL_Q8_BLOCK;
+    int n = cols - c0 < RILL_Q8_BLOCK ? cols - c0 : RILL_Q8_BLOCK;
     float amax = 0.0f;
-    for (int l = 0; l < RILL_Q8_BLOCK && c0 + l < cols; l++) amax = fmaxf(amax, fabsf(x[c0 + l]));
-    float scale = amax / 127.0f;
-    float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-    s[b] = scale;
-    for (int l = 0; l < RILL_Q8_BLOCK; l++) {
-      float v = c0 + l < cols ? x[c0 + l] * inv : 0.0f;
-      long qi = lrintf(v);
-      if (qi > 127) qi = 127;
-      if (qi < -127) qi = -127;
-      q[c0 + l] = (int8_t)qi;
+    for (int l = 0; l < n; l++) {
+      float a = fabsf(x[c0 + l]);
+      amax = a > amax ? a : amax;
     }
+    float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    s[b] = amax / 127.0f;
+    for (int l = 0; l < n; l++) {
+      float v = (x[c0 + l] * inv + magic) - magic;
+      v = v >= -127.0f ? (v <= 127.0f ? v : 127.0f) : -127.0f; /* NaN lands on -127, never an undefined cast */
+      q[c0 + l] = (int8_t)v;
+    }
+    for (int l = n; l < RILL_Q8_BLOCK; l++) q[c0 + l] = 0;
   }
 }
