@@ -8,7 +8,7 @@ export class LoopYielder {
   readonly #sliceMs: number;
   #since = performance.now();
 
-  constructor(sliceMs = 4) {
+  constructor(sliceMs = 2) {
     this.#sliceMs = sliceMs;
   }
 

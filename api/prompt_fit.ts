@@ -12,7 +12,8 @@
  *   template text and reasoning a format may drop), the oldest kept messages go until it fits.
  *
  * Invariant: the count is a lower bound of the exact prompt length, so "disabled" never refuses a prompt that fits.
- * What stays synchronous is the exact render of a prompt the count says may fit, bounded by the context length.
+ * The exact render runs a piece at a time with yields in between when the format offers `renderSteps` (harmony);
+ * a format without it renders in one call, bounded by the context length.
  */
 import type { ChatFormat } from "../formats/chat_format.ts";
 import type { ConversationMessage, PromptInput } from "../formats/conversation.ts";
@@ -91,8 +92,8 @@ export async function fitPrompt(
   maxModelLen: number,
   truncation: "auto" | "disabled",
   param: string,
+  loop: LoopYielder = new LoopYielder(),
 ): Promise<FittedPrompt> {
-  const loop = new LoopYielder();
   // The request's body was just read and parsed in one go: let other streams run before counting starts.
   await loop.yield();
   const counter = new TokenCounter(tokenizer, loop);
@@ -132,8 +133,7 @@ export async function fitPrompt(
   let kept = keep(messages, keepFrom);
   for (;;) {
     const prompt = kept.length === messages.length ? input : { ...input, messages: kept };
-    await loop.maybeYield();
-    const tokens = format.render(prompt);
+    const tokens = await render(format, prompt, loop);
     if (tokens.length < maxModelLen) return { prompt, tokens };
     if (truncation === "disabled") throw contextLengthExceeded(tokens.length, maxModelLen, param);
     // Drop as many of the oldest messages as the overshoot needs by their counts (plus a token of markup each),
@@ -151,6 +151,18 @@ export async function fitPrompt(
     }
     if (dropped === 0) throw contextLengthExceeded(tokens.length, maxModelLen, param);
   }
+}
+
+/** The format's tokens, a piece at a time with turns of the event loop in between where the format allows. */
+async function render(format: ChatFormat, prompt: PromptInput, loop: LoopYielder): Promise<number[]> {
+  await loop.maybeYield();
+  if (format.renderSteps === undefined) return format.render(prompt);
+  const tokens: number[] = [];
+  for (const step of format.renderSteps(prompt)) {
+    for (const id of step) tokens.push(id);
+    await loop.maybeYield();
+  }
+  return tokens;
 }
 
 /** Pinned messages, then the others from index `from` on, without tool results whose call was dropped. */

@@ -36,6 +36,7 @@ import { itemsToMessages } from "./conversation_items.ts";
 import { parallelToolCallLimit, type ToolCallLimit } from "./parallel_tool_calls.ts";
 import { normalizeTools } from "./normalize_tools.ts";
 import { fitPrompt } from "./prompt_fit.ts";
+import { LoopYielder } from "./loop_yield.ts";
 import {
   type CreateResponseBody,
   type FunctionToolInput,
@@ -324,13 +325,26 @@ export async function preparePrompt(
   if (body.input === undefined && body.previous_response_id == null) {
     throw invalidRequest("Missing required parameter: 'input'", "input", "missing_required_parameter");
   }
-  const own: InputItem[] = typeof body.input === "string"
-    ? [{ type: "message", role: "user", content: [{ type: "input_text", text: body.input }] }]
-    : (body.input ?? []).map((raw, i) => parseInputItem(resolveReference(raw, i, ctx), ["input", i]));
+  // Thousands of items take tens of milliseconds to parse: other streams get turns in between.
+  const loop = new LoopYielder();
+  const own: InputItem[] = [];
+  if (typeof body.input === "string") {
+    own.push({ type: "message", role: "user", content: [{ type: "input_text", text: body.input }] });
+  } else {
+    for (const [i, raw] of (body.input ?? []).entries()) {
+      own.push(parseInputItem(resolveReference(raw, i, ctx), ["input", i]));
+      await loop.maybeYield();
+    }
+  }
   const inputItems = own.map((item) => withId(item, ctx));
   const before = previousItems(body, ctx);
+  await loop.maybeYield();
   // Stored items were validated when they were stored; parsing again gives the typed form.
-  const history = before.map((raw, i) => parseInputItem(raw, ["previous_response_id", i]));
+  const history: InputItem[] = [];
+  for (const [i, raw] of before.entries()) {
+    history.push(parseInputItem(raw, ["previous_response_id", i]));
+    await loop.maybeYield();
+  }
   checkCallOutputs(history, own);
   const messages = itemsToMessages([...history, ...own]);
   const effort = body.reasoning?.effort;
@@ -348,6 +362,7 @@ export async function preparePrompt(
     ctx.maxModelLen,
     body.truncation ?? "disabled",
     "input",
+    loop,
   );
   return {
     prompt,

@@ -10,6 +10,11 @@ export interface ChatFormat {
   /** Token ids of the whole prompt, ending where the assistant's generation begins. */
   render(input: PromptInput): number[];
   /**
+   * Optional: exactly `render`'s tokens, produced a piece at a time (no piece costs more than a few milliseconds of
+   * tokenizing), so a server can let other streams run between pieces of a long prompt.
+   */
+  renderSteps?(input: PromptInput): Iterable<readonly number[]>;
+  /**
    * A fresh parser for one generation. `toolNames` are the function tools of the request (bare names count).
    * `toolChoice` must be the one `render` saw: a forcing choice ends the prompt inside a tool call's opening, and the
    * parser must read that opening too.

@@ -13,6 +13,32 @@ import { PrefilledParser } from "../parsers/prefilled_parser.ts";
 
 export type HarmonyFormatOptions = HarmonyRenderOptions;
 
+/** Characters of text encoded at once by `renderSteps`. */
+const SLICE_CHARS = 8192;
+
+/**
+ * Long text cut where the o200k pre-tokenizer always starts a new pre-token — before a space that follows a
+ * non-space and precedes a non-space (its patterns take a word's leading space, and none spans "x y") — so
+ * encoding the slices one by one gives exactly the tokens of encoding the whole. Text with no such place near a
+ * boundary stays in one slice.
+ */
+function* wordSlices(text: string): Generator<string> {
+  let at = 0;
+  while (text.length - at > SLICE_CHARS) {
+    let cut = -1;
+    for (let i = at + SLICE_CHARS; i > at + SLICE_CHARS / 2; i--) {
+      if (text.charCodeAt(i) === 32 && text.charCodeAt(i - 1) > 32 && text.charCodeAt(i + 1) > 32) {
+        cut = i;
+        break;
+      }
+    }
+    if (cut < 0) break;
+    yield text.slice(at, cut);
+    at = cut;
+  }
+  yield at === 0 ? text : text.slice(at);
+}
+
 function requireSpecial(tokenizer: Tokenizer, text: string): number {
   const id = tokenizer.specialId(text);
   if (id === undefined) throw new TypeError(`Tokenizer is not a harmony tokenizer: no special token ${text}`);
@@ -63,18 +89,23 @@ export function createHarmonyFormat(tokenizer: Tokenizer, options: HarmonyFormat
     }
   };
 
+  function* steps(input: PromptInput): Generator<readonly number[]> {
+    for (const piece of renderHarmony(input, options)) {
+      if (piece.kind === "special") yield [special(piece.token)];
+      else for (const slice of wordSlices(piece.text)) yield tokenizer.encodeOrdinary(slice);
+    }
+    yield prefill(input.toolChoice, input.tools.map((t) => t.name));
+  }
+
   return {
     name: "harmony",
     stopTokens,
     render(input: PromptInput): number[] {
       const ids: number[] = [];
-      for (const piece of renderHarmony(input, options)) {
-        if (piece.kind === "special") ids.push(special(piece.token));
-        else for (const id of tokenizer.encodeOrdinary(piece.text)) ids.push(id);
-      }
-      for (const id of prefill(input.toolChoice, input.tools.map((t) => t.name))) ids.push(id);
+      for (const step of steps(input)) for (const id of step) ids.push(id);
       return ids;
     },
+    renderSteps: steps,
     createParser(parserOptions: { readonly toolNames: readonly string[]; readonly toolChoice?: ToolChoice }) {
       const parser: OutputParser = new HarmonyParser(tokenizer, { toolNames: parserOptions.toolNames });
       const ids = prefill(parserOptions.toolChoice, parserOptions.toolNames);

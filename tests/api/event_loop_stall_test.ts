@@ -85,20 +85,25 @@ function watchGaps(t: TestServer): { ready: Promise<void>; reset: () => number; 
 }
 
 /** `setup` runs before the watched stream starts (the test's own heavy work must not count as a stall). */
-function withWatchedStream<S>(name: string, setup: () => S, body: (t: TestServer, setup: S) => Promise<void>) {
+function withWatchedStream<S>(
+  name: string,
+  setup: () => S,
+  body: (t: TestServer, setup: S) => Promise<void>,
+  maxModelLen = 8192,
+) {
   Deno.test(`event loop: ${name}, while a concurrent stream's gaps stay under 50 ms`, async () => {
-    const t = startTestServer({ stepDelayMs: 5, chunking: "one", script: script(), maxModelLen: 8192 });
+    const t = startTestServer({ stepDelayMs: 5, chunking: "one", script: script(), maxModelLen });
     try {
       const prepared = setup();
       const watch = watchGaps(t);
       await watch.ready;
       // The machine's own noise (other processes on a shared 2-core CI box) over as long an idle stretch: a gap
-      // that the scheduler caused is not the server's, and the bound allows for it on top of 50 ms.
+      // that the scheduler caused is not the server's: on a busy machine the bound grows to twice that noise.
       await new Promise((r) => setTimeout(r, 300));
       const noise = watch.reset();
       await body(t, prepared);
       const gap = await watch.stop();
-      const bound = Math.max(50, noise + 25);
+      const bound = Math.max(50, 2 * noise + 10);
       assert.ok(
         gap < bound,
         `a concurrent stream waited ${gap.toFixed(1)} ms between two steps (idle: ${noise.toFixed(1)})`,
