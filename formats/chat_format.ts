@@ -1,5 +1,6 @@
 import type { PromptInput, ToolChoice } from "./conversation.ts";
 import type { OutputParser } from "../parsers/segment.ts";
+import type { ConstraintLayout } from "../grammar/output_constraint.ts";
 
 /**
  * How one model family talks: prompt rendering on the way in, output parsing on the way out, and the tokens that
@@ -17,4 +18,6 @@ export interface ChatFormat {
   createParser(options: { readonly toolNames: readonly string[]; readonly toolChoice?: ToolChoice }): OutputParser;
   /** Tokens that end generation (harmony: `<|return|>`, `<|call|>`; ChatML: `<|im_end|>`, EOS). */
   readonly stopTokens: readonly number[];
+  /** Where this format writes a constrained answer and a constrained call (structured outputs, strict tools). */
+  readonly constraintLayout: ConstraintLayout;
 }

@@ -66,6 +66,15 @@ export function createHarmonyFormat(tokenizer: Tokenizer, options: HarmonyFormat
   return {
     name: "harmony",
     stopTokens,
+    // Reasoning (analysis) stays free; the answer is the final-channel message and a call is the commentary
+    // message addressed to the function, written as the renderer writes history calls.
+    constraintLayout: {
+      text: { trigger: "<|channel|>final", begin: "<|channel|>final<|message|>", end: "" },
+      toolTrigger: " to=functions.",
+      toolBegin: (name) => ` to=functions.${name}<|channel|>commentary <|constrain|>json<|message|>`,
+      toolEnd: "",
+      endTokens: stopTokens,
+    },
     render(input: PromptInput): number[] {
       const ids: number[] = [];
       for (const piece of renderHarmony(input, options)) {

@@ -205,6 +205,15 @@ export function createTemplateFormat(
   return {
     name: tokenizer.specialId("<|im_start|>") !== undefined ? "chatml" : "chat-template",
     stopTokens: [...stopIds],
+    // Reasoning stays free; the answer or the Hermes call follows `</think>`.
+    constraintLayout: {
+      text: { trigger: REASONING_END, begin: `${REASONING_END}\n\n`, end: "" },
+      toolTrigger: TOOL_CALL_START,
+      toolBegin: (name) => `${TOOL_CALL_START}{"name": ${JSON.stringify(name)}, "arguments": `,
+      toolEnd: `}${TOOL_CALL_END}`,
+      sharedOpening: `${REASONING_END}\n\n`,
+      endTokens: [...stopIds],
+    },
     renderText,
     startsInReasoning: startInReasoning,
     render(input: PromptInput): number[] {

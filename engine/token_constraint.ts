@@ -1,0 +1,55 @@
+/**
+ * The per-sequence grammar state the engine consults when it samples: which tokens may come next, and how the state
+ * advances and rewinds as tokens are accepted or drafts rejected. The engine knows nothing of grammars; `grammar/`
+ * implements this over xgrammar.
+ *
+ * Invariant: `fillMask` describes the position after every token accepted so far and not rolled back.
+ */
+export interface TokenConstraint {
+  /** Writes the allowed-token bitmask of the next position: ceil(vocabSize / 32) words from `words[offset]`. */
+  fillMask(words: Uint32Array, offset: number): void;
+  /** Advances by one token; false (state unchanged) when the grammar does not allow it. */
+  accept(token: number): boolean;
+  /** Forgets the last `count` accepted tokens. */
+  rollback(count: number): void;
+  /** True once the constrained part is complete and only the turn's end may follow. */
+  isTerminated(): boolean;
+}
+
+/** Words in one mask row. */
+export function maskWords(vocabSize: number): number {
+  return Math.ceil(vocabSize / 32);
+}
+
+/** Sets every logit whose bit is clear to -Infinity (the row covers token ids 0 .. row.length - 1). */
+export function applyMask(row: Float32Array, words: Uint32Array, offset: number): void {
+  for (let w = 0; w * 32 < row.length; w++) {
+    const bits = words[offset + w]! >>> 0;
+    if (bits === 0xffffffff) continue;
+    const end = Math.min(row.length, w * 32 + 32);
+    for (let t = w * 32; t < end; t++) if (((bits >>> (t & 31)) & 1) === 0) row[t] = -Infinity;
+  }
+}
+
+/**
+ * Mask rows for verifying `drafts`: row r (r = 0 .. drafts.length) is the mask after the first r drafts. Drafts are
+ * accepted one by one while the grammar allows them; past the first disallowed draft no row is needed, since its
+ * own row forbids it and verification stops there. The constraint is left as it was. Returns the rows written.
+ */
+export function fillDraftMasks(
+  constraint: TokenConstraint,
+  drafts: readonly number[],
+  words: Uint32Array,
+  wordsPerRow: number,
+): number {
+  let accepted = 0;
+  let rows = 0;
+  for (let r = 0; r <= drafts.length; r++) {
+    constraint.fillMask(words, r * wordsPerRow);
+    rows++;
+    if (r === drafts.length || !constraint.accept(drafts[r]!)) break;
+    accepted++;
+  }
+  if (accepted > 0) constraint.rollback(accepted);
+  return rows;
+}

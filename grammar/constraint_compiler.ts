@@ -1,0 +1,76 @@
+/**
+ * Compiles request constraints for one model (tokenizer + vocabulary size) and hands out per-sequence matchers.
+ * Compiled grammars are cached by their structural tag, so repeated schemas (the common case: one app, one schema)
+ * compile once.
+ *
+ * Compilation runs on the calling thread: xgrammar's matchers must live in the module instance that compiled their
+ * grammar, and a compiled grammar cannot cross to a Worker. What bounds the stall is the vocabulary: compile time is
+ * dominated by the per-token pass over the vocabulary (see README, "Structured outputs", for measured figures).
+ */
+import type { HfTokenizer } from "../model/hf_tokenizer.ts";
+import { GrammarConstraint } from "./grammar_constraint.ts";
+import { buildStructuralTag, type ConstraintLayout, type OutputConstraintSpec } from "./output_constraint.ts";
+import { createTokenizerInfo } from "./tokenizer_info.ts";
+import { withXgrammarErrors, xgrammar, type XgCompiledGrammar, type XgCompiler } from "./xgrammar.ts";
+
+const CACHE_LIMIT = 128;
+
+/** A compiled request constraint; each sequence gets its own matcher from it. */
+export interface CompiledConstraint {
+  create(): Promise<GrammarConstraint>;
+}
+
+export class ConstraintCompiler {
+  readonly #compiler: XgCompiler;
+  readonly #tokenizer: HfTokenizer;
+  readonly #vocabSize: number;
+  readonly #cache = new Map<string, Promise<XgCompiledGrammar>>();
+  readonly #decoder = new TextDecoder();
+
+  private constructor(compiler: XgCompiler, tokenizer: HfTokenizer, vocabSize: number) {
+    this.#compiler = compiler;
+    this.#tokenizer = tokenizer;
+    this.#vocabSize = vocabSize;
+  }
+
+  static async create(tokenizer: HfTokenizer, vocabSize: number): Promise<ConstraintCompiler> {
+    const info = await createTokenizerInfo(tokenizer, vocabSize, []);
+    const compiler = await xgrammar().GrammarCompiler.createGrammarCompiler(info, true);
+    return new ConstraintCompiler(compiler, tokenizer, vocabSize);
+  }
+
+  /** Rejects with a GrammarError naming xgrammar's reason when the schema cannot be compiled. */
+  async compile(spec: OutputConstraintSpec, layout: ConstraintLayout): Promise<CompiledConstraint> {
+    const { tag, triggers } = buildStructuralTag(spec, layout);
+    const key = JSON.stringify(tag);
+    let pending = this.#cache.get(key);
+    if (pending === undefined) {
+      pending = withXgrammarErrors(() => this.#compiler.compileStructuralTag(tag));
+      this.#cache.set(key, pending);
+      pending.catch(() => this.#cache.delete(key));
+      if (this.#cache.size > CACHE_LIMIT) {
+        const oldest = this.#cache.keys().next().value;
+        if (oldest !== undefined) this.#cache.delete(oldest);
+      }
+    } else {
+      // Most recently used last, so eviction drops the least recently used.
+      this.#cache.delete(key);
+      this.#cache.set(key, pending);
+    }
+    const compiled = await pending;
+    const endTokens = [...layout.endTokens];
+    return {
+      create: async () => {
+        const matcher = await xgrammar().GrammarMatcher.createGrammarMatcher(compiled, endTokens, false);
+        return new GrammarConstraint({
+          matcher,
+          vocabSize: this.#vocabSize,
+          endTokens,
+          required: spec.required,
+          triggers,
+          tokenText: (id) => this.#decoder.decode(this.#tokenizer.tokenBytes(id)),
+        });
+      },
+    };
+  }
+}
