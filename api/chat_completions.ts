@@ -12,12 +12,7 @@ import { type Generation, startGeneration, stopOnDisconnect } from "./generation
 import { checkParallelToolCalls } from "./parallel_tool_calls.ts";
 import type { Metrics } from "./metrics.ts";
 import { jsonResponse, sseResponse } from "./http_response.ts";
-import {
-  ChatCompletionSchema,
-  chatMessages,
-  chatTools,
-  checkChatSupported,
-} from "./chat_schema.ts";
+import { ChatCompletionSchema, chatMessages, chatTools, checkChatSupported } from "./chat_schema.ts";
 import type { SamplingDefaults } from "./sampling_defaults.ts";
 import { samplerTopP } from "./sampling_defaults.ts";
 import { parseOrThrow } from "./validation.ts";

@@ -176,7 +176,10 @@ export class ResponsesService {
     // The log gets its terminal event too, so a replay (`?stream=true`) ends like every other stream: with
     // `response.failed`, not mid-response.
     const last = this.#o.store.eventsAfter(id, -1).at(-1)?.sequence_number ?? -1;
-    this.#o.store.appendEvents(id, new Sequencer(last + 1).stamp([responseFailed(failed as unknown as ResponseObject)]));
+    this.#o.store.appendEvents(
+      id,
+      new Sequencer(last + 1).stamp([responseFailed(failed as unknown as ResponseObject)]),
+    );
     return failed;
   }
 

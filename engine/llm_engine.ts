@@ -21,6 +21,7 @@ import { OnnxBackend, type OnnxBackendOptions } from "./backends/onnx_backend.ts
 import { Sampler, tokenLogprob } from "./sampler.ts";
 import { Scheduler } from "./scheduler.ts";
 import { StopMatcher } from "./stop_matcher.ts";
+import { constrainRows } from "./token_constraint.ts";
 import { ShardedBackend, WorkerBackend } from "./backends/worker_backend.ts";
 import type { Tokenizer } from "../model/tokenizer.ts";
 
@@ -320,15 +321,19 @@ export class LlmEngine implements Engine {
       const logits = out.logits(i);
       const rows: Float32Array[] = [];
       for (let r = 0; r < logits.length / V; r++) rows.push(logits.subarray(r * V, (r + 1) * V));
+      const constraint = seq.request.constraint;
+      const drafts = admitted.has(seq) ? [] : seq.drafts;
+      // Sampling sees masked copies; `rows` stay raw for logprobs.
+      const sampled = constraint === undefined ? rows : constrainRows(constraint, rows, drafts, V);
       let produced: number[];
       if (admitted.has(seq)) {
         seq.cachedLength = seq.promptLength;
-        produced = [seq.sampler.sample(rows[0]!)];
+        produced = [seq.sampler.sample(sampled[0]!)];
       } else if (seq.drafts.length === 0) {
         seq.cachedLength += 1;
-        produced = [seq.sampler.sample(rows[0]!)];
+        produced = [seq.sampler.sample(sampled[0]!)];
       } else {
-        const verdict = seq.sampler.verify(rows, seq.drafts);
+        const verdict = seq.sampler.verify(sampled, seq.drafts);
         const kept = seq.cachedLength + 1 + verdict.acceptedDrafts;
         if (verdict.acceptedDrafts < seq.drafts.length) this.backend.truncate(seq.id, kept);
         seq.cachedLength = kept;
@@ -338,6 +343,13 @@ export class LlmEngine implements Engine {
         this.#metrics.verifySteps++;
       }
       this.#kv.setUsed(seq.id, seq.cachedLength);
+      if (constraint !== undefined) {
+        const refused = produced.find((t) => !constraint.accept(t));
+        if (refused !== undefined) {
+          this.#finish(seq, "error", `sampled token ${refused} is outside the output grammar`);
+          return;
+        }
+      }
       this.#accept(seq, produced, rows);
     });
     this.#metrics.steps++;

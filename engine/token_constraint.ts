@@ -53,3 +53,25 @@ export function fillDraftMasks(
   if (accepted > 0) constraint.rollback(accepted);
   return rows;
 }
+
+/**
+ * The rows a constrained sequence samples from: copies of `rows` with disallowed tokens at -Infinity, row r masked
+ * for the position after the first r drafts. The raw rows stay untouched (logprobs are reported from them). Rows
+ * after the first draft the grammar rejects are left unmasked copies: verification stops at that draft, because its
+ * own masked row forbids it, so they are never sampled.
+ */
+export function constrainRows(
+  constraint: TokenConstraint,
+  rows: readonly Float32Array[],
+  drafts: readonly number[],
+  vocabSize: number,
+): Float32Array[] {
+  const wordsPerRow = maskWords(vocabSize);
+  const words = new Uint32Array(wordsPerRow * rows.length);
+  const filled = fillDraftMasks(constraint, drafts, words, wordsPerRow);
+  return rows.map((row, r) => {
+    const copy = row.slice();
+    if (r < filled) applyMask(copy, words, r * wordsPerRow);
+    return copy;
+  });
+}

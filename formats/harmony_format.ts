@@ -66,13 +66,15 @@ export function createHarmonyFormat(tokenizer: Tokenizer, options: HarmonyFormat
   return {
     name: "harmony",
     stopTokens,
-    // Reasoning (analysis) stays free; the answer is the final-channel message and a call is the commentary
-    // message addressed to the function, written as the renderer writes history calls.
+    // Reasoning (analysis) stays free; the next assistant message is the final-channel answer or the commentary
+    // call addressed to the function, written as the renderer writes history calls.
     constraintLayout: {
-      text: { trigger: "<|channel|>final", begin: "<|channel|>final<|message|>", end: "" },
-      toolTrigger: " to=functions.",
-      toolBegin: (name) => ` to=functions.${name}<|channel|>commentary <|constrain|>json<|message|>`,
-      toolEnd: "",
+      opening: "<|start|>assistant",
+      answer: "<|channel|>final<|message|>",
+      answerTrigger: "<|channel|>final",
+      call: (name) => ` to=functions.${name}<|channel|>commentary <|constrain|>json<|message|>`,
+      callTrigger: " to=functions.",
+      callEnd: "",
       endTokens: stopTokens,
     },
     render(input: PromptInput): number[] {

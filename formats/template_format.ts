@@ -207,11 +207,11 @@ export function createTemplateFormat(
     stopTokens: [...stopIds],
     // Reasoning stays free; the answer or the Hermes call follows `</think>`.
     constraintLayout: {
-      text: { trigger: REASONING_END, begin: `${REASONING_END}\n\n`, end: "" },
-      toolTrigger: TOOL_CALL_START,
-      toolBegin: (name) => `${TOOL_CALL_START}{"name": ${JSON.stringify(name)}, "arguments": `,
-      toolEnd: `}${TOOL_CALL_END}`,
-      sharedOpening: `${REASONING_END}\n\n`,
+      opening: `${REASONING_END}\n\n`,
+      answer: "",
+      call: (name) => `${TOOL_CALL_START}{"name": ${JSON.stringify(name)}, "arguments": `,
+      callTrigger: TOOL_CALL_START,
+      callEnd: `}${TOOL_CALL_END}`,
       endTokens: [...stopIds],
     },
     renderText,

@@ -9,9 +9,14 @@
  */
 import type { HfTokenizer } from "../model/hf_tokenizer.ts";
 import { GrammarConstraint } from "./grammar_constraint.ts";
-import { buildStructuralTag, type ConstraintLayout, type OutputConstraintSpec } from "./output_constraint.ts";
+import {
+  buildStructuralTag,
+  type ConstraintLayout,
+  type OutputConstraintSpec,
+  type SchemaRef,
+} from "./output_constraint.ts";
 import { createTokenizerInfo } from "./tokenizer_info.ts";
-import { withXgrammarErrors, xgrammar, type XgCompiledGrammar, type XgCompiler } from "./xgrammar.ts";
+import { withXgrammarErrors, type XgCompiledGrammar, type XgCompiler, xgrammar } from "./xgrammar.ts";
 
 const CACHE_LIMIT = 128;
 
@@ -41,11 +46,19 @@ export class ConstraintCompiler {
 
   /** Rejects with a GrammarError naming xgrammar's reason when the schema cannot be compiled. */
   async compile(spec: OutputConstraintSpec, layout: ConstraintLayout): Promise<CompiledConstraint> {
-    const { tag, triggers } = buildStructuralTag(spec, layout);
-    const key = JSON.stringify(tag);
+    const schemas: SchemaRef[] = [];
+    const plan = buildStructuralTag(spec, layout, (schema) => {
+      schemas.push(schema);
+      return { type: "grammar", grammar: `@schema${schemas.length - 1}` };
+    });
+    const key = JSON.stringify([plan.tag, schemas]);
     let pending = this.#cache.get(key);
     if (pending === undefined) {
-      pending = withXgrammarErrors(() => this.#compiler.compileStructuralTag(tag));
+      pending = withXgrammarErrors(async () => {
+        const grammars = await Promise.all(schemas.map((s) => compactJsonGrammar(s)));
+        const { tag } = buildStructuralTag(spec, layout, () => ({ type: "grammar", grammar: grammars.shift()! }));
+        return this.#compiler.compileStructuralTag(tag);
+      });
       this.#cache.set(key, pending);
       pending.catch(() => this.#cache.delete(key));
       if (this.#cache.size > CACHE_LIMIT) {
@@ -67,10 +80,36 @@ export class ConstraintCompiler {
           vocabSize: this.#vocabSize,
           endTokens,
           required: spec.required,
-          triggers,
+          triggers: plan.triggers,
+          begins: plan.begins,
+          ends: plan.ends,
+          addedTokens: this.#tokenizer.addedTokens.map((t) => ({ id: t.id, text: t.content })),
           tokenText: (id) => this.#decoder.decode(this.#tokenizer.tokenBytes(id)),
         });
       },
     };
+  }
+}
+
+/** Whitespace characters allowed between JSON tokens. */
+const MAX_WHITESPACE = 1;
+
+/**
+ * The EBNF of a schema as JSON on one line with at most one whitespace character between tokens, so both `{"a":1}`
+ * and `{"a": 1}` styles pass (models differ) while unbounded whitespace, where a small model can pad forever, cannot.
+ */
+async function compactJsonGrammar(ref: SchemaRef): Promise<string> {
+  const grammar = await xgrammar().Grammar.fromJSONSchema(
+    JSON.stringify(ref.schema),
+    true,
+    -1,
+    [",", ":"],
+    ref.strict,
+    MAX_WHITESPACE,
+  );
+  try {
+    return grammar.toString();
+  } finally {
+    grammar.dispose();
   }
 }

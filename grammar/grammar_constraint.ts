@@ -14,6 +14,12 @@ export class GrammarConstraint implements TokenConstraint {
   readonly #required: boolean;
   readonly #triggers: readonly string[];
   readonly #tokenText: (id: number) => string;
+  readonly #begins: readonly string[];
+  readonly #ends: readonly string[];
+  /** Added (control) tokens other than the end tokens. */
+  readonly #added: readonly { readonly id: number; readonly text: string }[];
+  /** Where in `#text` the trigger that began the constrained part starts. */
+  #triggerStart = 0;
   /** Text of the accepted tokens, and its length after each one (for rollback). */
   #text = "";
   #lengths: number[] = [];
@@ -27,7 +33,13 @@ export class GrammarConstraint implements TokenConstraint {
     readonly required: boolean;
     readonly triggers: readonly string[];
     readonly tokenText: (id: number) => string;
+    readonly begins: readonly string[];
+    readonly ends: readonly string[];
+    readonly addedTokens: readonly { readonly id: number; readonly text: string }[];
   }) {
+    this.#begins = options.begins;
+    this.#ends = options.ends;
+    this.#added = options.addedTokens.filter((t) => !options.endTokens.includes(t.id));
     this.#matcher = options.matcher;
     this.#vocabSize = options.vocabSize;
     this.#endTokens = options.endTokens;
@@ -44,8 +56,17 @@ export class GrammarConstraint implements TokenConstraint {
     } finally {
       vec.delete();
     }
-    if (this.#required && this.#triggeredAt < 0) {
-      for (const t of this.#endTokens) words[offset + (t >>> 5)]! &= ~(1 << (t & 31));
+    if (this.#triggeredAt < 0) {
+      if (this.#required) { for (const t of this.#endTokens) clearBit(words, offset, t); }
+      return;
+    }
+    // Inside the constrained part, control tokens would count as their text (xgrammar matches text): a JSON string
+    // could then hold `<|end|>`. They are allowed only where the tag's own begin or end text has them.
+    const opened = this.#text.slice(this.#triggerStart);
+    for (const { id, text } of this.#added) {
+      const inBegin = this.#begins.some((b) => b.length > opened.length && b.startsWith(opened + text));
+      const inEnd = this.#ends.some((e) => e.includes(text));
+      if (!inBegin && !inEnd) clearBit(words, offset, id);
     }
   }
 
@@ -59,7 +80,14 @@ export class GrammarConstraint implements TokenConstraint {
       // A new trigger must end inside this token's text, so only the tail that could hold it is searched.
       const longest = this.#triggers.reduce((m, t) => Math.max(m, t.length), 0);
       const tail = this.#text.slice(Math.max(0, before - longest));
-      if (this.#triggers.some((t) => tail.includes(t))) this.#triggeredAt = this.#lengths.length;
+      for (const trigger of this.#triggers) {
+        const at = tail.indexOf(trigger);
+        if (at >= 0) {
+          this.#triggeredAt = this.#lengths.length;
+          this.#triggerStart = Math.max(0, before - longest) + at;
+          break;
+        }
+      }
     }
     return true;
   }
@@ -79,4 +107,8 @@ export class GrammarConstraint implements TokenConstraint {
   dispose(): void {
     this.#matcher.dispose();
   }
+}
+
+function clearBit(words: Uint32Array, offset: number, token: number): void {
+  words[offset + (token >>> 5)]! &= ~(1 << (token & 31));
 }

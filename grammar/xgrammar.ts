@@ -44,6 +44,16 @@ export interface XgCompiler {
 }
 
 export interface XGrammar {
+  Grammar: {
+    fromJSONSchema(
+      schema: string,
+      anyWhitespace: boolean,
+      indent: number,
+      separators: [string, string],
+      strictMode: boolean,
+      maxWhitespaceCnt?: number,
+    ): Promise<{ toString(): string; dispose(): void }>;
+  };
   TokenizerInfo: {
     createTokenizerInfo(
       encodedVocab: string[],
