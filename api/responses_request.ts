@@ -34,6 +34,12 @@ import { samplerTopP, type SamplingDefaults } from "./sampling_defaults.ts";
 import { itemsToMessages } from "./conversation_items.ts";
 import { checkParallelToolCalls } from "./parallel_tool_calls.ts";
 import {
+  grammarForcesChoice,
+  responsesTextFormat,
+  type StructuredRequest,
+  structuredRequest,
+} from "./structured_output.ts";
+import {
   type CreateResponseBody,
   type FunctionToolInput,
   type InputItem,
@@ -62,6 +68,8 @@ export interface RequestContext {
   readonly defaults: SamplingDefaults;
   readonly previous: PreviousLookup;
   readonly item: ItemLookup;
+  /** True when the served model can decode under a grammar (structured outputs, strict tools). */
+  readonly constrainedDecoding: boolean;
   readonly newId: (prefix: Extract<IdPrefix, "resp" | "msg" | "fco" | "fc" | "rs">) => string;
   readonly now: () => number;
 }
@@ -73,6 +81,8 @@ export interface PreparedPrompt {
   /** This request's own input items, normalised to wire form with ids (for `input_items`). */
   readonly inputItems: Record<string, unknown>[];
   readonly conversation: StoredConversation;
+  /** What the output is constrained to (text.format, strict or forced tools); undefined when nothing is. */
+  readonly structured?: StructuredRequest;
 }
 
 export interface PreparedResponse extends PreparedPrompt {
@@ -100,10 +110,6 @@ function checkUnsupported(body: CreateResponseBody | InputTokensBody): void {
       throw invalidRequest("'previous_response_id' cannot be used together with 'conversation'", "conversation");
     }
     throw unsupportedParameter("conversation", "The Conversations API is not supported; use previous_response_id");
-  }
-  const format = body.text?.format?.type;
-  if (format !== undefined && format !== "text") {
-    throw unsupportedParameter("text.format", `Structured output ('${format}') is not supported by rill yet`);
   }
   if (body.reasoning?.mode != null) throw unsupportedParameter("reasoning.mode", "'reasoning.mode' is not supported");
   // rill's formats keep only the current tool loop's reasoning in the prompt (harmony's rule): "auto" and
@@ -328,11 +334,14 @@ export function preparePrompt(body: CreateResponseBody | InputTokensBody, ctx: R
   const history = before.map((raw, i) => parseInputItem(raw, ["previous_response_id", i]));
   const messages = itemsToMessages([...history, ...own]);
   const effort = body.reasoning?.effort;
+  const choice = tools.offered.length === 0 && typeof tools.choice === "string" ? "none" : tools.choice;
+  const structured = structuredFor(body, tools.offered, choice, ctx);
   const input: PromptInput = {
     ...(body.instructions == null ? {} : { instructions: body.instructions }),
     messages,
     tools: tools.offered,
-    toolChoice: tools.offered.length === 0 && typeof tools.choice === "string" ? "none" : tools.choice,
+    // With the grammar enforcing the choice the model reasons first and then calls: no prefilled call opening.
+    toolChoice: grammarForcesChoice(structured) ? "auto" : choice,
     ...(effort == null ? {} : { reasoningEffort: EFFORT[effort] ?? "medium" }),
   };
   const { prompt, tokens } = renderFitting(input, ctx, body.truncation ?? "disabled");
@@ -342,7 +351,37 @@ export function preparePrompt(body: CreateResponseBody | InputTokensBody, ctx: R
     toolNames: tools.offered.map((t) => t.name),
     inputItems,
     conversation: { version: 1, items: [...before, ...inputItems] },
+    ...(structured === undefined ? {} : { structured }),
   };
+}
+
+/** The request's output constraint; strict is the default for Responses function tools. */
+function structuredFor(
+  body: CreateResponseBody | InputTokensBody,
+  offered: readonly FunctionTool[],
+  choice: ToolChoice,
+  ctx: RequestContext,
+): StructuredRequest | undefined {
+  const text = responsesTextFormat(body.text?.format);
+  if (!ctx.constrainedDecoding) {
+    if (text !== undefined) {
+      throw unsupportedParameter("text.format", "Structured outputs are not available for this model's tokenizer");
+    }
+    return undefined;
+  }
+  const index = new Map<string, number>();
+  (body.tools ?? []).forEach((t, i) => {
+    const name = (t as { name?: unknown } | null)?.name;
+    if (typeof name === "string" && !index.has(name)) index.set(name, i);
+  });
+  return structuredRequest({
+    text,
+    textParam: "text.format",
+    tools: offered,
+    choice,
+    strictDefault: true,
+    toolParam: (name) => `tools[${index.get(name) ?? 0}].parameters`,
+  });
 }
 
 export function prepareResponse(body: CreateResponseBody, ctx: RequestContext): PreparedResponse {

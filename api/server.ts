@@ -3,6 +3,7 @@
  * the Responses and Chat Completions services. Every failure before a response body exists goes through
  * `errorResponse` (errors.ts); failures after SSE headers are the pipeline's `error` + `response.failed`.
  */
+import { StructuredOutputs } from "./structured_output.ts";
 import type { ChatFormat } from "../formats/chat_format.ts";
 import type { Engine } from "../engine/engine.ts";
 import type { IdSource } from "../stream/ids.ts";
@@ -78,7 +79,10 @@ export function createServer(options: ServerOptions): RillServer {
   const maxBody = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
   const auth = options.apiKey === undefined || options.apiKey === "" ? null : new ApiKeyCheck(options.apiKey);
   const createdAt = options.createdAt ?? Math.floor(Date.now() / 1000);
+  const structuredOutputs = StructuredOutputs.for(options.engine.tokenizer, options.format);
+  const structured = structuredOutputs === undefined ? {} : { structuredOutputs };
   const responses = new ResponsesService({
+    ...structured,
     engine: options.engine,
     format: options.format,
     modelId: options.modelId,
@@ -89,6 +93,7 @@ export function createServer(options: ServerOptions): RillServer {
     ...(options.onError === undefined ? {} : { onError: options.onError }),
   });
   const chat = new ChatCompletionsService({
+    ...structured,
     engine: options.engine,
     format: options.format,
     modelId: options.modelId,

@@ -16,7 +16,14 @@ import {
   type SchemaRef,
 } from "./output_constraint.ts";
 import { createTokenizerInfo } from "./tokenizer_info.ts";
-import { withXgrammarErrors, type XgCompiledGrammar, type XgCompiler, xgrammar } from "./xgrammar.ts";
+import {
+  GrammarError,
+  initXgrammar,
+  withXgrammarErrors,
+  type XgCompiledGrammar,
+  type XgCompiler,
+  xgrammar,
+} from "./xgrammar.ts";
 
 const CACHE_LIMIT = 128;
 
@@ -39,9 +46,21 @@ export class ConstraintCompiler {
   }
 
   static async create(tokenizer: HfTokenizer, vocabSize: number): Promise<ConstraintCompiler> {
+    await initXgrammar();
     const info = await createTokenizerInfo(tokenizer, vocabSize, []);
     const compiler = await xgrammar().GrammarCompiler.createGrammarCompiler(info, true);
     return new ConstraintCompiler(compiler, tokenizer, vocabSize);
+  }
+
+  /** Why xgrammar rejects this schema, or undefined when it compiles. */
+  async checkSchema(ref: SchemaRef): Promise<string | undefined> {
+    try {
+      await withXgrammarErrors(() => compactJsonGrammar(ref));
+      return undefined;
+    } catch (error) {
+      if (error instanceof GrammarError) return error.message;
+      throw error;
+    }
   }
 
   /** Rejects with a GrammarError naming xgrammar's reason when the schema cannot be compiled. */

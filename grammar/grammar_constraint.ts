@@ -25,6 +25,7 @@ export class GrammarConstraint implements TokenConstraint {
   #lengths: number[] = [];
   /** Index (in accepted tokens) after which a trigger had appeared, or -1. */
   #triggeredAt = -1;
+  #disposed = false;
 
   constructor(options: {
     readonly matcher: XgMatcher;
@@ -49,6 +50,10 @@ export class GrammarConstraint implements TokenConstraint {
   }
 
   fillMask(words: Uint32Array, offset: number): void {
+    if (this.#disposed) {
+      words.fill(0xffffffff, offset, offset + Math.ceil(this.#vocabSize / 32));
+      return;
+    }
     const vec = this.#matcher.handle.GetNextTokenBitmask(this.#vocabSize);
     try {
       const n = vec.size();
@@ -71,6 +76,7 @@ export class GrammarConstraint implements TokenConstraint {
   }
 
   accept(token: number): boolean {
+    if (this.#disposed) return true;
     if (this.#required && this.#triggeredAt < 0 && this.#endTokens.includes(token)) return false;
     if (!this.#matcher.acceptToken(token)) return false;
     const before = this.#text.length;
@@ -93,7 +99,7 @@ export class GrammarConstraint implements TokenConstraint {
   }
 
   rollback(count: number): void {
-    if (count <= 0) return;
+    if (count <= 0 || this.#disposed) return;
     this.#matcher.rollBack(count);
     this.#lengths.length -= count;
     this.#text = this.#text.slice(0, this.#lengths[this.#lengths.length - 1] ?? 0);
@@ -101,10 +107,13 @@ export class GrammarConstraint implements TokenConstraint {
   }
 
   isTerminated(): boolean {
-    return this.#matcher.isTerminated();
+    return !this.#disposed && this.#matcher.isTerminated();
   }
 
+  /** Frees the matcher. Afterwards every token is allowed, so a step still in flight for a cancelled sequence is safe. */
   dispose(): void {
+    if (this.#disposed) return;
+    this.#disposed = true;
     this.#matcher.dispose();
   }
 }

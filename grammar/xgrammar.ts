@@ -94,18 +94,42 @@ export function xgrammar(): XGrammar {
   return loaded;
 }
 
+/** Receives xgrammar's error output while a call runs under `withXgrammarErrors`. */
+let errorSink: ((line: string) => void) | undefined;
+let initialised: Promise<void> | undefined;
+
+/**
+ * Initialises the WebAssembly module with its error printer routed through `errorSink`. Emscripten binds
+ * `console.error` once, when the module starts, so the router is installed around that moment only; outside a
+ * `withXgrammarErrors` call the lines still go to the real console.error.
+ */
+export function initXgrammar(): Promise<void> {
+  initialised ??= (async () => {
+    const original = console.error;
+    console.error = (...args: unknown[]) => {
+      if (errorSink !== undefined) errorSink(args.map(String).join(" "));
+      else original(...args);
+    };
+    const router = console.error;
+    try {
+      const grammar = await xgrammar().Grammar.fromJSONSchema("{}", false, -1, [",", ":"], true);
+      grammar.dispose();
+    } finally {
+      if (console.error === router) console.error = original;
+    }
+  })();
+  return initialised;
+}
+
 /**
  * xgrammar reports a rejected grammar by printing a `[FATAL] file:line: reason` line and throwing a bare
- * `RuntimeError: Aborted()`. Runs `fn` with console.error captured so the reason reaches the caller; the module stays
+ * `RuntimeError: Aborted()`. Runs `fn` with that output captured so the reason reaches the caller; the module stays
  * usable after such an error.
  */
 export async function withXgrammarErrors<T>(fn: () => Promise<T>): Promise<T> {
+  await initXgrammar();
   const lines: string[] = [];
-  const original = console.error;
-  const originalWarn = console.warn;
-  const capture = (...args: unknown[]) => void lines.push(args.map(String).join(" "));
-  console.error = capture;
-  console.warn = capture;
+  errorSink = (line) => void lines.push(line);
   try {
     return await fn();
   } catch (e) {
@@ -113,8 +137,7 @@ export async function withXgrammarErrors<T>(fn: () => Promise<T>): Promise<T> {
     const reason = fatal !== undefined ? fatal.replace(/^.*\[FATAL\]\s*\S+:\d+:\s*/, "") : String(e);
     throw new GrammarError(reason.replace(/^Check failed: \(.*?\) is false: /, ""));
   } finally {
-    console.error = original;
-    console.warn = originalWarn;
+    errorSink = undefined;
   }
 }
 
