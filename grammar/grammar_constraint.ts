@@ -66,12 +66,31 @@ export class GrammarConstraint implements TokenConstraint {
       return;
     }
     // Inside the constrained part, control tokens would count as their text (xgrammar matches text): a JSON string
-    // could then hold `<|end|>`. They are allowed only where the tag's own begin or end text has them.
+    // could then hold `<|end|>`. They are allowed only where the tag's own begin or end text has them. Conversely,
+    // where a begin continues with a control token's text, only that token may write it (spelled out in ordinary
+    // characters the parser would not see a control token).
     const opened = this.#text.slice(this.#triggerStart);
+    const forced = new Set<number>();
+    let ordinary = false;
+    for (const begin of this.#begins) {
+      if (begin.length <= opened.length || !begin.startsWith(opened)) continue;
+      const rest = begin.slice(opened.length);
+      const special = this.#added.find((t) => rest.startsWith(t.text));
+      if (special !== undefined) forced.add(special.id);
+      else ordinary = true;
+    }
     for (const { id, text } of this.#added) {
-      const inBegin = this.#begins.some((b) => b.length > opened.length && b.startsWith(opened + text));
+      const inBegin = forced.has(id);
       const inEnd = this.#ends.some((e) => e.includes(text));
       if (!inBegin && !inEnd) clearBit(words, offset, id);
+    }
+    if (forced.size > 0 && !ordinary) {
+      const end = offset + Math.ceil(this.#vocabSize / 32);
+      for (let w = offset; w < end; w++) {
+        let keep = 0;
+        for (const id of forced) if (offset + (id >>> 5) === w) keep |= 1 << (id & 31);
+        words[w] = words[w]! & keep;
+      }
     }
   }
 
