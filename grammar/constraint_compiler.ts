@@ -3,9 +3,12 @@
  * Compiled grammars are cached by their structural tag, so repeated schemas (the common case: one app, one schema)
  * compile once.
  *
- * Compilation runs on the calling thread: xgrammar's matchers must live in the module instance that compiled their
- * grammar, and a compiled grammar cannot cross to a Worker. What bounds the stall is the vocabulary: compile time is
- * dominated by the per-token pass over the vocabulary (see README, "Structured outputs", for measured figures).
+ * Compilation runs on the calling thread, synchronously inside WebAssembly: xgrammar's matchers must live in the
+ * module instance that compiled their grammar, the web build cannot serialise a compiled grammar, and masks are
+ * needed synchronously inside each engine step, so neither compiling in a Worker nor keeping matchers there fits.
+ * The stall is bounded instead: compile time grows with the size of the schema's grammar (measured on the bundled
+ * models: ~16k grammar characters ≈ 120 ms, ~330k ≈ 3 s), so a schema whose grammar exceeds MAX_GRAMMAR_CHARS is
+ * refused with a 400 before it is compiled. Each schema compiles once per process (cache).
  */
 import type { HfTokenizer } from "../model/hf_tokenizer.ts";
 import { GrammarConstraint } from "./grammar_constraint.ts";
@@ -26,6 +29,18 @@ import {
 } from "./xgrammar.ts";
 
 const CACHE_LIMIT = 128;
+
+/** Largest EBNF (all schemas of one request together) compiled on the event loop. */
+export const MAX_GRAMMAR_CHARS = 32_000;
+
+function checkSize(chars: number): void {
+  if (chars > MAX_GRAMMAR_CHARS) {
+    throw new GrammarError(
+      `the schema is too large to compile without stalling other requests: its grammar has ${chars} characters, ` +
+        `the limit is ${MAX_GRAMMAR_CHARS}`,
+    );
+  }
+}
 
 /** A compiled request constraint; each sequence gets its own matcher from it. */
 export interface CompiledConstraint {
@@ -55,7 +70,7 @@ export class ConstraintCompiler {
   /** Why xgrammar rejects this schema, or undefined when it compiles. */
   async checkSchema(ref: SchemaRef): Promise<string | undefined> {
     try {
-      await withXgrammarErrors(() => compactJsonGrammar(ref));
+      checkSize((await withXgrammarErrors(() => compactJsonGrammar(ref))).length);
       return undefined;
     } catch (error) {
       if (error instanceof GrammarError) return error.message;
@@ -75,6 +90,7 @@ export class ConstraintCompiler {
     if (pending === undefined) {
       pending = withXgrammarErrors(async () => {
         const grammars = await Promise.all(schemas.map((s) => compactJsonGrammar(s)));
+        checkSize(grammars.reduce((n, g) => n + g.length, 0));
         const { tag } = buildStructuralTag(spec, layout, () => ({ type: "grammar", grammar: grammars.shift()! }));
         return this.#compiler.compileStructuralTag(tag);
       });

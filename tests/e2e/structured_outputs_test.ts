@@ -223,6 +223,24 @@ for (const name of BUNDLED_MODELS) {
         });
         assert.equal(r2.status, 400, r2.text);
         assert.equal((JSON.parse(r2.text) as { error: { param: string } }).error.param, "tools[0].function.parameters");
+        const huge = {
+          type: "object",
+          properties: Object.fromEntries(
+            Array.from(
+              { length: 200 },
+              (_, i) => [`f${i}`, { type: "object", properties: { a: { type: "integer" } } }],
+            ),
+          ),
+        };
+        const r4 = await postJson(url, "/v1/responses", {
+          ...base,
+          input: "hi",
+          text: { format: { type: "json_schema", name: "x", schema: huge } },
+        });
+        assert.equal(r4.status, 400, r4.text);
+        const e4 = (JSON.parse(r4.text) as { error: { param: string; message: string } }).error;
+        assert.equal(e4.param, "text.format.schema");
+        assert.match(e4.message, /too large/);
         const r3 = await postJson(url, "/v1/responses", {
           ...base,
           input: "hi",
