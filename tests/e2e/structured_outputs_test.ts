@@ -147,7 +147,10 @@ for (const name of BUNDLED_MODELS) {
             }).then((r) => ({ ...r, context: `${content} stream=${stream}` }))
           )
         );
-        for (const { content, context } of await Promise.all(runs)) assertValid(content, SCHEMA, context);
+        const results = await Promise.all(runs);
+        for (const { content, context } of results) assertValid(content, SCHEMA, context);
+        // Same seed, streamed or not: the streamed deltas add up to the non-streamed message.
+        for (let i = 0; i < results.length; i += 2) assert.equal(results[i + 1]!.content, results[i]!.content);
       });
       await t.step("forced tool choice: valid arguments on every weather prompt, reasoning first", async () => {
         const tally = { forced: 0, auto: 0, n: 0 };
