@@ -21,7 +21,7 @@ import { OnnxBackend, type OnnxBackendOptions } from "./backends/onnx_backend.ts
 import { Sampler, tokenLogprob } from "./sampler.ts";
 import { Scheduler } from "./scheduler.ts";
 import { StopMatcher } from "./stop_matcher.ts";
-import { constrainRows } from "./token_constraint.ts";
+import { advanceConstraint, constrainRows } from "./token_constraint.ts";
 import { ShardedBackend, WorkerBackend } from "./backends/worker_backend.ts";
 import type { Tokenizer } from "../model/tokenizer.ts";
 
@@ -343,12 +343,9 @@ export class LlmEngine implements Engine {
         this.#metrics.verifySteps++;
       }
       this.#kv.setUsed(seq.id, seq.cachedLength);
-      if (constraint !== undefined) {
-        const refused = produced.find((t) => !constraint.accept(t));
-        if (refused !== undefined) {
-          this.#finish(seq, "error", `sampled token ${refused} is outside the output grammar`);
-          return;
-        }
+      if (constraint !== undefined && !advanceConstraint(constraint, produced)) {
+        this.#finish(seq, "error", `a sampled token is outside the output grammar (${produced.join(", ")})`);
+        return;
       }
       this.#accept(seq, produced, rows);
     });

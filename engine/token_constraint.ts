@@ -32,26 +32,37 @@ export function applyMask(row: Float32Array, words: Uint32Array, offset: number)
 }
 
 /**
- * Mask rows for verifying `drafts`: row r (r = 0 .. drafts.length) is the mask after the first r drafts. Drafts are
- * accepted one by one while the grammar allows them; past the first disallowed draft no row is needed, since its
- * own row forbids it and verification stops there. The constraint is left as it was. Returns the rows written.
+ * Mask rows for verifying `drafts`: row r (r = 0 .. drafts.length) is the mask after the first r drafts, written at
+ * `words[(firstRow + r) * wordsPerRow ..]` (a StepBatch's `allowedMask` with `maskRowStart[i] = firstRow`). Drafts are
+ * accepted one by one while the grammar allows them; past the first disallowed draft no row is needed, since its own
+ * row forbids it and verification stops there. The constraint is left as it was. Returns the rows written.
  */
 export function fillDraftMasks(
   constraint: TokenConstraint,
   drafts: readonly number[],
   words: Uint32Array,
   wordsPerRow: number,
+  firstRow = 0,
 ): number {
   let accepted = 0;
   let rows = 0;
   for (let r = 0; r <= drafts.length; r++) {
-    constraint.fillMask(words, r * wordsPerRow);
+    constraint.fillMask(words, (firstRow + r) * wordsPerRow);
     rows++;
     if (r === drafts.length || !constraint.accept(drafts[r]!)) break;
     accepted++;
   }
   if (accepted > 0) constraint.rollback(accepted);
   return rows;
+}
+
+/**
+ * After a step: advances the constraint by the tokens the sequence accepted (verified drafts, then the target's own
+ * token). False when one of them is outside the grammar, which a backend that applied the mask never produces.
+ */
+export function advanceConstraint(constraint: TokenConstraint, accepted: readonly number[] | Int32Array): boolean {
+  for (const token of accepted) if (!constraint.accept(token)) return false;
+  return true;
 }
 
 /**

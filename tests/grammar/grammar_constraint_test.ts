@@ -64,6 +64,11 @@ Deno.test("grammar constraint on the harmony tokenizer: masks, rollback, drafts,
   }
   c.fillMask(back, 0);
   assert.deepEqual(back, masks[ids.length - 3]);
+  // The same rows placed from a later row of a batch's allowedMask (maskRowStart = 4).
+  const batchMask = new Uint32Array(W * 8);
+  assert.equal(fillDraftMasks(c, drafts.slice(0, 2), batchMask, W, 4), 3);
+  assert.deepEqual(batchMask.subarray(0, 4 * W), new Uint32Array(4 * W));
+  for (let r = 0; r < 3; r++) assert.deepEqual(batchMask.subarray((4 + r) * W, (5 + r) * W), masks[ids.length - 3 + r]);
   // A draft the grammar refuses ends the rows at its own (which forbids it).
   const bad = [ret, ret];
   assert.equal(fillDraftMasks(c, bad, words, W), 1);
