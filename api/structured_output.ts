@@ -18,7 +18,7 @@ import type { ChatFormat } from "../formats/chat_format.ts";
 import { ConstraintCompiler } from "../grammar/constraint_compiler.ts";
 import type { GrammarConstraint } from "../grammar/grammar_constraint.ts";
 import type { ConstrainedTool, OutputConstraintSpec } from "../grammar/output_constraint.ts";
-import { GrammarError } from "../grammar/xgrammar.ts";
+import { GrammarError, xgrammar } from "../grammar/xgrammar.ts";
 import { HfTokenizer } from "../model/hf_tokenizer.ts";
 import type { Tokenizer } from "../model/tokenizer.ts";
 import { invalidRequest } from "./errors.ts";
@@ -159,9 +159,18 @@ export class StructuredOutputs {
     this.#format = format;
   }
 
-  /** Structured outputs for a model, or undefined when its tokenizer is not a Hugging Face one (test doubles). */
+  /**
+   * Structured outputs for a model, or undefined when its tokenizer is not a Hugging Face one (test doubles) or the
+   * grammar engine cannot be loaded (a binary built without its package): requests then get a 400, never a 500.
+   */
   static for(tokenizer: Tokenizer, format: ChatFormat): StructuredOutputs | undefined {
-    return tokenizer instanceof HfTokenizer ? new StructuredOutputs(tokenizer, format) : undefined;
+    if (!(tokenizer instanceof HfTokenizer)) return undefined;
+    try {
+      xgrammar();
+    } catch {
+      return undefined;
+    }
+    return new StructuredOutputs(tokenizer, format);
   }
 
   /** A fresh constraint for one generation; a 400 naming the parameter when a schema cannot be compiled. */
