@@ -47,6 +47,8 @@ export class GrammarConstraint implements TokenConstraint {
     this.#required = options.required;
     this.#triggers = options.triggers;
     this.#tokenText = options.tokenText;
+    // An empty trigger: the constrained part starts the output.
+    if (options.triggers.includes("")) this.#triggeredAt = 0;
   }
 
   fillMask(words: Uint32Array, offset: number): void {
@@ -73,7 +75,12 @@ export class GrammarConstraint implements TokenConstraint {
     const forced = new Set<number>();
     let ordinary = false;
     for (const begin of this.#begins) {
-      if (begin.length <= opened.length || !begin.startsWith(opened)) continue;
+      if (begin.length <= opened.length) {
+        // This begin is written out: the content (ordinary tokens) may be under way.
+        if (opened.startsWith(begin)) ordinary = true;
+        continue;
+      }
+      if (!begin.startsWith(opened)) continue;
       const rest = begin.slice(opened.length);
       const special = this.#added.find((t) => rest.startsWith(t.text));
       if (special !== undefined) forced.add(special.id);

@@ -38,6 +38,7 @@ export interface OutputConstraintSpec {
  * `callTrigger` marks a call anywhere when calls are constrained but not required.
  */
 export interface ConstraintLayout {
+  /** Empty when the model writes no reasoning first: the constrained part then starts the output. */
   readonly opening: string;
   /** Text between `opening` and the answer's JSON. */
   readonly answer: string;
@@ -79,6 +80,25 @@ export function buildStructuralTag(
     name: tool.name,
     content: content(tool.parameters === undefined ? ANY_OBJECT : { schema: tool.parameters, strict: tool.strict }),
   }));
+  if (spec.required && layout.opening === "") {
+    // No reasoning comes first: the output is the answer or a call from its first token.
+    const elements: Record<string, unknown>[] = [];
+    if (answer !== undefined) {
+      elements.push(layout.answer === "" ? answer : { type: "tag", begin: layout.answer, content: answer, end: "" });
+      tags.push({ type: "tag", begin: layout.answer, content: answer, end: "" });
+    }
+    for (const c of calls) {
+      const tag = { type: "tag" as const, begin: layout.call(c.name), content: c.content, end: layout.callEnd };
+      elements.push(tag);
+      tags.push(tag);
+    }
+    return {
+      tag: { type: "structural_tag", format: { type: "or", elements } },
+      triggers: [""],
+      begins: tags.map((t) => t.begin),
+      ends: tags.map((t) => t.end),
+    };
+  }
   if (spec.required) {
     // Whatever follows the reasoning is the constrained part: the answer (when text is constrained) or a call.
     triggers.push(layout.opening);

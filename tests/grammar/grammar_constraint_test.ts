@@ -103,3 +103,35 @@ Deno.test("structuredRequest: tool_choice decides which calls are constrained an
   })!;
   assert.deepEqual(text.spec, { text: { kind: "json_object" }, tools: [], required: true });
 });
+
+Deno.test("a layout without reasoning in the output is constrained from the first token (answer or call)", async () => {
+  const model = await loadModel(`${ROOT}models/rill-tiny-chatml`);
+  const tk = model.tokenizer;
+  const layout = { ...model.format.constraintLayout, opening: "" };
+  const compiler = await ConstraintCompiler.create(tk, tk.vocabSize);
+  const compiled = await compiler.compile({
+    text: { kind: "json_schema", schema: PARAMS, strict: true },
+    tools: [{ name: "get_weather", parameters: PARAMS, strict: true }],
+    required: true,
+  }, layout);
+  const W = maskWords(tk.vocabSize);
+  const words = new Uint32Array(W);
+  const imEnd = tk.specialId("<|im_end|>")!;
+  const accepts = async (text: string) => {
+    const c = await compiled.create();
+    try {
+      for (const id of tk.encode(text)) {
+        c.fillMask(words, 0);
+        if (!allowed(words, 0, id) || !c.accept(id)) return false;
+      }
+      c.fillMask(words, 0);
+      return allowed(words, 0, imEnd);
+    } finally {
+      c.dispose();
+    }
+  };
+  assert.ok(await accepts('{"city": "Oslo"}'));
+  assert.ok(await accepts('<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>'));
+  assert.ok(!(await accepts("Hello")));
+  assert.ok(!(await accepts("<think>\nHi\n</think>\n\n")));
+});
