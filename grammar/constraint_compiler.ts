@@ -98,7 +98,11 @@ export class ConstraintCompiler {
       pending.catch(() => this.#cache.delete(key));
       if (this.#cache.size > CACHE_LIMIT) {
         const oldest = this.#cache.keys().next().value;
-        if (oldest !== undefined) this.#cache.delete(oldest);
+        if (oldest !== undefined) {
+          // Matchers share the compiled grammar's state, so releasing the cache's handle is safe while they run.
+          this.#cache.get(oldest)?.then((g) => g.dispose(), () => {});
+          this.#cache.delete(oldest);
+        }
       }
     } else {
       // Most recently used last, so eviction drops the least recently used.
