@@ -4,16 +4,28 @@
  */
 import type { ChatFormat } from "../formats/chat_format.ts";
 import type { Engine, FinishReason } from "../engine/engine.ts";
-import type { PromptInput } from "../formats/conversation.ts";
+import type { FunctionTool, PromptInput, ToolChoice } from "../formats/conversation.ts";
 import { chatCompletionSseStream, chatUsage, collectChatCompletion } from "../stream/chat_pipeline.ts";
 import { randomIds } from "../stream/ids.ts";
-import { type ApiError, modelNotFound, serverError, unavailable } from "./errors.ts";
+import { type ApiError, modelNotFound, serverError, unavailable, unsupportedParameter } from "./errors.ts";
+import {
+  chatResponseFormat,
+  grammarForcesChoice,
+  type StructuredOutputs,
+  structuredRequest,
+} from "./structured_output.ts";
 import { type Generation, startGeneration, stopOnDisconnect } from "./generation.ts";
 import { parallelToolCallLimit } from "./parallel_tool_calls.ts";
 import { fitPrompt } from "./prompt_fit.ts";
 import type { Metrics } from "./metrics.ts";
 import { jsonResponse, sseResponse } from "./http_response.ts";
-import { ChatCompletionSchema, chatMessages, chatTools, checkChatSupported } from "./chat_schema.ts";
+import {
+  type ChatCompletionBody,
+  ChatCompletionSchema,
+  chatMessages,
+  chatTools,
+  checkChatSupported,
+} from "./chat_schema.ts";
 import type { SamplingDefaults } from "./sampling_defaults.ts";
 import { samplerTopP } from "./sampling_defaults.ts";
 import { parseOrThrow } from "./validation.ts";
@@ -25,6 +37,8 @@ export interface ChatCompletionsOptions {
   readonly modelId: string;
   readonly metrics: Metrics;
   readonly defaults: SamplingDefaults;
+  /** Grammar-constrained decoding for this model; absent when its tokenizer cannot be described to xgrammar. */
+  readonly structuredOutputs?: StructuredOutputs;
 }
 
 /**
@@ -56,6 +70,29 @@ export class ChatCompletionsService {
     for (const generation of this.#inFlight) generation.stop();
   }
 
+  /** The request's output constraint; Chat function tools are strict only when they say so. */
+  #structured(body: ChatCompletionBody, tools: readonly FunctionTool[], choice: ToolChoice) {
+    const text = chatResponseFormat(body.response_format);
+    if (this.#o.structuredOutputs === undefined) {
+      if (text !== undefined) {
+        throw unsupportedParameter(
+          "response_format",
+          "Structured outputs are not available for this model's tokenizer",
+        );
+      }
+      return undefined;
+    }
+    const index = new Map(tools.map((t, i) => [t.name, i]));
+    return structuredRequest({
+      text,
+      textParam: "response_format.json_schema",
+      tools,
+      choice,
+      strictDefault: false,
+      toolParam: (name) => `tools[${index.get(name) ?? 0}].function.parameters`,
+    });
+  }
+
   async create(
     raw: Record<string, unknown>,
     request: Request,
@@ -71,10 +108,13 @@ export class ChatCompletionsService {
     const { tools, choice } = chatTools(body);
     const callLimit = parallelToolCallLimit(format, body.parallel_tool_calls, tools.length);
     const effort = body.reasoning_effort;
+    const structured = this.#structured(body, tools, choice);
+    // With the grammar enforcing the choice the model reasons first and then calls: no prefilled call opening.
+    const renderChoice = grammarForcesChoice(structured) ? "auto" : choice;
     const prompt: PromptInput = {
       messages: chatMessages(body),
       tools,
-      toolChoice: choice,
+      toolChoice: renderChoice,
       ...(effort == null ? {} : {
         reasoningEffort: effort === "medium" ? "medium" : effort === "high" || effort === "xhigh" ? "high" : "low",
       }),
@@ -89,6 +129,8 @@ export class ChatCompletionsService {
     );
     const room = engine.maxModelLen - promptTokens.length;
     const stop = body.stop == null ? [] : typeof body.stop === "string" ? [body.stop] : body.stop;
+    // Compiled before anything is sent: a schema xgrammar rejects is a 400.
+    const constraint = structured === undefined ? undefined : await this.#o.structuredOutputs?.constraint(structured);
     const id = randomIds.next("chatcmpl");
     const generation = startGeneration(engine, {
       id,
@@ -105,12 +147,13 @@ export class ChatCompletionsService {
       },
       metrics: this.#o.metrics,
       startedAt,
+      ...(constraint === undefined ? {} : { constraint }),
     });
     this.#inFlight.add(generation);
     generation.done.then(() => this.#inFlight.delete(generation));
     const pipeline = {
       tokenizer: engine.tokenizer,
-      parser: callLimit.limit(format.createParser({ toolNames: tools.map((t) => t.name), toolChoice: choice })),
+      parser: callLimit.limit(format.createParser({ toolNames: tools.map((t) => t.name), toolChoice: renderChoice })),
       includeLogprobs: body.logprobs === true,
     };
     const head = { id, created: Math.floor(Date.now() / 1000), model: modelId };

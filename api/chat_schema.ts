@@ -75,7 +75,10 @@ export const ChatCompletionSchema = z.strictObject({
   frequency_penalty: nullish(z.number().min(-2).max(2)),
   presence_penalty: nullish(z.number().min(-2).max(2)),
   logit_bias: nullish(z.record(z.string(), z.number())),
-  response_format: nullish(z.looseObject({ type: z.enum(["text", "json_object", "json_schema"]) })),
+  response_format: nullish(z.looseObject({
+    type: z.enum(["text", "json_object", "json_schema"]),
+    json_schema: nullish(z.looseObject({})),
+  })),
   user: nullish(z.string()),
   safety_identifier: nullish(z.string()),
   prompt_cache_key: nullish(z.string()),
@@ -117,12 +120,6 @@ export function checkChatSupported(body: ChatCompletionBody): void {
   }
   if (body.logit_bias != null && Object.keys(body.logit_bias).length > 0) {
     throw unsupportedParameter("logit_bias", "'logit_bias' is not supported");
-  }
-  if (body.response_format != null && body.response_format.type !== "text") {
-    throw unsupportedParameter(
-      "response_format",
-      `Structured output ('${body.response_format.type}') is not supported`,
-    );
   }
   if (body.store === true) throw unsupportedParameter("store", "Stored chat completions are not supported");
   if (body.service_tier != null && body.service_tier !== "auto" && body.service_tier !== "default") {

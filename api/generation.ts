@@ -11,6 +11,7 @@ import type { Engine, EngineChunk, SamplingParams } from "../engine/engine.ts";
 import { tapChunks } from "../stream/chunk_tap.ts";
 import type { Metrics } from "./metrics.ts";
 import type { GenerationTotals } from "./request_trace.ts";
+import type { TokenConstraint } from "../engine/token_constraint.ts";
 
 export interface Generation {
   readonly chunks: ReadableStream<EngineChunk>;
@@ -33,6 +34,8 @@ export interface GenerationOptions {
   readonly startedAt: number;
   /** Called once if the consumer cancels the stream before the finish. */
   readonly onCancel?: () => void;
+  /** The output grammar of this generation, released once it is done. */
+  readonly constraint?: TokenConstraint & { dispose(): void };
 }
 
 export function startGeneration(engine: Engine, options: GenerationOptions): Generation {
@@ -42,6 +45,7 @@ export function startGeneration(engine: Engine, options: GenerationOptions): Gen
     promptTokens: options.promptTokens,
     sampling: options.sampling,
     signal: abort.signal,
+    ...(options.constraint === undefined ? {} : { constraint: options.constraint }),
   });
   let firstTokenAt: number | null = null;
   let lastTokenAt: number | null = null;
@@ -86,6 +90,12 @@ export function startGeneration(engine: Engine, options: GenerationOptions): Gen
     end: () => settle(options.promptTokens.length, false),
     cancel: stop,
   });
+  // After a cancel the engine may still consult the constraint in the step in flight; a disposed constraint allows
+  // every token, so releasing it as soon as the generation is done is safe.
+  if (options.constraint !== undefined) {
+    const constraint = options.constraint;
+    done.then(() => constraint.dispose());
+  }
   return { chunks, abort, done, stop };
 }
 

@@ -38,6 +38,12 @@ import { normalizeTools } from "./normalize_tools.ts";
 import { fitPrompt } from "./prompt_fit.ts";
 import { LoopYielder } from "./loop_yield.ts";
 import {
+  grammarForcesChoice,
+  responsesTextFormat,
+  type StructuredRequest,
+  structuredRequest,
+} from "./structured_output.ts";
+import {
   type CreateResponseBody,
   type FunctionToolInput,
   type InputItem,
@@ -70,6 +76,8 @@ export interface RequestContext {
   readonly defaults: SamplingDefaults;
   readonly previous: PreviousLookup;
   readonly item: ItemLookup;
+  /** True when the served model can decode under a grammar (structured outputs, strict tools). */
+  readonly constrainedDecoding: boolean;
   readonly newId: (prefix: Extract<IdPrefix, "resp" | "msg" | "fco" | "fc" | "rs">) => string;
   readonly now: () => number;
 }
@@ -81,6 +89,8 @@ export interface PreparedPrompt {
   /** This request's own input items, normalised to wire form with ids (for `input_items`). */
   readonly inputItems: Record<string, unknown>[];
   readonly conversation: StoredConversation;
+  /** What the output is constrained to (text.format, strict or forced tools); undefined when nothing is. */
+  readonly structured?: StructuredRequest;
 }
 
 export interface PreparedResponse extends PreparedPrompt {
@@ -110,10 +120,6 @@ function checkUnsupported(body: CreateResponseBody | InputTokensBody): void {
       throw invalidRequest("'previous_response_id' cannot be used together with 'conversation'", "conversation");
     }
     throw unsupportedParameter("conversation", "The Conversations API is not supported; use previous_response_id");
-  }
-  const format = body.text?.format?.type;
-  if (format !== undefined && format !== "text") {
-    throw unsupportedParameter("text.format", `Structured output ('${format}') is not supported by rill yet`);
   }
   if (body.reasoning?.mode != null) throw unsupportedParameter("reasoning.mode", "'reasoning.mode' is not supported");
   // rill's formats keep only the current tool loop's reasoning in the prompt (harmony's rule): "auto" and
@@ -348,11 +354,14 @@ export async function preparePrompt(
   checkCallOutputs(history, own);
   const messages = itemsToMessages([...history, ...own]);
   const effort = body.reasoning?.effort;
+  const choice = tools.offered.length === 0 && typeof tools.choice === "string" ? "none" : tools.choice;
+  const structured = structuredFor(body, tools.offered, choice, ctx);
   const input: PromptInput = {
     ...(body.instructions == null ? {} : { instructions: body.instructions }),
     messages,
     tools: tools.offered,
-    toolChoice: tools.offered.length === 0 && typeof tools.choice === "string" ? "none" : tools.choice,
+    // With the grammar enforcing the choice the model reasons first and then calls: no prefilled call opening.
+    toolChoice: grammarForcesChoice(structured) ? "auto" : choice,
     ...(effort == null ? {} : { reasoningEffort: EFFORT[effort] ?? "medium" }),
   };
   const { prompt, tokens } = await fitPrompt(
@@ -371,7 +380,37 @@ export async function preparePrompt(
     inputItems,
     // By reference: a chain of N turns stores each turn's own items once, not the whole history again per turn.
     conversation: { version: 2, previous: body.previous_response_id ?? null, items: inputItems },
+    ...(structured === undefined ? {} : { structured }),
   };
+}
+
+/** The request's output constraint; strict is the default for Responses function tools. */
+function structuredFor(
+  body: CreateResponseBody | InputTokensBody,
+  offered: readonly FunctionTool[],
+  choice: ToolChoice,
+  ctx: RequestContext,
+): StructuredRequest | undefined {
+  const text = responsesTextFormat(body.text?.format);
+  if (!ctx.constrainedDecoding) {
+    if (text !== undefined) {
+      throw unsupportedParameter("text.format", "Structured outputs are not available for this model's tokenizer");
+    }
+    return undefined;
+  }
+  const index = new Map<string, number>();
+  (body.tools ?? []).forEach((t, i) => {
+    const name = (t as { name?: unknown } | null)?.name;
+    if (typeof name === "string" && !index.has(name)) index.set(name, i);
+  });
+  return structuredRequest({
+    text,
+    textParam: "text.format",
+    tools: offered,
+    choice,
+    strictDefault: true,
+    toolParam: (name) => `tools[${index.get(name) ?? 0}].parameters`,
+  });
 }
 
 export async function prepareResponse(body: CreateResponseBody, ctx: RequestContext): Promise<PreparedResponse> {

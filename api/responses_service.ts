@@ -30,6 +30,7 @@ import { CreateResponseSchema, InputTokensSchema } from "./responses_schema.ts";
 import { preparePrompt, prepareResponse, type RequestContext } from "./responses_request.ts";
 import type { SamplingDefaults } from "./sampling_defaults.ts";
 import { checkQuery, parseOrThrow } from "./validation.ts";
+import type { StructuredOutputs } from "./structured_output.ts";
 import { jsonResponse, sseResponse } from "./http_response.ts";
 
 export interface ResponsesServiceOptions {
@@ -39,6 +40,8 @@ export interface ResponsesServiceOptions {
   readonly store: ResponseStore;
   readonly metrics: Metrics;
   readonly defaults: SamplingDefaults;
+  /** Grammar-constrained decoding for this model; absent when its tokenizer cannot be described to xgrammar. */
+  readonly structuredOutputs?: StructuredOutputs;
   /** Item ids of generated output (tests: deterministic). */
   readonly ids?: IdSource;
   /** Internal failures that must not reach clients (e.g. a store write failing mid-stream). */
@@ -85,6 +88,7 @@ export class ResponsesService {
       item: (id) => options.store.item(id),
       newId: (prefix) => randomIds.next(prefix),
       now: nowSeconds,
+      constrainedDecoding: options.structuredOutputs !== undefined,
     };
   }
 
@@ -127,6 +131,10 @@ export class ResponsesService {
     });
     const id = prep.template.id;
     trace.responseId = id;
+    // Compiled before anything is stored or sent: a schema xgrammar rejects is a 400.
+    const constraint = prep.structured === undefined
+      ? undefined
+      : await this.#o.structuredOutputs?.constraint(prep.structured);
     const recorder = new ResponseRecorder(initial, prep.store ? store : null, {
       onEnd: () => this.#foreground.delete(id),
       onStoreError: (error) => this.#o.onError?.(error),
@@ -138,6 +146,7 @@ export class ResponsesService {
       metrics: this.#o.metrics,
       startedAt,
       onCancel: () => recorder.cancel(),
+      ...(constraint === undefined ? {} : { constraint }),
     });
     if (prep.store) {
       try {

@@ -3,6 +3,7 @@
  * the Responses and Chat Completions services. Every failure before a response body exists goes through
  * `errorResponse` (errors.ts); failures after SSE headers are the pipeline's `error` + `response.failed`.
  */
+import { StructuredOutputs } from "./structured_output.ts";
 import type { ChatFormat } from "../formats/chat_format.ts";
 import type { Engine } from "../engine/engine.ts";
 import type { IdSource } from "../stream/ids.ts";
@@ -157,7 +158,10 @@ export function createServer(options: ServerOptions): RillServer {
   const publicRoutes: ReadonlySet<string> = new Set(
     options.metricsPublic === true ? ["/health", "/metrics"] : ["/health"],
   );
+  const structuredOutputs = StructuredOutputs.for(options.engine.tokenizer, options.format);
+  const structured = structuredOutputs === undefined ? {} : { structuredOutputs };
   const responses = new ResponsesService({
+    ...structured,
     engine: options.engine,
     format: options.format,
     modelId: options.modelId,
@@ -168,6 +172,7 @@ export function createServer(options: ServerOptions): RillServer {
     ...(options.onError === undefined ? {} : { onError: options.onError }),
   });
   const chat = new ChatCompletionsService({
+    ...structured,
     engine: options.engine,
     format: options.format,
     modelId: options.modelId,

@@ -6,6 +6,7 @@
  * Consumers must never assume one token per chunk.
  */
 import type { Tokenizer } from "../model/tokenizer.ts";
+import type { TokenConstraint } from "./token_constraint.ts";
 
 export type FinishReason =
   /** A stop token or stop string ended the sequence (also: EOS). */
@@ -73,6 +74,11 @@ export interface GenerateRequest {
   readonly sampling: SamplingParams;
   /** Aborting ends the generation at the next step with a `finish` of reason "abort" and frees its cache. */
   readonly signal?: AbortSignal;
+  /**
+   * Grammar state of a structured output: every sampled token (and every accepted draft) is one the constraint
+   * allows, and each accepted token advances it. Owned by the caller, who releases it after the stream ends.
+   */
+  readonly constraint?: TokenConstraint;
 }
 
 export interface EngineStats {

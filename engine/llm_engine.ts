@@ -23,6 +23,7 @@ import { Scheduler, type StepPlan } from "./scheduler.ts";
 import type { Backend } from "./step_batch.ts";
 import { StepBatchBuilder } from "./step_batch_builder.ts";
 import { StopMatcher } from "./stop_matcher.ts";
+import { advanceConstraint } from "./token_constraint.ts";
 import type { Tokenizer } from "../model/tokenizer.ts";
 
 export interface EngineOptions {
@@ -326,6 +327,15 @@ export class LlmEngine implements Engine {
     const sp = seq.request.sampling;
     const k = Math.min(this.#k, most, sp.maxTokens - seq.generated - 1, this.maxModelLen - seq.length);
     if (k > 0) seq.proposal = this.#proposer.propose(seq.tokens, seq.length, k);
+    const constraint = seq.request.constraint;
+    if (constraint !== undefined && seq.proposal.length > 0) {
+      // Drafts the grammar forbids could never be accepted: keep only the allowed prefix, so every mask row of the
+      // step allows something and speculation stays lossless.
+      let allowed = 0;
+      while (allowed < seq.proposal.length && constraint.accept(seq.proposal[allowed]!)) allowed++;
+      if (allowed > 0) constraint.rollback(allowed);
+      seq.proposal = seq.proposal.slice(0, allowed);
+    }
     return seq.proposal.length;
   }
 
@@ -356,6 +366,7 @@ export class LlmEngine implements Engine {
         seed: seq.seed,
         logprobs: sp.logprobs,
         promptLength: seq.promptLength,
+        ...(seq.request.constraint === undefined ? {} : { constraint: seq.request.constraint }),
       });
     }
     this.#metrics.peakRunning = Math.max(this.#metrics.peakRunning, this.#scheduler.running.length);
@@ -398,6 +409,11 @@ export class LlmEngine implements Engine {
           }
           logprobs.push({ logprob: result.logprobs[slot]!, top });
         }
+      }
+      const constraint = seq.request.constraint;
+      if (constraint !== undefined && !advanceConstraint(constraint, produced)) {
+        this.#finish(seq, "error", `a sampled token is outside the output grammar (${produced.join(", ")})`);
+        return;
       }
       this.#accept(seq, produced, logprobs);
       // Accepted drafts are in the KV now; the last accepted token is fed next step.

@@ -4,6 +4,7 @@
  * penalty history grows, and only when a request uses penalties.
  */
 import type { BackendInfo, StepBatch, StepResult } from "./step_batch.ts";
+import { fillDraftMasks, maskWords, type TokenConstraint } from "./token_constraint.ts";
 
 /** One sequence's share of a step. */
 export interface StepEntry {
@@ -28,6 +29,8 @@ export interface StepEntry {
   readonly logprobs: number;
   /** Prompt length, for the penalties' history (the known tokens up to `to`). */
   readonly promptLength: number;
+  /** Grammar of a constrained sequence: its mask rows (one per sampled position) are filled from it. */
+  readonly constraint?: TokenConstraint;
 }
 
 const MIN_POSITIVE_F32 = 1.401298464324817e-45;
@@ -45,7 +48,9 @@ export class StepBatchBuilder {
   readonly blockTables: Int32Array;
   readonly sampling;
   readonly maskRowStart: Int32Array;
-  readonly allowedMask = new Uint32Array(0);
+  /** Mask rows, allocated at their largest (maxSeqs × (maxDrafts + 1) rows) on the first constrained entry. */
+  #allowedMask = new Uint32Array(0);
+  #maskRows = 0;
   readonly historyStart: Int32Array;
   readonly historyPromptLens: Int32Array;
   #history = new Int32Array(0);
@@ -105,6 +110,7 @@ export class StepBatchBuilder {
     this.#numSeqs = 0;
     this.#numTokens = 0;
     this.#historyLength = 0;
+    this.#maskRows = 0;
   }
 
   /** Whether one more sequence feeding `fed` tokens fits. */
@@ -148,6 +154,17 @@ export class StepBatchBuilder {
     s.seeds[i] = e.seed;
     s.logprobs[i] = Math.min(e.logprobs, this.info.maxTopLogprobs);
     this.maskRowStart[i] = -1;
+    if (e.constraint !== undefined && e.sample) {
+      const words = maskWords(this.info.vocabSize);
+      if (this.#allowedMask.length === 0) {
+        this.#allowedMask = new Uint32Array(this.info.maxSeqs * (this.info.maxDrafts + 1) * words);
+      }
+      // Drafts reach the batch only as far as the grammar allows them, so every row gets written.
+      const rows = fillDraftMasks(e.constraint, e.drafts, this.#allowedMask, words, this.#maskRows);
+      if (rows !== e.drafts.length + 1) throw new Error("step batch builder: a draft is outside the grammar");
+      this.maskRowStart[i] = this.#maskRows;
+      this.#maskRows += rows;
+    }
     const penalised = e.sample &&
       (e.presencePenalty !== 0 || e.frequencyPenalty !== 0 || e.repetitionPenalty !== 1);
     this.historyStart[i] = this.#historyLength;
@@ -181,7 +198,7 @@ export class StepBatchBuilder {
       blockTableStride: this.stride,
       sampling: this.sampling,
       maskRowStart: this.maskRowStart,
-      allowedMask: this.allowedMask,
+      allowedMask: this.#allowedMask,
       historyStart: this.historyStart,
       history: this.#history,
       historyPromptLens: this.historyPromptLens,

@@ -1,5 +1,6 @@
 import type { PromptInput, ToolChoice } from "./conversation.ts";
 import type { OutputParser } from "../parsers/segment.ts";
+import type { ConstraintLayout } from "../grammar/output_constraint.ts";
 
 /**
  * How one model family talks: prompt rendering on the way in, output parsing on the way out, and the tokens that
@@ -27,4 +28,6 @@ export interface ChatFormat {
    * request allowing one call stops there. Absent where a call already ends generation (harmony `<|call|>`).
    */
   readonly toolCallEnd?: string;
+  /** Where this format writes a constrained answer and a constrained call (structured outputs, strict tools). */
+  readonly constraintLayout: ConstraintLayout;
 }

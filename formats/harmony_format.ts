@@ -100,6 +100,17 @@ export function createHarmonyFormat(tokenizer: Tokenizer, options: HarmonyFormat
   return {
     name: "harmony",
     stopTokens,
+    // Reasoning (analysis) stays free; the next assistant message is the final-channel answer or the commentary
+    // call addressed to the function, written as the renderer writes history calls.
+    constraintLayout: {
+      opening: "<|start|>assistant",
+      answer: "<|channel|>final<|message|>",
+      answerTrigger: "<|channel|>final",
+      call: (name) => ` to=functions.${name}<|channel|>commentary <|constrain|>json<|message|>`,
+      callTrigger: " to=functions.",
+      callEnd: "",
+      endTokens: stopTokens,
+    },
     render(input: PromptInput): number[] {
       const ids: number[] = [];
       for (const step of steps(input)) for (const id of step) ids.push(id);

@@ -189,6 +189,18 @@ export function createTemplateFormat(
   } catch {
     // A template that rejects the probe (e.g. one demanding a system message) renders real prompts or fails then.
   }
+  let reasoningInOutput = startInReasoning;
+  if (
+    !startInReasoning && (chatTemplate.includes(REASONING_START) || options.toolUseTemplate?.includes(REASONING_START))
+  ) {
+    try {
+      const probe = renderText({ messages: [{ role: "user", content: "Hi" }], tools: [], toolChoice: "auto" });
+      const tail = probe.slice(Math.max(0, probe.lastIndexOf("<|im_start|>")));
+      reasoningInOutput = !tail.includes(REASONING_END);
+    } catch {
+      reasoningInOutput = true;
+    }
+  }
   /**
    * The opening of a Hermes call a forcing tool_choice prefills, in the form templates write history calls: a named
    * call up to its arguments, any call up to its name. A prompt left inside `<think>` closes it first.
@@ -206,6 +218,17 @@ export function createTemplateFormat(
     name: tokenizer.specialId("<|im_start|>") !== undefined ? "chatml" : "chat-template",
     stopTokens: [...stopIds],
     toolCallEnd: TOOL_CALL_END,
+    // Reasoning stays free; the answer or the Hermes call follows `</think>`. A template that never opens reasoning
+    // in the output (no `<think>` in it, or one it closes in the prompt, as Qwen3 with enable_thinking false does)
+    // is constrained from the output's first token.
+    constraintLayout: {
+      opening: reasoningInOutput ? `${REASONING_END}\n\n` : "",
+      answer: "",
+      call: (name) => `${TOOL_CALL_START}{"name": ${JSON.stringify(name)}, "arguments": `,
+      callTrigger: TOOL_CALL_START,
+      callEnd: `}${TOOL_CALL_END}`,
+      endTokens: [...stopIds],
+    },
     renderText,
     startsInReasoning: startInReasoning,
     render(input: PromptInput): number[] {

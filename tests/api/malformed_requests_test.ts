@@ -303,7 +303,7 @@ const CASES: readonly Case[] = [
     path: C,
     body: { ...chat, response_format: { type: "json_schema" } },
     status: 400,
-    param: "response_format",
+    param: "response_format.json_schema",
   },
   {
     name: "chat presence_penalty",

@@ -13,13 +13,14 @@ const ALLOWED: Record<string, readonly string[]> = {
   model: [],
   engine: ["model"],
   parsers: ["model"],
-  formats: ["model", "parsers"],
-  stream: ["model", "engine", "parsers"],
+  grammar: ["model", "engine"],
+  formats: ["model", "parsers", "grammar"],
+  stream: ["model", "engine", "parsers", "grammar"],
   conformance: ["stream"],
-  api: ["model", "engine", "parsers", "formats", "stream"],
+  api: ["model", "engine", "parsers", "formats", "stream", "grammar"],
   "main.ts": ["api"],
-  testing: ["model", "engine", "parsers", "formats", "stream", "conformance", "api"],
-  bench: ["model", "engine", "parsers", "formats", "stream", "conformance", "api", "testing"],
+  testing: ["model", "engine", "parsers", "formats", "stream", "conformance", "api", "grammar"],
+  bench: ["model", "engine", "parsers", "formats", "stream", "conformance", "api", "testing", "grammar"],
 };
 
 const IMPORT =

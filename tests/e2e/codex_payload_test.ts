@@ -192,7 +192,7 @@ Deno.test("codex payload: a reasoning item carrying only an opaque encrypted_con
   }
 });
 
-Deno.test("codex payload: --output-schema (text.format json_schema) is a 400 naming text.format, which Codex prints", async () => {
+Deno.test("codex payload: --output-schema on a model without a Hugging Face tokenizer (no grammar engine) is a 400 naming text.format", async () => {
   const t = startTestServer({ script: codexScript });
   try {
     const { headers, body } = recorded("output_schema");

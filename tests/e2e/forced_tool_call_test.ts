@@ -3,7 +3,7 @@
  * tool (the named one for a named choice), streamed and not, and every stream passes the validator with no
  * allowances (invariant 73). Before, both choices were only hints: asked "What is 2 plus 3?" with
  * `tool_choice: "required"`, the models answered in text; with a named choice they called the tool the question
- * suggested instead of the named one.
+ * suggested instead of the named one. The choice is enforced by the output grammar, after the model's reasoning.
  */
 import assert from "node:assert/strict";
 import { validateSSE } from "../../conformance/validator.ts";
@@ -34,7 +34,9 @@ async function post(url: string, body: Record<string, unknown>): Promise<Item[]>
   const { events, violations } = validateSSE(text);
   assert.deepEqual(violations, [], JSON.stringify(body));
   const last = events.at(-1) as { type: string; response: { output: Item[] } };
-  assert.equal(last.type, "response.completed");
+  // Off-domain (a weather call for an arithmetic question) the tiny models may not close the city string before
+  // max_output_tokens: the call is still the forced one, cut short.
+  assert.ok(["response.completed", "response.incomplete"].includes(last.type), JSON.stringify(last).slice(0, 3000));
   return last.response.output;
 }
 
@@ -45,7 +47,7 @@ function calls(output: Item[]): (string | undefined)[] {
 for (const name of BUNDLED_MODELS) {
   Deno.test(`${name} over HTTP: tool_choice required and named force a call to the right tool`, async () => {
     await withBundledServer(name, 8, async (url, model) => {
-      const base = { model: model.modelId, temperature: 0, max_output_tokens: 64 };
+      const base = { model: model.modelId, temperature: 0, max_output_tokens: 200 };
       const cases = [
         { input: "What is 2 plus 3?", tools: [GET_WEATHER], tool_choice: "required", want: "get_weather" },
         {
@@ -68,8 +70,8 @@ for (const name of BUNDLED_MODELS) {
         const names = calls(output);
         assert.ok(names.length > 0, `expected a call to ${want}, got ${JSON.stringify(output)}`);
         assert.ok(names.every((n) => n === want), `expected only ${want}, got ${JSON.stringify(output)}`);
-        // The prompt's prefill is not model output: no empty reasoning item leads the response, the call does.
-        assert.equal(output[0]?.type, "function_call", JSON.stringify(output));
+        // The grammar enforces the choice after the model's reasoning (no prefilled call opening): reasoning first.
+        assert.deepEqual(output.map((i) => i.type), ["reasoning", "function_call"], JSON.stringify(output));
       }
       // auto is untouched: the model still reasons before its call.
       const auto = await post(url, {

@@ -226,3 +226,18 @@ Deno.test("the parser recognises tool calls for the request's tools", () => {
   const args = segments.flatMap((s) => (s.kind === "delta" ? [s.text] : [])).join("");
   assert.deepEqual(JSON.parse(args), { city: "Paris" });
 });
+
+Deno.test("constraint layout: the constrained part follows </think> when the model reasons, else starts the output", () => {
+  assert.equal(format.constraintLayout.opening, "</think>\n\n");
+  const plain = createTemplateFormat(
+    tokenizer,
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}<|im_start|>assistant\n",
+  );
+  assert.equal(plain.constraintLayout.opening, "");
+  const closed = createTemplateFormat(
+    tokenizer,
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}" +
+      "<|im_start|>assistant\n<think>\n\n</think>\n\n",
+  );
+  assert.equal(closed.constraintLayout.opening, "");
+});
