@@ -45,6 +45,11 @@ export interface BackendOptions {
   readonly blockSize?: number;
   /** KV blocks in the pool (default: every sequence at full context, i.e. never the limit on ONNX). */
   readonly numKvBlocks?: number;
+  /**
+   * Let sequences share identical prefix blocks, so the engine runs a prefix cache (default true). ONNX keeps a copy of
+   * each full block's KV for it (on one session; sharded sessions keep their caches apart and do not share).
+   */
+  readonly prefixCache?: boolean;
   /** Most drafts verified per step (default 4). */
   readonly maxDrafts?: number;
   /** The ONNX graph's bytes instead of reading onnxPath (a self-contained model embedded in a binary). */
@@ -121,7 +126,12 @@ async function createOnnxBackend(model: BackendModel, options: BackendOptions): 
   const source: string | Uint8Array = options.modelBytes ?? model.onnxPath;
   if (typeof source === "string" && !(await isFile(source))) throw new Error(`model file not found: ${source}`);
   const sessionOptions = { intraOpNumThreads: threads };
-  const main = await OnnxBackend.create(source, sessionOptions, dims);
+  const share = shards === 1 && (options.prefixCache ?? true);
+  const main = await OnnxBackend.create(
+    source,
+    { ...sessionOptions, ...(share ? { prefixBlockSize: blockSize } : {}) },
+    dims,
+  );
   let inner: LogitsBackend = main;
   if (shards > 1) {
     const workers: LogitsBackend[] = [];
@@ -144,7 +154,8 @@ async function createOnnxBackend(model: BackendModel, options: BackendOptions): 
   });
   descriptions.set(
     backend,
-    `${shards} ONNX session${shards === 1 ? "" : "s"} × ${threads} thread${threads === 1 ? "" : "s"}, host sampler`,
+    `${shards} ONNX session${shards === 1 ? "" : "s"} × ${threads} thread${threads === 1 ? "" : "s"}, host sampler` +
+      (share ? ", prefix cache" : ""),
   );
   return backend;
 }

@@ -30,6 +30,8 @@ for (const name of GOLDEN_MODELS) {
         assert.deepEqual(runs.seeded[i], golden.seeded[i], `seeded, prompt ${i}`);
         assert.deepEqual(runs.hot[i], golden.hot[i], `hot, prompt ${i}`);
       }
+      // The prompts share their system prefix: later ones read it from the prefix cache, and still match.
+      assert.ok((engine.stats().prefixCacheHitTokens ?? 0) > 0, "prefix-cache hits");
       // The hot runs must leave the greedy path somewhere, or they would test nothing the greedy ones do not.
       const differ = runs.hot.filter((r, i) => JSON.stringify(r) !== JSON.stringify(runs.greedy[i])).length;
       assert.ok(differ >= 4, `only ${differ} hot runs differ from greedy`);
