@@ -6,7 +6,8 @@
  * feeds (1 for decode, 1 + K when verifying drafts, a chunk of a long prompt). The packed batch is read per sequence:
  * `contextLens - fed` is what it keeps from before. Sequences live as rows of a batch-layout cache block
  * (`KvBlock`: per layer key/value [rows, kvHeads, slots, headDim] plus an int64 mask [rows, slots]), not in the
- * engine's blocks: the block tables are accounting this backend does not read, so it does not share prefix blocks.
+ * engine's blocks. With prefix sharing on, the block tables name where full blocks are kept: each block a step fills
+ * is copied into a pool under its id, and a sequence that starts from cached blocks is loaded from there.
  * The model's mask is per key slot, so:
  * - rows of different lengths are left-padded (mask 0 before their first token);
  * - a row feeding fewer tokens than the widest row is right-padded in that step (mask 0: its real queries never
