@@ -3,7 +3,7 @@
  * (engine/step_batch.ts): ONNX Runtime wrapped in the host sampler, the native library as it is. The native module
  * is imported only when asked for, so the ONNX path works where it or its library is absent.
  */
-import type { ModelConfig } from "../model_dir.ts";
+import { DEFAULT_CONTEXT_LENGTH, type ModelConfig } from "../model_dir.ts";
 import { type ModelDims, OnnxBackend } from "../onnx_backend.ts";
 import type { Backend } from "../step_batch.ts";
 import { ShardedBackend, WorkerBackend } from "../worker_backend.ts";
@@ -75,7 +75,7 @@ export function defaultMaxBatchTokens(vocabSize: number, maxNumSeqs: number, max
 export function onnxDims(config: ModelConfig): ModelDims {
   return {
     vocabSize: config.vocabSize,
-    maxPositions: config.maxPositionEmbeddings ?? 2048,
+    maxPositions: config.maxPositionEmbeddings ?? DEFAULT_CONTEXT_LENGTH,
     numLayers: config.numHiddenLayers,
     kvHeads: config.numKeyValueHeads,
     headDim: config.headDim,
