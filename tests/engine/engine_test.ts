@@ -294,3 +294,20 @@ Deno.test("engine on ONNX: a repeated prompt is served from the prefix cache wit
     }
   });
 });
+
+Deno.test("engine on ONNX: a request whose max output is the whole context takes blocks as it grows, not up front", async () => {
+  // The fixture's context is 512 tokens = 32 blocks; the pool holds that plus 4. A worst-case reservation would run
+  // the long request alone; taking blocks on demand runs the short ones beside it.
+  await withEngine({ maxNumSeqs: 8, backend: { numKvBlocks: 36 } }, async (engine) => {
+    const longPrompt = tokenizer.encode(PROMPTS[3]!);
+    const long = collect(engine.generate(request(PROMPTS[3]!, { maxTokens: 512 - longPrompt.length })));
+    const shorts = await Promise.all(
+      PROMPTS.slice(0, 6).map((p) => collect(engine.generate(request(p, { maxTokens: 8 })))),
+    );
+    for (const s of shorts) assert.equal(s.tokens.length, 8);
+    assert.equal(engine.stats().running, 1, "the short ones finished while the long one runs");
+    assert.equal((await long).tokens.length, 512 - longPrompt.length);
+    assert.equal(engine.metrics().peakRunning, 7);
+    assert.ok(engine.metrics().peakBlocksInUse <= 36);
+  });
+});
