@@ -27,6 +27,8 @@ export interface ServeConfig {
   readonly blockSize: number;
   /** KV blocks in the pool; undefined = every sequence at full context. */
   readonly numKvBlocks: number | undefined;
+  /** Share identical prompt-prefix blocks between requests. */
+  readonly prefixCache: boolean;
   readonly servedModelName: string | undefined;
   readonly apiKey: string | undefined;
   /** A file holding the API key (keeps it out of the command line, which `deno task` echoes). */
@@ -117,6 +119,14 @@ const SPECS: readonly OptionSpec[] = [
     help: "KV-cache blocks in the pool; sequences take blocks as they grow and the newest is preempted when they " +
       "run out (default: --max-num-seqs sequences at full context).",
     fallback: undefined,
+  },
+  {
+    flag: "prefix-cache",
+    env: "RILL_PREFIX_CACHE",
+    value: "on|off",
+    help: "Reuse the KV of identical prompt prefixes across requests (the ONNX backend keeps a copy of each full " +
+      "block's KV for it, and shares only on one session).",
+    fallback: "on",
   },
   {
     flag: "served-model-name",
@@ -368,6 +378,7 @@ export function parseServeArgs(
       : integer("max-num-batched-tokens", maxNumBatchedTokens, 1),
     blockSize: integer("block-size", get("block-size")!, 1),
     numKvBlocks: numKvBlocks === undefined ? undefined : integer("num-kv-blocks", numKvBlocks, 1),
+    prefixCache: choice("prefix-cache", get("prefix-cache")!, ["on", "off"] as const) === "on",
     servedModelName: get("served-model-name"),
     apiKey: get("api-key"),
     apiKeyFile: get("api-key-file"),

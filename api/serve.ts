@@ -69,6 +69,7 @@ export async function loadServedModel(config: ServeConfig, logger: Logger): Prom
         shards,
         dtype: config.dtype,
         blockSize: config.blockSize,
+        prefixCache: config.prefixCache,
         ...(config.numKvBlocks === undefined ? {} : { numKvBlocks: config.numKvBlocks }),
         ...(modelBytes === undefined ? {} : { modelBytes }),
       },

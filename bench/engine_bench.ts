@@ -412,7 +412,9 @@ export async function admission(dir: string): Promise<void> {
         `${numKvBlocks} blocks of ${blockSize} = 4 contexts): worst-case reservation would run 4 at once; ` +
         `peak ${m.peakRunning} running, mean ${fmt(mean((s) => s.running), 1)} running while busy, peak ` +
         `${m.peakBlocksInUse}/${numKvBlocks} blocks in use (mean ${fmt(mean((s) => s.blocks))}), ` +
-        `${m.preemptions} preemptions; ${r.tokens} tokens in ${fmt(r.wallMs)} ms (${fmt(r.aggregate)} tokens/s)`,
+        `${m.preemptions} preemptions, prefix cache ${engine.stats().prefixCacheHitTokens} of ` +
+        `${engine.stats().prefixCacheQueriedTokens} prompt tokens; ${r.tokens} tokens in ${fmt(r.wallMs)} ms ` +
+        `(${fmt(r.aggregate)} tokens/s)`,
     );
     console.log(`engine admission timeline (time: running/waiting/blocks): ${timeline}`);
   } finally {

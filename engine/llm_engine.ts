@@ -182,8 +182,10 @@ export class LlmEngine implements Engine {
       maxModelLen: this.maxModelLen,
     }, this.#blocks);
     this.#builder = new StepBatchBuilder(info, this.maxModelLen);
-    this.#k = Math.min(options.numSpeculativeTokens ?? 4, info.maxDrafts);
-    if (!(this.#k >= 0)) throw new RangeError("numSpeculativeTokens must be at least 1");
+    const k = options.numSpeculativeTokens ?? 4;
+    if (!(Number.isInteger(k) && k >= 1)) throw new RangeError("numSpeculativeTokens must be at least 1");
+    // The backend verifies at most maxDrafts per step; a backend built without drafts turns speculation off.
+    this.#k = Math.min(k, info.maxDrafts);
     this.#proposer = (options.speculative ?? "none") === "ngram" && this.#k > 0
       ? new NgramProposer(options.ngram)
       : undefined;

@@ -305,7 +305,7 @@ function ms(t0: number): string {
 }
 
 /** Used when neither config.json nor tokenizer_config.json bounds the context. */
-const DEFAULT_CONTEXT_LENGTH = 2048;
+export const DEFAULT_CONTEXT_LENGTH = 2048;
 
 /**
  * The model's context length, computed here and nowhere else: the smaller of config.json's max_position_embeddings

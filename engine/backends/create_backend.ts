@@ -3,7 +3,7 @@
  * (engine/step_batch.ts): ONNX Runtime wrapped in the host sampler, the native library as it is. The native library
  * is opened only when asked for, so the ONNX path works where it is not built.
  */
-import type { ModelConfig } from "../../model/model_dir.ts";
+import { DEFAULT_CONTEXT_LENGTH, type ModelConfig } from "../../model/model_dir.ts";
 import { type ModelDims, OnnxBackend } from "./onnx_backend.ts";
 import type { Backend } from "../step_batch.ts";
 import { ShardedBackend, WorkerBackend } from "./worker_backend.ts";
@@ -46,6 +46,11 @@ export interface BackendOptions {
   readonly blockSize?: number;
   /** KV blocks in the pool (default: every sequence at full context, i.e. never the limit on ONNX). */
   readonly numKvBlocks?: number;
+  /**
+   * Let sequences share identical prefix blocks, so the engine runs a prefix cache (default true). ONNX keeps a copy of
+   * each full block's KV for it (on one session; sharded sessions keep their caches apart and do not share).
+   */
+  readonly prefixCache?: boolean;
   /** Most drafts verified per step (default 4). */
   readonly maxDrafts?: number;
   /** The ONNX graph's bytes instead of reading onnxPath (a self-contained model embedded in a binary). */
@@ -71,7 +76,7 @@ export function defaultMaxBatchTokens(vocabSize: number, maxNumSeqs: number, max
 export function onnxDims(config: ModelConfig): ModelDims {
   return {
     vocabSize: config.vocabSize,
-    maxPositions: config.maxPositionEmbeddings ?? 2048,
+    maxPositions: config.maxPositionEmbeddings ?? DEFAULT_CONTEXT_LENGTH,
     numLayers: config.numHiddenLayers,
     kvHeads: config.numKeyValueHeads,
     headDim: config.headDim,
@@ -122,7 +127,12 @@ async function createOnnxBackend(model: BackendModel, options: BackendOptions): 
   const source: string | Uint8Array = options.modelBytes ?? model.onnxPath;
   if (typeof source === "string" && !(await isFile(source))) throw new Error(`model file not found: ${source}`);
   const sessionOptions = { intraOpNumThreads: threads };
-  const main = await OnnxBackend.create(source, sessionOptions, dims);
+  const share = shards === 1 && (options.prefixCache ?? true);
+  const main = await OnnxBackend.create(
+    source,
+    { ...sessionOptions, ...(share ? { prefixBlockSize: blockSize } : {}) },
+    dims,
+  );
   let inner: LogitsBackend = main;
   if (shards > 1) {
     const workers: LogitsBackend[] = [];
@@ -145,7 +155,8 @@ async function createOnnxBackend(model: BackendModel, options: BackendOptions): 
   });
   descriptions.set(
     backend,
-    `${shards} ONNX session${shards === 1 ? "" : "s"} × ${threads} thread${threads === 1 ? "" : "s"}, host sampler`,
+    `${shards} ONNX session${shards === 1 ? "" : "s"} × ${threads} thread${threads === 1 ? "" : "s"}, host sampler` +
+      (share ? ", prefix cache" : ""),
   );
   return backend;
 }

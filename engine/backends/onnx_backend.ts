@@ -6,7 +6,8 @@
  * feeds (1 for decode, 1 + K when verifying drafts, a chunk of a long prompt). The packed batch is read per sequence:
  * `contextLens - fed` is what it keeps from before. Sequences live as rows of a batch-layout cache block
  * (`KvBlock`: per layer key/value [rows, kvHeads, slots, headDim] plus an int64 mask [rows, slots]), not in the
- * engine's blocks: the block tables are accounting this backend does not read, so it does not share prefix blocks.
+ * engine's blocks. With prefix sharing on, the block tables name where full blocks are kept: each block a step fills
+ * is copied into a pool under its id, and a sequence that starts from cached blocks is loaded from there.
  * The model's mask is per key slot, so:
  * - rows of different lengths are left-padded (mask 0 before their first token);
  * - a row feeding fewer tokens than the widest row is right-padded in that step (mask 0: its real queries never
@@ -28,6 +29,12 @@ export interface OnnxBackendOptions {
   /** Threads ORT uses inside one operator (default 1: on a small model, extra threads mostly add sync cost). */
   readonly intraOpNumThreads?: number;
   readonly interOpNumThreads?: number;
+  /**
+   * Share prefix blocks in blocks of this many tokens (off when absent): the KV of every full block a sequence
+   * computes is kept by block id, and a sequence that starts with a context longer than what it feeds is loaded
+   * from the blocks its table lists.
+   */
+  readonly prefixBlockSize?: number;
 }
 
 export interface ModelDims {
@@ -114,10 +121,14 @@ interface Entry {
   readonly logitsCount: number;
   /** First output row of this sequence. */
   readonly rowStart: number;
+  /** Its row in the batch. */
+  readonly index: number;
+  /** It starts with a context taken from shared prefix blocks. */
+  readonly fromPool: boolean;
 }
 
 export class OnnxBackend implements LogitsBackend {
-  readonly sharesPrefixBlocks = false;
+  readonly sharesPrefixBlocks: boolean;
   readonly vocabSize: number;
   readonly maxPositions: number;
   readonly dims: ModelDims;
@@ -133,10 +144,20 @@ export class OnnxBackend implements LogitsBackend {
   readonly #positions = new Int64Scratch();
   readonly #prefillIds = new Int64Scratch();
   readonly #prefillPositions = new Int64Scratch();
+  /** Tokens per shared block; 0 when prefix sharing is off. */
+  readonly #blockSize: number;
+  /**
+   * KV of full blocks by block id, per cache tensor [kvHeads, blockSize, headDim]. A block's entry is rewritten
+   * whenever a sequence fills that block, so it always holds the last content computed there, which is the content
+   * the engine registers when it shares the block (it registers only blocks whose tokens are all computed).
+   */
+  readonly #pool = new Map<number, Float32Array[]>();
   #closed = false;
 
-  private constructor(session: ort.InferenceSession, dims: ModelDims) {
+  private constructor(session: ort.InferenceSession, dims: ModelDims, prefixBlockSize: number) {
     this.#session = session;
+    this.#blockSize = prefixBlockSize;
+    this.sharesPrefixBlocks = prefixBlockSize > 0;
     this.dims = dims;
     this.vocabSize = dims.vocabSize;
     this.maxPositions = dims.maxPositions;
@@ -179,7 +200,9 @@ export class OnnxBackend implements LogitsBackend {
     const session = typeof model === "string"
       ? await ort.InferenceSession.create(model, sessionOptions)
       : await ort.InferenceSession.create(model, sessionOptions);
-    return new OnnxBackend(session, resolveDims(session, dims));
+    const blockSize = options.prefixBlockSize ?? 0;
+    if (!(Number.isInteger(blockSize) && blockSize >= 0)) throw new RangeError("prefixBlockSize must be an integer");
+    return new OnnxBackend(session, resolveDims(session, dims), blockSize);
   }
 
   forward(batch: StepBatch): Promise<Float32Array> {
@@ -194,8 +217,8 @@ export class OnnxBackend implements LogitsBackend {
   /**
    * Reads the packed batch as per-sequence entries. Rollback is implicit: a sequence whose cached length before this
    * step (`contextLens - fed`) is below what its row holds drops the tail by zeroing mask slots; one that restarts
-   * at 0 (recompute after preemption) is dropped and prefilled afresh. A longer one is an error: this backend keeps
-   * each sequence's cache privately and cannot take shared prefix blocks.
+   * at 0 (recompute after preemption) is dropped and prefilled afresh. A new one that starts with a longer context
+   * is loaded from the shared blocks its table lists (when sharing is on; otherwise that is an error).
    */
   async #forward(batch: StepBatch): Promise<Float32Array> {
     const entries: Entry[] = [];
@@ -216,10 +239,21 @@ export class OnnxBackend implements LogitsBackend {
         );
       }
       const held = this.cachedLength(seqId);
-      if (before < 0 || before > held) {
+      const fromPool = before > held && held === 0 && this.sharesPrefixBlocks;
+      if (before < 0 || (before > held && !fromPool)) {
         throw new Error(
           `step batch: contextLens: sequence ${seqId} continues from ${before} tokens but the backend holds ${held}`,
         );
+      }
+      if (fromPool) {
+        for (let j = 0; j < Math.ceil(before / this.#blockSize); j++) {
+          const block = batch.blockTables[i * batch.blockTableStride + j]!;
+          if (!this.#pool.has(block)) {
+            throw new Error(
+              `step batch: blockTables: sequence ${seqId} starts from block ${block}, which holds no KV computed here`,
+            );
+          }
+        }
       }
       const logitsCount = batch.sampleFlags[i] === 1 ? batch.draftCounts[i]! + 1 : 0;
       if (logitsCount > fed) {
@@ -231,6 +265,8 @@ export class OnnxBackend implements LogitsBackend {
         cachedLength: before,
         logitsCount,
         rowStart: rowCount,
+        index: i,
+        fromPool,
       });
       rowCount += logitsCount;
     }
@@ -238,6 +274,7 @@ export class OnnxBackend implements LogitsBackend {
       const held = this.cachedLength(e.seqId);
       if (e.cachedLength === 0 && held > 0) this.release(e.seqId);
       else if (e.cachedLength < held) this.#truncate(e.seqId, e.cachedLength);
+      if (e.fromPool) this.#loadPrefix(batch, e);
     }
     const fresh: Entry[] = [];
     const cont: Entry[] = [];
@@ -246,7 +283,65 @@ export class OnnxBackend implements LogitsBackend {
     const out = this.#rows.view(rowCount * V);
     if (cont.length > 0) await this.#decode(cont, out);
     if (fresh.length > 0) await this.#prefill(fresh, out);
+    if (this.sharesPrefixBlocks) this.#keepFullBlocks(batch, entries);
     return out;
+  }
+
+  /** A sequence's first `cachedLength` positions, copied from the shared blocks into a row of its own. */
+  #loadPrefix(batch: StepBatch, e: Entry): void {
+    const { kvHeads: H, headDim: D } = this.dims;
+    const bs = this.#blockSize;
+    const P = e.cachedLength;
+    const data = this.#pastNames.map(() => new Float32Array(H * P * D));
+    for (let j = 0; j * bs < P; j++) {
+      const src = this.#pool.get(batch.blockTables[e.index * batch.blockTableStride + j]!)!;
+      const n = Math.min(bs, P - j * bs);
+      for (let k = 0; k < data.length; k++) {
+        for (let h = 0; h < H; h++) data[k]!.set(src[k]!.subarray(h * bs * D, (h * bs + n) * D), (h * P + j * bs) * D);
+      }
+    }
+    const mask = new BigInt64Array(P).fill(1n);
+    const block = new KvBlock(data, 1, P, mask, Int32Array.of(P), Int32Array.of(e.seqId), -1);
+    this.#locations.set(e.seqId, { block, row: 0 });
+  }
+
+  /** Copies every block this step filled into the pool under its block id. */
+  #keepFullBlocks(batch: StepBatch, entries: readonly Entry[]): void {
+    const { kvHeads: H, headDim: D } = this.dims;
+    const bs = this.#blockSize;
+    for (const e of entries) {
+      const full = Math.floor(batch.contextLens[e.index]! / bs);
+      const first = Math.floor(e.cachedLength / bs);
+      if (first >= full) continue;
+      const loc = this.#locations.get(e.seqId)!;
+      const src = loc.block;
+      // Live slots of the row in position order: position p sits in slot live[p].
+      const live: number[] = [];
+      const rowMask = src.mask.subarray(loc.row * src.slots, (loc.row + 1) * src.slots);
+      for (let s = 0; s < src.slots; s++) if (rowMask[s] === 1n) live.push(s);
+      if (live.length < full * bs) {
+        throw new Error(`onnx backend: sequence ${e.seqId} holds fewer tokens than its context`);
+      }
+      for (let j = first; j < full; j++) {
+        const id = batch.blockTables[e.index * batch.blockTableStride + j]!;
+        let dst = this.#pool.get(id);
+        if (dst === undefined) {
+          dst = this.#pastNames.map(() => new Float32Array(H * bs * D));
+          this.#pool.set(id, dst);
+        }
+        for (let k = 0; k < dst.length; k++) {
+          const from = src.data[k]!;
+          const to = dst[k]!;
+          for (let h = 0; h < H; h++) {
+            const base = (loc.row * H + h) * src.slots;
+            for (let q = 0; q < bs; q++) {
+              const at = (base + live[j * bs + q]!) * D;
+              to.set(from.subarray(at, at + D), (h * bs + q) * D);
+            }
+          }
+        }
+      }
+    }
   }
 
   async #decode(cont: readonly Entry[], out: Float32Array): Promise<void> {
@@ -454,6 +549,7 @@ export class OnnxBackend implements LogitsBackend {
     if (this.#closed) return;
     this.#closed = true;
     this.#locations.clear();
+    this.#pool.clear();
     this.#main = undefined;
     await this.#session.release();
   }

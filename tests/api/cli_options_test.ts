@@ -22,6 +22,7 @@ Deno.test("parseServeArgs: defaults", () => {
   assert.equal(c.blockSize, 16);
   assert.equal(c.maxNumBatchedTokens, undefined);
   assert.equal(c.numKvBlocks, undefined);
+  assert.equal(c.prefixCache, true);
 });
 
 Deno.test("backend flags: --backend onnx|native, --device, --threads, --dtype, --max-num-batched-tokens, --block-size, --num-kv-blocks", () => {
@@ -49,6 +50,8 @@ Deno.test("backend flags: --backend onnx|native, --device, --threads, --dtype, -
   assert.ok(e !== "help");
   assert.equal(e.threads, 2);
   assert.equal(e.numKvBlocks, 64);
+  const off = parseServeArgs(["--prefix-cache", "off"], noEnv);
+  assert.ok(off !== "help" && off.prefixCache === false);
   assert.match(serveHelp(), /--threads N\|auto/);
   assert.match(serveHelp(), /--backend onnx\|native/);
 });
@@ -96,6 +99,7 @@ Deno.test("parseServeArgs: bad values are one-line CliErrors naming the option",
     [["--block-size", "0"], /--block-size/],
     [["--max-num-batched-tokens", "x"], /--max-num-batched-tokens/],
     [["--num-kv-blocks", "-1"], /--num-kv-blocks/],
+    [["--prefix-cache", "yes"], /--prefix-cache/],
     [["--nope"], /--nope/],
     [["--host"], /--host needs a value/],
     [["a", "b"], /one MODEL_DIR/],

@@ -33,9 +33,21 @@ Deno.test("rill serve: the backend flags reach the backend and the startup log",
     const info = (model.engine as unknown as { backend: { info: Record<string, number> } }).backend.info;
     assert.deepEqual([info.blockSize, info.numBlocks, info.maxBatchTokens, info.maxSeqs], [32, 64, 256, 4]);
     assert.ok(
-      lines.some((l) => /onnx backend: 1 ONNX session × 1 thread.*KV 64 blocks of 32/.test(l)),
+      lines.some((l) =>
+        /onnx backend: 1 ONNX session × 1 thread, host sampler, prefix cache.*KV 64 blocks of 32/.test(l)
+      ),
       lines.join("\n"),
     );
+  } finally {
+    await model.engine.close();
+  }
+});
+
+Deno.test("rill serve: --prefix-cache off keeps every sequence's cache to itself", async () => {
+  const model = await loadServedModel(config("--prefix-cache", "off"), new Logger("text", () => {}));
+  try {
+    const info = (model.engine as unknown as { backend: { info: { sharesPrefixBlocks: boolean } } }).backend.info;
+    assert.equal(info.sharesPrefixBlocks, false);
   } finally {
     await model.engine.close();
   }

@@ -35,6 +35,8 @@ interface Feed {
   readonly temperature?: number;
   readonly seed?: bigint;
   readonly logprobs?: number;
+  /** Block table to use instead of the sequence's own blocks. */
+  readonly blocks?: readonly number[];
 }
 
 interface Out {
@@ -70,7 +72,7 @@ class Driver {
       to,
       drafts,
       sample: f.sample ?? true,
-      blocks: this.blocks(f.seqId, to + drafts.length),
+      blocks: f.blocks ?? this.blocks(f.seqId, to + drafts.length),
       temperature: f.temperature ?? 0,
       topP: 1,
       topK: 0,
@@ -328,6 +330,48 @@ export function backendConformance(name: string, target: ConformanceTarget): voi
     }
     ps.forEach((p, i) => assert.deepEqual(known[i]!.slice(p.length), alone[i], `sequence ${i}`));
   });
+
+  withBackend(
+    "prefix blocks: a sequence starting from another's full blocks continues exactly as it would",
+    async (d) => {
+      const bs = d.backend.info.blockSize;
+      const V = d.backend.info.vocabSize;
+      const prompt = Array.from({ length: 2 * bs + 5 }, (_, j) => (j * 13 + 5) % V);
+      const other = [...prompt.slice(0, 2 * bs), ...Array.from({ length: 7 }, (_, j) => (j * 3 + 1) % V)];
+      if (!d.backend.info.sharesPrefixBlocks) {
+        // A backend that keeps caches apart must refuse a sequence that starts from blocks it did not compute.
+        await d.step([{ seqId: 1, known: prompt, from: 0 }]);
+        await assert.rejects(
+          d.step([{
+            seqId: 2,
+            known: other,
+            from: 2 * bs,
+            blocks: d.blocks(1, 2 * bs).concat(d.blocks(2, 3 * bs)[2]!),
+          }]),
+          (e: unknown) => e instanceof Error && /contextLens|blockTables/.test(e.message),
+        );
+        return;
+      }
+      const own = await d.decode(1, other, 6);
+      // Sequence 2 computes the shared prefix (its first two blocks); sequence 3 lists those two blocks and feeds only
+      // its own tail, then decodes.
+      const [a] = await d.step([{ seqId: 2, known: prompt, from: 0 }]);
+      assert.equal(a!.tokens.length, 1);
+      const shared = d.blocks(2, 2 * bs);
+      const tail = d.blocks(3, 3 * bs).slice(2);
+      const known = [...other];
+      const got: number[] = [];
+      let from = 2 * bs;
+      while (got.length < 6) {
+        const blocks = [...shared, ...tail, ...d.blocks(3, known.length + 1).slice(3)];
+        const [out] = await d.step([{ seqId: 3, known, from, blocks, logprobs: 0 }]);
+        from = known.length;
+        known.push(out!.tokens[0]!);
+        got.push(out!.tokens[0]!);
+      }
+      assert.deepEqual(got, own.tokens);
+    },
+  );
 
   withBackend(
     "malformed batches are rejected with an Error naming the field, and the backend keeps working",

@@ -18,7 +18,7 @@ Deno.test("createBackend onnx: host-sampled ONNX sized from the engine's options
     assert.deepEqual(backend.info, {
       vocabSize: 1024,
       maxPositions: 1024,
-      sharesPrefixBlocks: false,
+      sharesPrefixBlocks: true,
       blockSize: 16,
       numBlocks: 8 * 63,
       maxBatchTokens: defaultMaxBatchTokens(1024, 8, 3),
@@ -29,7 +29,7 @@ Deno.test("createBackend onnx: host-sampled ONNX sized from the engine's options
     assert.equal(defaultMaxBatchTokens(1024, 8, 3), 8192);
     assert.equal(defaultMaxBatchTokens(151_936, 32, 4), 512);
     // A 2M-parameter model: one 1-thread session for 8 sequences.
-    assert.equal(describeBackend(backend), "1 ONNX session × 1 thread, host sampler");
+    assert.equal(describeBackend(backend), "1 ONNX session × 1 thread, host sampler, prefix cache");
     assert.ok((backend as HostSampledBackend).inner instanceof OnnxBackend);
   } finally {
     await backend.close();
@@ -46,9 +46,17 @@ Deno.test("createBackend onnx: host-sampled ONNX sized from the engine's options
   try {
     const i = sized.info;
     assert.deepEqual([i.blockSize, i.numBlocks, i.maxBatchTokens], [32, 100, 300]);
+    // Two sessions keep their caches apart, so they do not share prefix blocks.
     assert.equal(describeBackend(sized), "2 ONNX sessions × 1 thread, host sampler");
+    assert.equal(i.sharesPrefixBlocks, false);
   } finally {
     await sized.close();
+  }
+  const unshared = await createBackend(m, { maxNumSeqs: 4, maxModelLen: 256, prefixCache: false });
+  try {
+    assert.equal(unshared.info.sharesPrefixBlocks, false);
+  } finally {
+    await unshared.close();
   }
 });
 

@@ -264,3 +264,50 @@ Deno.test("engine: opens a model directory and reads context length and eos from
   }
   await assert.rejects(openEngine({ modelDir: "/nonexistent/model", tokenizer }), /not found/);
 });
+
+Deno.test("engine on ONNX: a repeated prompt is served from the prefix cache with the same tokens and logprobs", async () => {
+  const text = "The quick brown fox jumps over the lazy dog. ".repeat(3);
+  const p = { maxTokens: 16, logprobs: 3 };
+  const plain = await withEngine({ backend: { prefixCache: false } }, async (engine) => {
+    assert.equal(engine.backend.info.sharesPrefixBlocks, false);
+    return await collect(engine.generate(request(text, p)));
+  });
+  await withEngine({}, async (engine) => {
+    assert.equal(engine.backend.info.sharesPrefixBlocks, true);
+    const first = await collect(engine.generate(request(text, p)));
+    const second = await collect(engine.generate(request(text, p)));
+    const n = tokenizer.encode(text).length;
+    assert.equal(first.finish.cachedTokens, 0);
+    assert.equal(second.finish.cachedTokens, Math.floor((n - 1) / 16) * 16);
+    assert.ok(second.finish.cachedTokens! >= 32);
+    for (const run of [first, second]) {
+      assert.deepEqual(run.tokens, plain.tokens);
+      const lps = run.chunks.flatMap((c) => c.type === "step" ? [...(c.logprobs ?? [])] : []);
+      const want = plain.chunks.flatMap((c) => c.type === "step" ? [...(c.logprobs ?? [])] : []);
+      // The cached blocks hold the KV the uncached run computed for those positions; the prompt's tail then runs
+      // through the with-past kernels instead of the prefill ones, which may differ in the last float bits.
+      assert.equal(lps.length, want.length);
+      lps.forEach((lp, i) => {
+        assert.ok(Math.abs(lp.logprob - want[i]!.logprob) < 1e-5, `token ${i}: ${lp.logprob} vs ${want[i]!.logprob}`);
+        assert.deepEqual(lp.top.map((t) => t.id), want[i]!.top.map((t) => t.id));
+      });
+    }
+  });
+});
+
+Deno.test("engine on ONNX: a request whose max output is the whole context takes blocks as it grows, not up front", async () => {
+  // The fixture's context is 512 tokens = 32 blocks; the pool holds that plus 4. A worst-case reservation would run
+  // the long request alone; taking blocks on demand runs the short ones beside it.
+  await withEngine({ maxNumSeqs: 8, backend: { numKvBlocks: 36 } }, async (engine) => {
+    const longPrompt = tokenizer.encode(PROMPTS[3]!);
+    const long = collect(engine.generate(request(PROMPTS[3]!, { maxTokens: 512 - longPrompt.length })));
+    const shorts = await Promise.all(
+      PROMPTS.slice(0, 6).map((p) => collect(engine.generate(request(p, { maxTokens: 8 })))),
+    );
+    for (const s of shorts) assert.equal(s.tokens.length, 8);
+    assert.equal(engine.stats().running, 1, "the short ones finished while the long one runs");
+    assert.equal((await long).tokens.length, 512 - longPrompt.length);
+    assert.equal(engine.metrics().peakRunning, 7);
+    assert.ok(engine.metrics().peakBlocksInUse <= 36);
+  });
+});
