@@ -135,3 +135,40 @@ Deno.test("a layout without reasoning in the output is constrained from the firs
   assert.ok(!(await accepts("Hello")));
   assert.ok(!(await accepts("<think>\nHi\n</think>\n\n")));
 });
+
+Deno.test("harmony calls may name the recipient before or after the channel (rill's form and gpt-oss's)", async () => {
+  const model = await loadModel(`${ROOT}models/rill-tiny-harmony`);
+  const tk = model.tokenizer;
+  const compiler = await ConstraintCompiler.create(tk, tk.vocabSize);
+  const W = maskWords(tk.vocabSize);
+  const words = new Uint32Array(W);
+  const call = tk.specialId("<|call|>")!;
+  for (const required of [true, false]) {
+    const compiled = await compiler.compile(
+      { tools: [{ name: "get_weather", parameters: PARAMS, strict: true }], required },
+      model.format.constraintLayout,
+    );
+    for (
+      const header of [
+        "<|start|>assistant to=functions.get_weather<|channel|>commentary <|constrain|>json<|message|>",
+        "<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>",
+      ]
+    ) {
+      const c = await compiled.create();
+      const text = `<|channel|>analysis<|message|>Call it.<|end|>${header}{"city":"Oslo"}`;
+      for (const id of tk.encode(text)) {
+        c.fillMask(words, 0);
+        assert.ok(allowed(words, 0, id), `${JSON.stringify(tk.decode([id]))} in ${header} (required ${required})`);
+        assert.ok(c.accept(id));
+      }
+      c.fillMask(words, 0);
+      assert.ok(allowed(words, 0, call));
+      // Arguments outside the schema are refused.
+      const bad = await compiled.create();
+      const ids = tk.encode(`<|channel|>analysis<|message|>Call it.<|end|>${header}{"town"`);
+      assert.ok(!ids.every((id) => bad.accept(id)));
+      c.dispose();
+      bad.dispose();
+    }
+  }
+});
