@@ -5,7 +5,7 @@
  * mapping of tool_choice.
  */
 import assert from "node:assert/strict";
-import { fillDraftMasks, maskWords } from "../../engine/token_constraint.ts";
+import { advanceConstraint, fillDraftMasks, maskWords } from "../../engine/token_constraint.ts";
 import { loadModel } from "../../formats/load_model.ts";
 import { ConstraintCompiler } from "../../grammar/constraint_compiler.ts";
 import { structuredRequest } from "../../api/structured_output.ts";
@@ -171,4 +171,27 @@ Deno.test("harmony calls may name the recipient before or after the channel (ril
       bad.dispose();
     }
   }
+});
+
+Deno.test("drafts past the turn's end token need no rows, and advancing stops at it", async () => {
+  const model = await loadModel(`${ROOT}models/rill-tiny-chatml`);
+  const tk = model.tokenizer;
+  const compiler = await ConstraintCompiler.create(tk, tk.vocabSize);
+  const compiled = await compiler.compile(
+    { text: { kind: "json_schema", schema: PARAMS, strict: true }, tools: [], required: true },
+    model.format.constraintLayout,
+  );
+  const c = await compiled.create();
+  const imEnd = tk.specialId("<|im_end|>")!;
+  for (const id of tk.encode('<think>\nOk.\n</think>\n\n{"city": "Oslo"}')) assert.ok(c.accept(id));
+  const W = maskWords(tk.vocabSize);
+  const words = new Uint32Array(W * 4);
+  const after = tk.encode("Hi");
+  // The end token, then drafts an n-gram proposer could copy from history: only the end token's own row is needed.
+  assert.equal(fillDraftMasks(c, [imEnd, ...after], words, W), 1);
+  assert.ok(allowed(words, 0, imEnd));
+  assert.ok(!c.isTerminated(), "draft checking leaves the constraint as it was");
+  assert.ok(advanceConstraint(c, [imEnd, ...after]));
+  assert.ok(c.isTerminated());
+  c.dispose();
 });
