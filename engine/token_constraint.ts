@@ -51,6 +51,8 @@ export function fillDraftMasks(
     rows++;
     if (r === drafts.length || !constraint.accept(drafts[r]!)) break;
     accepted++;
+    // A draft that ends the turn: later rows are never emitted (the stop cuts the output there), so none is needed.
+    if (constraint.isTerminated()) break;
   }
   if (accepted > 0) constraint.rollback(accepted);
   return rows;
@@ -61,7 +63,11 @@ export function fillDraftMasks(
  * token). False when one of them is outside the grammar, which a backend that applied the mask never produces.
  */
 export function advanceConstraint(constraint: TokenConstraint, accepted: readonly number[] | Int32Array): boolean {
-  for (const token of accepted) if (!constraint.accept(token)) return false;
+  for (const token of accepted) {
+    // Tokens after the turn's end token are cut from the output by the stop rule; the grammar ends with it.
+    if (constraint.isTerminated()) break;
+    if (!constraint.accept(token)) return false;
+  }
   return true;
 }
 

@@ -106,9 +106,14 @@ export function createHarmonyFormat(tokenizer: Tokenizer, options: HarmonyFormat
       opening: "<|start|>assistant",
       answer: "<|channel|>final<|message|>",
       answerTrigger: "<|channel|>final",
-      call: (name) => ` to=functions.${name}<|channel|>commentary <|constrain|>json<|message|>`,
-      callTrigger: " to=functions.",
+      calls: (name) => [
+        ` to=functions.${name}<|channel|>commentary <|constrain|>json<|message|>`,
+        `<|channel|>commentary to=functions.${name} <|constrain|>json<|message|>`,
+      ],
+      callTriggers: [" to=functions."],
       callEnd: "",
+      answerStop: "<|return|>",
+      callStop: "<|call|>",
       endTokens: stopTokens,
     },
     render(input: PromptInput): number[] {

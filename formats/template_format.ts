@@ -224,8 +224,8 @@ export function createTemplateFormat(
     constraintLayout: {
       opening: reasoningInOutput ? `${REASONING_END}\n\n` : "",
       answer: "",
-      call: (name) => `${TOOL_CALL_START}{"name": ${JSON.stringify(name)}, "arguments": `,
-      callTrigger: TOOL_CALL_START,
+      calls: (name) => [`${TOOL_CALL_START}{"name": ${JSON.stringify(name)}, "arguments": `],
+      callTriggers: [TOOL_CALL_START],
       callEnd: `}${TOOL_CALL_END}`,
       endTokens: [...stopIds],
     },

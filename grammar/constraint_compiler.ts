@@ -111,6 +111,7 @@ export class ConstraintCompiler {
     }
     const compiled = await pending;
     const endTokens = [...layout.endTokens];
+    const tagStops = plan.stops.map((text) => text === undefined ? undefined : this.#tokenizer.specialId(text));
     return {
       create: async () => {
         const matcher = await xgrammar().GrammarMatcher.createGrammarMatcher(compiled, endTokens, false);
@@ -121,6 +122,7 @@ export class ConstraintCompiler {
           required: spec.required,
           triggers: plan.triggers,
           begins: plan.begins,
+          tagStops,
           ends: plan.ends,
           addedTokens: this.#tokenizer.addedTokens.map((t) => ({ id: t.id, text: t.content })),
           tokenText: (id) => this.#decoder.decode(this.#tokenizer.tokenBytes(id)),

@@ -15,6 +15,7 @@ export class GrammarConstraint implements TokenConstraint {
   readonly #triggers: readonly string[];
   readonly #tokenText: (id: number) => string;
   readonly #begins: readonly string[];
+  readonly #tagStops: readonly (number | undefined)[];
   readonly #ends: readonly string[];
   /** Added (control) tokens other than the end tokens. */
   readonly #added: readonly { readonly id: number; readonly text: string }[];
@@ -35,10 +36,13 @@ export class GrammarConstraint implements TokenConstraint {
     readonly triggers: readonly string[];
     readonly tokenText: (id: number) => string;
     readonly begins: readonly string[];
+    /** Per begin: the end token that must close that tag, when the format has one per kind. */
+    readonly tagStops?: readonly (number | undefined)[];
     readonly ends: readonly string[];
     readonly addedTokens: readonly { readonly id: number; readonly text: string }[];
   }) {
     this.#begins = options.begins;
+    this.#tagStops = options.tagStops ?? [];
     this.#ends = options.ends;
     this.#added = options.addedTokens.filter((t) => !options.endTokens.includes(t.id));
     this.#matcher = options.matcher;
@@ -87,10 +91,20 @@ export class GrammarConstraint implements TokenConstraint {
       else ordinary = true;
     }
     for (const { id, text } of this.#added) {
-      const inBegin = forced.has(id);
-      const inEnd = this.#ends.some((e) => e.includes(text));
-      if (!inBegin && !inEnd) clearBit(words, offset, id);
+      if (forced.has(id) || !isSet(words, offset, id)) continue;
+      // A control token of a tag's end text (ChatML's `</tool_call>`) is allowed only where it completes that end,
+      // not inside a JSON string where the grammar would take it as characters.
+      if (this.#ends.some((e) => e.includes(text)) && this.#matcher.acceptToken(id)) {
+        this.#matcher.rollBack(1);
+        const after = opened + text;
+        if (this.#ends.some((e) => e !== "" && after.endsWith(e))) continue;
+      }
+      clearBit(words, offset, id);
     }
+    // Once a tag is open, only its own kind's end token may close the turn (harmony: a call ends <|call|>).
+    const open = this.#begins.findIndex((b, i) => this.#tagStops[i] !== undefined && opened.startsWith(b));
+    const stop = open >= 0 ? this.#tagStops[open] : undefined;
+    if (stop !== undefined) { for (const t of this.#endTokens) if (t !== stop) clearBit(words, offset, t); }
     if (forced.size > 0 && !ordinary) {
       const end = offset + Math.ceil(this.#vocabSize / 32);
       for (let w = offset; w < end; w++) {
@@ -146,4 +160,8 @@ export class GrammarConstraint implements TokenConstraint {
 
 function clearBit(words: Uint32Array, offset: number, token: number): void {
   words[offset + (token >>> 5)]! &= ~(1 << (token & 31));
+}
+
+function isSet(words: Uint32Array, offset: number, token: number): boolean {
+  return ((words[offset + (token >>> 5)]! >>> (token & 31)) & 1) === 1;
 }

@@ -35,7 +35,7 @@ export interface OutputConstraintSpec {
  * Where a chat format writes a constrained answer and a constrained call, as text around the JSON. After free
  * reasoning, `opening` starts the next part (harmony: a new assistant message; ChatML: the end of `<think>`); the
  * answer or call follows it. The triggers open the same parts where the output starts without reasoning, and
- * `callTrigger` marks a call anywhere when calls are constrained but not required.
+ * `callTriggers` mark a call anywhere when calls are constrained but not required.
  */
 export interface ConstraintLayout {
   /** Empty when the model writes no reasoning first: the constrained part then starts the output. */
@@ -44,9 +44,18 @@ export interface ConstraintLayout {
   readonly answer: string;
   /** Opens an answer where no reasoning came first (harmony: the output starts with the final channel). */
   readonly answerTrigger?: string;
-  /** Text between `opening` and a call's arguments. */
-  call(name: string): string;
-  readonly callTrigger: string;
+  /**
+   * The ways a call to `name` is written between `opening` and its arguments (harmony puts the recipient before or
+   * after the channel); each contains one of `callTriggers`, from which a call opened anywhere is recognised.
+   */
+  calls(name: string): readonly string[];
+  readonly callTriggers: readonly string[];
+  /**
+   * The end token (its text) that must close an answer / a call, where the format has one per kind (harmony:
+   * `<|return|>`, `<|call|>`); otherwise any of `endTokens` does.
+   */
+  readonly answerStop?: string;
+  readonly callStop?: string;
   readonly callEnd: string;
   /** Tokens that end the assistant turn (stop tokens); forbidden in free text while the constraint is required. */
   readonly endTokens: readonly number[];
@@ -60,6 +69,8 @@ export interface StructuralTagPlan {
   /** Texts that open and close the constrained parts (control tokens are allowed there and nowhere else in them). */
   readonly begins: readonly string[];
   readonly ends: readonly string[];
+  /** Per tag (same order as `begins`), the text of the end token that must close it, if the format has one. */
+  readonly stops: readonly (string | undefined)[];
 }
 
 /**
@@ -72,51 +83,68 @@ export function buildStructuralTag(
   content: (schema: SchemaRef) => Record<string, unknown>,
 ): StructuralTagPlan {
   const tags: { type: "tag"; begin: string; content: Record<string, unknown>; end: string }[] = [];
+  /** Parallel to `tags`: which kind each is. */
+  const kinds: ("answer" | "call")[] = [];
+  const add = (kind: "answer" | "call", tag: (typeof tags)[number]) => {
+    tags.push(tag);
+    kinds.push(kind);
+  };
   const triggers: string[] = [];
   const answer = spec.text === undefined
     ? undefined
     : content(spec.text.kind === "json_schema" ? spec.text : ANY_OBJECT);
-  const calls = spec.tools.map((tool) => ({
-    name: tool.name,
-    content: content(tool.parameters === undefined ? ANY_OBJECT : { schema: tool.parameters, strict: tool.strict }),
-  }));
+  const calls = spec.tools.flatMap((tool) => {
+    const args = content(tool.parameters === undefined ? ANY_OBJECT : { schema: tool.parameters, strict: tool.strict });
+    return layout.calls(tool.name).map((begin) => ({ begin, content: args }));
+  });
   if (spec.required && layout.opening === "") {
     // No reasoning comes first: the output is the answer or a call from its first token.
     const elements: Record<string, unknown>[] = [];
     if (answer !== undefined) {
-      elements.push(layout.answer === "" ? answer : { type: "tag", begin: layout.answer, content: answer, end: "" });
-      tags.push({ type: "tag", begin: layout.answer, content: answer, end: "" });
+      elements.push(
+        layout.answer === "" ? answer : { type: "tag", begin: layout.answer, content: answer, end: "" },
+      );
+      add("answer", { type: "tag", begin: layout.answer, content: answer, end: "" });
     }
     for (const c of calls) {
-      const tag = { type: "tag" as const, begin: layout.call(c.name), content: c.content, end: layout.callEnd };
+      const tag = { type: "tag" as const, begin: c.begin, content: c.content, end: layout.callEnd };
       elements.push(tag);
-      tags.push(tag);
+      add("call", tag);
     }
     return {
       tag: { type: "structural_tag", format: { type: "or", elements } },
       triggers: [""],
       begins: tags.map((t) => t.begin),
       ends: tags.map((t) => t.end),
+      stops: kinds.map((k) => k === "answer" ? layout.answerStop : layout.callStop),
     };
   }
   if (spec.required) {
     // Whatever follows the reasoning is the constrained part: the answer (when text is constrained) or a call.
     triggers.push(layout.opening);
     if (answer !== undefined) {
-      tags.push({ type: "tag", begin: layout.opening + layout.answer, content: answer, end: "" });
+      add("answer", { type: "tag", begin: layout.opening + layout.answer, content: answer, end: "" });
     }
     for (const c of calls) {
-      tags.push({ type: "tag", begin: layout.opening + layout.call(c.name), content: c.content, end: layout.callEnd });
+      add("call", { type: "tag", begin: layout.opening + c.begin, content: c.content, end: layout.callEnd });
     }
     if (answer !== undefined && layout.answerTrigger !== undefined && layout.answerTrigger !== layout.opening) {
       triggers.push(layout.answerTrigger);
-      tags.push({ type: "tag", begin: layout.answer, content: answer, end: "" });
+      add("answer", { type: "tag", begin: layout.answer, content: answer, end: "" });
     }
   }
-  if (calls.length > 0 && layout.callTrigger !== layout.opening) {
-    triggers.push(layout.callTrigger);
+  if (calls.length > 0) {
+    // A call opened anywhere: each form from its trigger on (what precedes the trigger is free text). Triggers must
+    // not overlap, or xgrammar would pick one and refuse the other's forms.
+    triggers.push(...layout.callTriggers);
+    const seen = new Set<string>();
     for (const c of calls) {
-      tags.push({ type: "tag", begin: layout.call(c.name), content: c.content, end: layout.callEnd });
+      const trigger = layout.callTriggers.find((t) => c.begin.includes(t));
+      if (trigger === undefined) continue;
+      const begin = c.begin.slice(c.begin.indexOf(trigger));
+      if (seen.has(begin)) continue;
+      seen.add(begin);
+      add("call", { type: "tag", begin, content: c.content, end: layout.callEnd });
     }
   }
   return {
@@ -124,5 +152,6 @@ export function buildStructuralTag(
     triggers,
     begins: tags.map((t) => t.begin),
     ends: tags.map((t) => t.end),
+    stops: kinds.map((k) => k === "answer" ? layout.answerStop : layout.callStop),
   };
 }

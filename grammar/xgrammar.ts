@@ -67,7 +67,7 @@ export interface XGrammar {
   GrammarMatcher: {
     createGrammarMatcher(
       grammar: XgCompiledGrammar,
-      overrideStopTokens?: number[],
+      overrideStopTokens?: number[] | undefined,
       terminateWithoutStopToken?: boolean,
     ): Promise<XgMatcher>;
   };

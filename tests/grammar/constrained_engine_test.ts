@@ -186,7 +186,12 @@ for (const name of ["rill-tiny-harmony", "rill-tiny-chatml"]) {
           const args = typeof body === "string" ? JSON.parse(body) : body;
           assert.equal(schemaViolation(args, WEATHER_PARAMS), undefined, r.text);
           if (model.formatName === "harmony") {
-            assert.ok(r.text.includes(" to=functions.get_weather<|channel|>"), r.text);
+            // Either header form (recipient before or after the channel); a call ends with <|call|>.
+            assert.match(
+              r.text,
+              /( to=functions\.get_weather<\|channel\|>|<\|channel\|>commentary to=functions\.get_weather )/,
+            );
+            assert.ok(r.text.endsWith("<|call|>"), r.text);
           }
         }
       });

@@ -5,7 +5,7 @@
  * mapping of tool_choice.
  */
 import assert from "node:assert/strict";
-import { fillDraftMasks, maskWords } from "../../engine/token_constraint.ts";
+import { advanceConstraint, fillDraftMasks, maskWords } from "../../engine/token_constraint.ts";
 import { loadModel } from "../../formats/load_model.ts";
 import { ConstraintCompiler } from "../../grammar/constraint_compiler.ts";
 import { structuredRequest } from "../../api/structured_output.ts";
@@ -134,4 +134,64 @@ Deno.test("a layout without reasoning in the output is constrained from the firs
   assert.ok(await accepts('<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>'));
   assert.ok(!(await accepts("Hello")));
   assert.ok(!(await accepts("<think>\nHi\n</think>\n\n")));
+});
+
+Deno.test("harmony calls may name the recipient before or after the channel (rill's form and gpt-oss's)", async () => {
+  const model = await loadModel(`${ROOT}models/rill-tiny-harmony`);
+  const tk = model.tokenizer;
+  const compiler = await ConstraintCompiler.create(tk, tk.vocabSize);
+  const W = maskWords(tk.vocabSize);
+  const words = new Uint32Array(W);
+  const call = tk.specialId("<|call|>")!;
+  for (const required of [true, false]) {
+    const compiled = await compiler.compile(
+      { tools: [{ name: "get_weather", parameters: PARAMS, strict: true }], required },
+      model.format.constraintLayout,
+    );
+    for (
+      const header of [
+        "<|start|>assistant to=functions.get_weather<|channel|>commentary <|constrain|>json<|message|>",
+        "<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>",
+      ]
+    ) {
+      const c = await compiled.create();
+      const text = `<|channel|>analysis<|message|>Call it.<|end|>${header}{"city":"Oslo"}`;
+      for (const id of tk.encode(text)) {
+        c.fillMask(words, 0);
+        assert.ok(allowed(words, 0, id), `${JSON.stringify(tk.decode([id]))} in ${header} (required ${required})`);
+        assert.ok(c.accept(id));
+      }
+      c.fillMask(words, 0);
+      assert.ok(allowed(words, 0, call));
+      // Arguments outside the schema are refused.
+      const bad = await compiled.create();
+      const ids = tk.encode(`<|channel|>analysis<|message|>Call it.<|end|>${header}{"town"`);
+      assert.ok(!ids.every((id) => bad.accept(id)));
+      c.dispose();
+      bad.dispose();
+    }
+  }
+});
+
+Deno.test("drafts past the turn's end token need no rows, and advancing stops at it", async () => {
+  const model = await loadModel(`${ROOT}models/rill-tiny-chatml`);
+  const tk = model.tokenizer;
+  const compiler = await ConstraintCompiler.create(tk, tk.vocabSize);
+  const compiled = await compiler.compile(
+    { text: { kind: "json_schema", schema: PARAMS, strict: true }, tools: [], required: true },
+    model.format.constraintLayout,
+  );
+  const c = await compiled.create();
+  const imEnd = tk.specialId("<|im_end|>")!;
+  for (const id of tk.encode('<think>\nOk.\n</think>\n\n{"city": "Oslo"}')) assert.ok(c.accept(id));
+  const W = maskWords(tk.vocabSize);
+  const words = new Uint32Array(W * 4);
+  const after = tk.encode("Hi");
+  // The end token, then drafts an n-gram proposer could copy from history: only the end token's own row is needed.
+  assert.equal(fillDraftMasks(c, [imEnd, ...after], words, W), 1);
+  assert.ok(allowed(words, 0, imEnd));
+  assert.ok(!c.isTerminated(), "draft checking leaves the constraint as it was");
+  assert.ok(advanceConstraint(c, [imEnd, ...after]));
+  assert.ok(c.isTerminated());
+  c.dispose();
 });
