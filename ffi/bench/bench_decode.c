@@ -42,13 +42,38 @@ typedef struct bw_job {
   uint64_t sum;
 } bw_job;
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+/* Wide loads, several in flight, so the loop measures memory rather than the adder. */
+__attribute__((target("avx2"))) static uint64_t read_avx2(const uint64_t *p, size_t n) {
+  __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    a = _mm256_xor_si256(a, _mm256_loadu_si256((const __m256i *)(p + i)));
+    b = _mm256_xor_si256(b, _mm256_loadu_si256((const __m256i *)(p + i + 4)));
+    c = _mm256_xor_si256(c, _mm256_loadu_si256((const __m256i *)(p + i + 8)));
+    d = _mm256_xor_si256(d, _mm256_loadu_si256((const __m256i *)(p + i + 12)));
+  }
+  a = _mm256_xor_si256(_mm256_xor_si256(a, b), _mm256_xor_si256(c, d));
+  uint64_t out[4];
+  _mm256_storeu_si256((__m256i *)out, a);
+  return out[0] ^ out[1] ^ out[2] ^ out[3];
+}
+#endif
+
 static void *bw_read(void *arg) {
   bw_job *j = arg;
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx2")) {
+    j->sum = read_avx2(j->p, j->n);
+    return NULL;
+  }
+#endif
   uint64_t acc[8] = {0};
   for (size_t i = 0; i + 8 <= j->n; i += 8) {
-    for (int l = 0; l < 8; l++) acc[l] += j->p[i + (size_t)l];
+    for (int l = 0; l < 8; l++) acc[l] ^= j->p[i + (size_t)l];
   }
-  j->sum = acc[0] + acc[1] + acc[2] + acc[3] + acc[4] + acc[5] + acc[6] + acc[7];
+  j->sum = acc[0] ^ acc[1] ^ acc[2] ^ acc[3] ^ acc[4] ^ acc[5] ^ acc[6] ^ acc[7];
   return NULL;
 }
 
@@ -70,10 +95,10 @@ static double read_bandwidth(int threads) {
     uint64_t total = 0;
     for (int i = 0; i < threads; i++) {
       pthread_join(th[i], NULL);
-      total += jobs[i].sum;
+      total ^= jobs[i].sum;
     }
     double dt = now() - t0;
-    if (total == 42) fprintf(stderr, "(unlikely)\n");
+    if (total == 42) fprintf(stderr, "(checksum %llu)\n", (unsigned long long)total);
     double gbs = (double)bytes / dt / 1e9;
     if (gbs > best) best = gbs;
   }
@@ -211,6 +236,7 @@ int main(int argc, char **argv) {
     if (strcmp(dtype_arg, dtypes[d]) == 0) first = last = d;
   }
   const int is_tied = tied(dir);
+  double best_bw = 0.0, decode1[3] = {0}, streamed[3] = {0};
   for (int d = first; d <= last; d++) {
     rill_options o = {0};
     o.dtype = dtypes[d];
@@ -270,6 +296,10 @@ int main(int argc, char **argv) {
     }
     double mpf = median(pf, reps), md1 = median(d1, reps), md8 = median(d8, reps);
     double bw_after = read_bandwidth(info.threads);
+    best_bw = bw > best_bw ? bw : best_bw;
+    best_bw = bw_after > best_bw ? bw_after : best_bw;
+    decode1[d] = md1;
+    streamed[d] = per_token;
     double loadavg = -1.0;
     FILE *la = fopen("/proc/loadavg", "r");
     if (la != NULL) {
@@ -284,5 +314,12 @@ int main(int argc, char **argv) {
     fflush(stdout);
     rill_engine_destroy(e);
   }
+  /* The machine's roofline is its best read bandwidth; on a shared machine any single reading may be low. */
+  printf("decode x1 vs roofline at the best read bandwidth seen (%.2f GB/s):", best_bw);
+  for (int d = first; d <= last; d++) {
+    double roof = best_bw * 1e9 / streamed[d];
+    printf(" %s %.2f/%.2f tok/s = %.0f%%;", dtypes[d], decode1[d], roof, 100.0 * decode1[d] / roof);
+  }
+  printf("\n");
   return 0;
 }

@@ -10,6 +10,9 @@
 #define TILE_R 4
 #define TILE_T 4
 #define CHUNK_T 64
+/* bf16 and int8 rows are short (a 896-wide int8 row is 14 cache lines), too short for the hardware prefetcher to
+ * ramp up on each new group of rows; prefetching the same columns PF_ROWS rows ahead keeps loads in flight. */
+#define PF_ROWS 8
 
 #define TGT __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma"), always_inline)) static inline
 #define TGT_FN __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma"))) static
@@ -69,6 +72,7 @@ TGT void tile_bf16(const int NR, const int NT, const float *x, size_t ldx, const
     for (int t = 0; t < NT; t++) xv[t] = _mm512_loadu_ps(x + (size_t)t * ldx + c);
 #pragma GCC unroll 4
     for (int r = 0; r < NR; r++) {
+      _mm_prefetch((const char *)(w + (size_t)(r + PF_ROWS) * ldw + c), _MM_HINT_T0);
       __m512 wv = load_bf16(w + (size_t)r * ldw + c);
 #pragma GCC unroll 4
       for (int t = 0; t < NT; t++) acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);
@@ -174,6 +178,7 @@ TGT_Z void tile_q8_z(const int NR, const int NT, const int8_t *xq, const float *
     }
 #pragma GCC unroll 4
     for (int r = 0; r < NR; r++) {
+      _mm_prefetch((const char *)(w + (size_t)(r + PF_ROWS) * ld + (size_t)b * RILL_Q8_BLOCK), _MM_HINT_T0);
       __m512i wv = pair_bytes(w + (size_t)r * ld + (size_t)b * RILL_Q8_BLOCK, two);
       __m512 wsv = pair_scales(ws + (size_t)r * (size_t)nblocks + (size_t)b, two);
 #pragma GCC unroll 4
