@@ -333,10 +333,16 @@ export class LlmEngine implements Engine {
     if (constraint !== undefined && seq.proposal.length > 0) {
       // Drafts the grammar forbids could never be accepted: keep only the allowed prefix, so every mask row of the
       // step allows something and speculation stays lossless.
-      let allowed = 0;
-      while (allowed < seq.proposal.length && constraint.accept(seq.proposal[allowed]!)) allowed++;
-      if (allowed > 0) constraint.rollback(allowed);
-      seq.proposal = seq.proposal.slice(0, allowed);
+      // A draft that would end the grammar is left for the target to sample: the row after it would allow nothing.
+      let accepted = 0;
+      let keep = 0;
+      while (accepted < seq.proposal.length && constraint.accept(seq.proposal[accepted]!)) {
+        accepted++;
+        if (constraint.isTerminated()) break;
+        keep = accepted;
+      }
+      if (accepted > 0) constraint.rollback(accepted);
+      seq.proposal = seq.proposal.slice(0, keep);
     }
     return seq.proposal.length;
   }
