@@ -153,7 +153,10 @@ export class ChatCompletionsService {
     generation.done.then(() => this.#inFlight.delete(generation));
     const pipeline = {
       tokenizer: engine.tokenizer,
-      parser: callLimit.limit(format.createParser({ toolNames: tools.map((t) => t.name), toolChoice: renderChoice })),
+      parser: callLimit.limit(
+        // tool_choice none: no tool is callable, so a call the model writes anyway parses as a plain message.
+        format.createParser({ toolNames: choice === "none" ? [] : tools.map((t) => t.name), toolChoice: renderChoice }),
+      ),
       includeLogprobs: body.logprobs === true,
     };
     const head = { id, created: Math.floor(Date.now() / 1000), model: modelId };

@@ -376,7 +376,8 @@ export async function preparePrompt(
   return {
     prompt,
     promptTokens: tokens,
-    toolNames: tools.offered.map((t) => t.name),
+    // tool_choice none: no tool is callable, so a call the model writes anyway parses as a plain message.
+    toolNames: choice === "none" ? [] : tools.offered.map((t) => t.name),
     inputItems,
     // By reference: a chain of N turns stores each turn's own items once, not the whole history again per turn.
     conversation: { version: 2, previous: body.previous_response_id ?? null, items: inputItems },
