@@ -20,7 +20,7 @@ export interface ServeConfig {
   /** Intra-op threads per session, or "auto" (from the model's size). */
   readonly threads: number | "auto";
   /** Weight/activation type for backends that choose one; "auto" = the model's own. */
-  readonly dtype: "auto" | "float32" | "float16" | "bfloat16";
+  readonly dtype: "auto" | "fp32" | "bf16" | "int8";
   /** Fed tokens per engine step (prefill chunks + decodes); undefined = the backend's default. */
   readonly maxNumBatchedTokens: number | undefined;
   /** Tokens per KV block. */
@@ -99,8 +99,9 @@ const SPECS: readonly OptionSpec[] = [
   {
     flag: "dtype",
     env: "RILL_DTYPE",
-    value: "auto|float32|float16|bfloat16",
-    help: "Weight type for backends that convert weights (auto = the model's own; ONNX runs the graph's types).",
+    value: "auto|fp32|bf16|int8",
+    help:
+      "Weights as the native backend holds them (auto = the checkpoint's own, bf16 for bf16 checkpoints; ONNX runs the graph's types).",
     fallback: "auto",
   },
   {
@@ -372,7 +373,7 @@ export function parseServeArgs(
     backend: choice("backend", get("backend")!, ["onnx", "native"] as const),
     device: choice("device", get("device")!, ["cpu", "cuda", "auto"] as const),
     threads: autoOrCount("threads", get("threads")!),
-    dtype: choice("dtype", get("dtype")!, ["auto", "float32", "float16", "bfloat16"] as const),
+    dtype: choice("dtype", get("dtype")!, ["auto", "fp32", "bf16", "int8"] as const),
     maxNumBatchedTokens: maxNumBatchedTokens === undefined
       ? undefined
       : integer("max-num-batched-tokens", maxNumBatchedTokens, 1),

@@ -33,7 +33,7 @@ Deno.test("backend flags: --backend onnx|native, --device, --threads, --dtype, -
     "--threads",
     "4",
     "--dtype",
-    "bfloat16",
+    "bf16",
     "--max-num-batched-tokens",
     "2048",
     "--block-size",
@@ -44,7 +44,7 @@ Deno.test("backend flags: --backend onnx|native, --device, --threads, --dtype, -
   assert.ok(c !== "help");
   assert.deepEqual(
     [c.backend, c.device, c.threads, c.dtype, c.maxNumBatchedTokens, c.blockSize, c.numKvBlocks],
-    ["native", "cuda", 4, "bfloat16", 2048, 32, 500],
+    ["native", "cuda", 4, "bf16", 2048, 32, 500],
   );
   const e = parseServeArgs([], (n) => ({ RILL_THREADS: "2", RILL_NUM_KV_BLOCKS: "64" } as Record<string, string>)[n]);
   assert.ok(e !== "help");
