@@ -43,9 +43,9 @@ typedef struct rill_engine rill_engine;
 /* Engine options. Zero-initialise and set what you need; 0 means "the default" for every field. */
 typedef struct rill_options {
   const char *device;          /* "cpu" (default), "cuda", "auto" */
-  const char *dtype;           /* weights: "fp32", "bf16", "int8"; NULL = the checkpoint's (bf16 for bf16) */
+  const char *dtype;           /* weights: "fp32", "bf16", "int8"; NULL = bf16 for bf16 checkpoints, else fp32 */
   const char *kv_dtype;        /* "fp32" (default on cpu) or "bf16" */
-  const char *draft_model_dir; /* optional draft model (same tokenizer) for speculative decoding */
+  const char *draft_model_dir; /* reserved for a draft model; the CPU device answers RILL_ERR_UNSUPPORTED */
   int32_t threads;             /* CPU threads; 0 = all cores */
   int32_t block_size;          /* tokens per KV block; 0 = 16 */
   int32_t num_blocks;          /* KV pool size in blocks; 0 = from kv_bytes */
@@ -79,7 +79,7 @@ typedef struct rill_info {
   int64_t weight_bytes; /* bytes of weights as held on the device */
   int64_t kv_bytes;     /* bytes of the KV pool */
   char device[32];      /* e.g. "cpu", "cuda:0" */
-  char isa[32];         /* CPU: "avx512bf16", "avx512", "avx2", "portable"; CUDA: "sm_90" */
+  char isa[32];         /* CPU: "avx512vnni", "avx512", "avx2vnni", "avx2", "portable"; CUDA: "sm_90" */
   char dtype[16];       /* weights as held: "fp32", "bf16", "int8" */
   char kv_dtype[16];
   char architecture[64];

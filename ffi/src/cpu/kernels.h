@@ -38,13 +38,6 @@ typedef struct rill_kernels {
   void (*attn_values_bf16)(const float *p, size_t lds, int G, const uint16_t *v, int n, int D, float *out);
 } rill_kernels;
 
-/* The portable attention loops, shared by the tables whose ISA has no dedicated ones. */
-void rill_attn_scores_f32_portable(const float *q, int G, int D, const float *kt, int bs, int n, float scale,
-                                   float *s, size_t lds);
-void rill_attn_scores_bf16_portable(const float *q, int G, int D, const uint16_t *kt, int bs, int n, float scale,
-                                    float *s, size_t lds);
-void rill_attn_values_f32_portable(const float *p, size_t lds, int G, const float *v, int n, int D, float *out);
-void rill_attn_values_bf16_portable(const float *p, size_t lds, int G, const uint16_t *v, int n, int D, float *out);
 
 /* Portable C; always available. */
 extern const rill_kernels rill_kernels_portable;

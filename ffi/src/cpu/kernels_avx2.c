@@ -208,12 +208,123 @@ TGT_FN void gemm_bf16(const float *x, size_t ldx, int T, const uint16_t *w, size
 GEMM_Q8(gemm_q8_madd, TGT_FN, tile_q8_madd)
 GEMM_Q8(gemm_q8_vnni, TGT_VNNI_FN, tile_q8_vnni)
 
-#define PORTABLE_ATTENTION                                                                                      \
-  .attn_scores_f32 = rill_attn_scores_f32_portable, .attn_scores_bf16 = rill_attn_scores_bf16_portable,          \
-  .attn_values_f32 = rill_attn_values_f32_portable, .attn_values_bf16 = rill_attn_values_bf16_portable
+
+/* ---- attention over one KV block (8 lanes; see kernels_avx512.c for the layout) ---- */
+
+TGT __m256i lanes8(int n) { return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)); }
+
+TGT __m256 load8_f32(int n, __m256i m, const float *p) {
+  return n >= 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m);
+}
+TGT __m256 load8_bf16(int n, __m256i m, const uint16_t *p) {
+  (void)m;
+  __m128i h;
+  if (n >= 8) {
+    h = _mm_loadu_si128((const __m128i *)p);
+  } else {
+    uint16_t tmp[8] = {0};
+    for (int i = 0; i < n; i++) tmp[i] = p[i];
+    h = _mm_loadu_si128((const __m128i *)tmp);
+  }
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+#define SCORES_TILE8(NAME, KTYPE, LOAD)                                                                             \
+  TGT void NAME(const int GN, const float *q, int D, const KTYPE *kt, int bs, int j0, int cnt, float scale,        \
+                float *s, size_t lds) {                                                                             \
+    __m256i m = lanes8(cnt);                                                                                        \
+    __m256 acc[8];                                                                                                  \
+    _Pragma("GCC unroll 8") for (int g = 0; g < GN; g++) acc[g] = _mm256_setzero_ps();                             \
+    for (int d = 0; d < D; d++) {                                                                                   \
+      __m256 k = LOAD(cnt, m, kt + (size_t)d * bs + j0);                                                            \
+      _Pragma("GCC unroll 8") for (int g = 0; g < GN; g++) acc[g] =                                                 \
+          _mm256_fmadd_ps(_mm256_set1_ps(q[(size_t)g * D + d]), k, acc[g]);                                         \
+    }                                                                                                               \
+    _Pragma("GCC unroll 8") for (int g = 0; g < GN; g++)                                                            \
+        _mm256_maskstore_ps(s + (size_t)g * lds + j0, m, _mm256_mul_ps(acc[g], _mm256_set1_ps(scale)));             \
+  }
+SCORES_TILE8(scores_tile8_f32, float, load8_f32)
+SCORES_TILE8(scores_tile8_bf16, uint16_t, load8_bf16)
+
+#define DISPATCH_G8(TILE, gn, ...)     \
+  switch (gn) {                        \
+  case 1: TILE(1, __VA_ARGS__); break; \
+  case 2: TILE(2, __VA_ARGS__); break; \
+  case 3: TILE(3, __VA_ARGS__); break; \
+  case 4: TILE(4, __VA_ARGS__); break; \
+  case 5: TILE(5, __VA_ARGS__); break; \
+  case 6: TILE(6, __VA_ARGS__); break; \
+  case 7: TILE(7, __VA_ARGS__); break; \
+  case 8: TILE(8, __VA_ARGS__); break; \
+  default: break;                      \
+  }
+
+#define SCORES8(NAME, KTYPE, TILE)                                                                                  \
+  TGT_FN void NAME(const float *q, int G, int D, const KTYPE *kt, int bs, int n, float scale, float *s,           \
+                   size_t lds) {                                                                                    \
+    for (int j0 = 0; j0 < n; j0 += 8) {                                                                             \
+      for (int g0 = 0; g0 < G; g0 += 8) {                                                                           \
+        DISPATCH_G8(TILE, MIN(8, G - g0), q + (size_t)g0 * D, D, kt, bs, j0, n - j0, scale, s + (size_t)g0 * lds,   \
+                    lds)                                                                                            \
+      }                                                                                                             \
+    }                                                                                                               \
+  }
+SCORES8(attn_scores8_f32, float, scores_tile8_f32)
+SCORES8(attn_scores8_bf16, uint16_t, scores_tile8_bf16)
+
+/* GN ≤ 4 query heads × 16 head dimensions, within AVX2's 16 registers. */
+#define VALUES_TILE8(NAME, VTYPE, LOAD)                                                                             \
+  TGT void NAME(const int GN, const float *p, size_t lds, const VTYPE *v, int n, int D, int d0, float *out) {      \
+    int w0 = D - d0, w1 = D - d0 - 8;                                                                               \
+    __m256i m0 = lanes8(w0), m1 = lanes8(w1);                                                                       \
+    __m256 acc[4][2];                                                                                               \
+    _Pragma("GCC unroll 4") for (int g = 0; g < GN; g++) {                                                          \
+      acc[g][0] = _mm256_maskload_ps(out + (size_t)g * D + d0, m0);                                                 \
+      acc[g][1] = _mm256_maskload_ps(out + (size_t)g * D + d0 + 8, m1);                                             \
+    }                                                                                                               \
+    for (int j = 0; j < n; j++) {                                                                                   \
+      __m256 v0 = LOAD(w0, m0, v + (size_t)j * D + d0);                                                             \
+      __m256 v1 = w1 > 0 ? LOAD(w1, m1, v + (size_t)j * D + d0 + 8) : _mm256_setzero_ps();                          \
+      _Pragma("GCC unroll 4") for (int g = 0; g < GN; g++) {                                                        \
+        __m256 wt = _mm256_set1_ps(p[(size_t)g * lds + (size_t)j]);                                                 \
+        acc[g][0] = _mm256_fmadd_ps(wt, v0, acc[g][0]);                                                             \
+        acc[g][1] = _mm256_fmadd_ps(wt, v1, acc[g][1]);                                                             \
+      }                                                                                                             \
+    }                                                                                                               \
+    _Pragma("GCC unroll 4") for (int g = 0; g < GN; g++) {                                                          \
+      _mm256_maskstore_ps(out + (size_t)g * D + d0, m0, acc[g][0]);                                                 \
+      _mm256_maskstore_ps(out + (size_t)g * D + d0 + 8, m1, acc[g][1]);                                             \
+    }                                                                                                               \
+  }
+VALUES_TILE8(values_tile8_f32, float, load8_f32)
+VALUES_TILE8(values_tile8_bf16, uint16_t, load8_bf16)
+
+#define DISPATCH_G4(TILE, gn, ...)     \
+  switch (gn) {                        \
+  case 1: TILE(1, __VA_ARGS__); break; \
+  case 2: TILE(2, __VA_ARGS__); break; \
+  case 3: TILE(3, __VA_ARGS__); break; \
+  case 4: TILE(4, __VA_ARGS__); break; \
+  default: break;                      \
+  }
+
+#define VALUES8(NAME, VTYPE, TILE)                                                                                  \
+  TGT_FN void NAME(const float *p, size_t lds, int G, const VTYPE *v, int n, int D, float *out) {                  \
+    for (int g0 = 0; g0 < G; g0 += 4) {                                                                             \
+      for (int d0 = 0; d0 < D; d0 += 16) {                                                                          \
+        DISPATCH_G4(TILE, MIN(4, G - g0), p + (size_t)g0 * lds, lds, v, n, D, d0, out + (size_t)g0 * D)             \
+      }                                                                                                             \
+    }                                                                                                               \
+  }
+VALUES8(attn_values8_f32, float, values_tile8_f32)
+VALUES8(attn_values8_bf16, uint16_t, values_tile8_bf16)
+
+#define AVX2_ATTENTION                                                                                              \
+  .attn_scores_f32 = attn_scores8_f32, .attn_scores_bf16 = attn_scores8_bf16, .attn_values_f32 = attn_values8_f32,  \
+  .attn_values_bf16 = attn_values8_bf16
 
 const rill_kernels rill_kernels_avx2 = {
-    .isa = "avx2", .gemm_f32 = gemm_f32, .gemm_bf16 = gemm_bf16, .gemm_q8 = gemm_q8_madd, PORTABLE_ATTENTION};
+    .isa = "avx2", .gemm_f32 = gemm_f32, .gemm_bf16 = gemm_bf16, .gemm_q8 = gemm_q8_madd, AVX2_ATTENTION};
 const rill_kernels rill_kernels_avx2_vnni = {
-    .isa = "avx2vnni", .gemm_f32 = gemm_f32, .gemm_bf16 = gemm_bf16, .gemm_q8 = gemm_q8_vnni, PORTABLE_ATTENTION};
+    .isa = "avx2vnni", .gemm_f32 = gemm_f32, .gemm_bf16 = gemm_bf16, .gemm_q8 = gemm_q8_vnni, AVX2_ATTENTION};
 #endif

@@ -71,7 +71,7 @@ static void gemm_q8(const int8_t *xq, const float *xs, int T, const int8_t *w, c
 
 /* Attention: the innermost loops run along positions (scores) or head dimensions (values), so they are elementwise
  * and a compiler may vectorise them without reordering any sum. */
-void rill_attn_scores_f32_portable(const float *q, int G, int D, const float *kt, int bs, int n, float scale,
+static void attn_scores_f32(const float *q, int G, int D, const float *kt, int bs, int n, float scale,
                                    float *s, size_t lds) {
   for (int g = 0; g < G; g++) {
     float acc[256];
@@ -88,7 +88,7 @@ void rill_attn_scores_f32_portable(const float *q, int G, int D, const float *kt
   }
 }
 
-void rill_attn_scores_bf16_portable(const float *q, int G, int D, const uint16_t *kt, int bs, int n, float scale,
+static void attn_scores_bf16(const float *q, int G, int D, const uint16_t *kt, int bs, int n, float scale,
                                     float *s, size_t lds) {
   for (int g = 0; g < G; g++) {
     float acc[256];
@@ -105,7 +105,7 @@ void rill_attn_scores_bf16_portable(const float *q, int G, int D, const uint16_t
   }
 }
 
-void rill_attn_values_f32_portable(const float *p, size_t lds, int G, const float *v, int n, int D, float *out) {
+static void attn_values_f32(const float *p, size_t lds, int G, const float *v, int n, int D, float *out) {
   for (int g = 0; g < G; g++) {
     float *o = out + (size_t)g * D;
     for (int j = 0; j < n; j++) {
@@ -116,7 +116,7 @@ void rill_attn_values_f32_portable(const float *p, size_t lds, int G, const floa
   }
 }
 
-void rill_attn_values_bf16_portable(const float *p, size_t lds, int G, const uint16_t *v, int n, int D, float *out) {
+static void attn_values_bf16(const float *p, size_t lds, int G, const uint16_t *v, int n, int D, float *out) {
   for (int g = 0; g < G; g++) {
     float *o = out + (size_t)g * D;
     for (int j = 0; j < n; j++) {
@@ -131,10 +131,10 @@ const rill_kernels rill_kernels_portable = {.isa = "portable",
                                             .gemm_f32 = gemm_f32,
                                             .gemm_bf16 = gemm_bf16,
                                             .gemm_q8 = gemm_q8,
-                                            .attn_scores_f32 = rill_attn_scores_f32_portable,
-                                            .attn_scores_bf16 = rill_attn_scores_bf16_portable,
-                                            .attn_values_f32 = rill_attn_values_f32_portable,
-                                            .attn_values_bf16 = rill_attn_values_bf16_portable};
+                                            .attn_scores_f32 = attn_scores_f32,
+                                            .attn_scores_bf16 = attn_scores_bf16,
+                                            .attn_values_f32 = attn_values_f32,
+                                            .attn_values_bf16 = attn_values_bf16};
 
 void rill_quantize_q8(const float *x, int cols, int nblocks, int8_t *q, float *s) {
   /* Adding and subtracting 1.5 · 2^23 rounds to the nearest integer, ties to even, for |v| < 2^22 (here |v| ≤ 127),
