@@ -8,7 +8,7 @@ import type { ResponseStore } from "./response_store.ts";
 import { SseEncoder } from "../stream/sse.ts";
 import type { ResponseStreamEvent } from "../stream/types.ts";
 
-/** How often a waiting tail looks for events written by another server on the same store. */
+/** How often a waiting tail of another server's response looks for its events (one store, several servers). */
 const POLL_MS = 250;
 
 /** Whether anyone may still append to the log (a live generation, here or on another live server). */
@@ -30,6 +30,9 @@ export function tailEvents(
   isLive: IsLive,
   onEnd?: () => void,
 ): ReadableStream<Uint8Array> {
+  // This process's writes wake the tail through the store's listeners; another server's can only be polled for.
+  const owner = store.ownerOf(id);
+  const poll = owner !== null && owner !== store.owner;
   const encoder = new SseEncoder();
   let cursor = startingAfter;
   let version = 0;
@@ -60,13 +63,12 @@ export function tailEvents(
           controller.close();
           return;
         }
-        // Wait for the next append/update unless one already happened since `seen` was read. Listeners hear this
-        // process's writes only: another server's (one store, several servers) are polled for.
+        // Wait for the next append/update unless one already happened since `seen` was read.
         if (version === seen) {
           let timer: ReturnType<typeof setTimeout> | undefined;
           await new Promise<void>((resolve) => {
             wake = resolve;
-            timer = setTimeout(resolve, POLL_MS);
+            if (poll) timer = setTimeout(resolve, POLL_MS);
           });
           clearTimeout(timer);
         }

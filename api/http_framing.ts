@@ -27,7 +27,7 @@ export class FramingError extends Error {
 type State =
   | { kind: "head" }
   | { kind: "body"; remaining: number }
-  | { kind: "chunk-size" }
+  | { kind: "chunk-size"; size: number; digits: number; extension: boolean }
   | { kind: "chunk-data"; remaining: number }
   | { kind: "chunk-crlf"; remaining: number }
   | { kind: "trailers" }
@@ -36,6 +36,16 @@ type State =
 const CR = 13;
 const LF = 10;
 const latin1 = new TextDecoder("latin1");
+
+const chunkSize = (): State => ({ kind: "chunk-size", size: 0, digits: 0, extension: false });
+
+/** 0–15 for an ASCII hex digit, else -1. */
+function hexValue(b: number): number {
+  if (b >= 0x30 && b <= 0x39) return b - 0x30;
+  if (b >= 0x61 && b <= 0x66) return b - 0x57;
+  if (b >= 0x41 && b <= 0x46) return b - 0x37;
+  return -1;
+}
 
 export class MessageScanner {
   readonly #direction: Direction;
@@ -74,8 +84,24 @@ export class MessageScanner {
     while (i < bytes.length) {
       const state = this.#state;
       switch (state.kind) {
+        case "chunk-size": {
+          // Parsed in place (no allocation): this runs once per SSE write on the response side.
+          const b = bytes[i++]!;
+          if (b === LF) {
+            if (state.digits === 0) throw new FramingError("malformed chunk size");
+            this.#state = state.size === 0 ? { kind: "trailers" } : { kind: "chunk-data", remaining: state.size };
+          } else if (b === CR || state.extension) {
+            // The CR before LF, or a chunk extension (ignored).
+          } else if (b === 0x3b /* ; */) {
+            state.extension = true;
+          } else {
+            const digit = hexValue(b);
+            if (digit < 0 || ++state.digits > 12) throw new FramingError("malformed chunk size");
+            state.size = state.size * 16 + digit;
+          }
+          break;
+        }
         case "head":
-        case "chunk-size":
         case "trailers": {
           const b = bytes[i++]!;
           if (state.kind === "head") {
@@ -83,7 +109,7 @@ export class MessageScanner {
             if (this.#line.length === 0 && this.#headBytes === 0 && (b === CR || b === LF)) continue;
             if (++this.#headBytes > this.#maxHeadBytes) throw new FramingError("request head too large");
           } else if (this.#line.length > 8192) {
-            throw new FramingError("chunk line too long");
+            throw new FramingError("trailer line too long");
           }
           this.#line.push(b);
           this.#lineByte(state, events);
@@ -102,7 +128,7 @@ export class MessageScanner {
         }
         case "chunk-crlf": {
           i++;
-          if (--state.remaining === 0) this.#state = { kind: "chunk-size" };
+          if (--state.remaining === 0) this.#state = chunkSize();
           break;
         }
         case "until-close":
@@ -128,16 +154,10 @@ export class MessageScanner {
       return;
     }
     if (line[n - 1] !== LF) return;
-    const text = latin1.decode(Uint8Array.from(line)).trim();
+    // A trailer line; the empty one ends the message.
+    const empty = n === 1 || (n === 2 && line[0] === CR);
     this.#line = [];
-    if (state.kind === "trailers") {
-      if (text === "") this.#end(events);
-      return;
-    }
-    const size = /^([0-9a-fA-F]{1,12})(?:\s*;.*)?$/.exec(text);
-    if (size === null) throw new FramingError("malformed chunk size");
-    const remaining = parseInt(size[1]!, 16);
-    this.#state = remaining === 0 ? { kind: "trailers" } : { kind: "chunk-data", remaining };
+    if (empty) this.#end(events);
   }
 
   #head(text: string, events: FramingEvent[]): void {
@@ -166,7 +186,7 @@ export class MessageScanner {
       const method = /^([A-Z]+) \S+ HTTP\/1\.[01]$/.exec(startLine)?.[1];
       if (method === undefined) throw new FramingError("malformed request line");
       events.push({ type: "head", head: { startLine, method, status: null } });
-      if (chunked) this.#state = { kind: "chunk-size" };
+      if (chunked) this.#state = chunkSize();
       else if (contentLength !== null && contentLength > 0) this.#state = { kind: "body", remaining: contentLength };
       else this.#end(events);
       return;
@@ -178,7 +198,7 @@ export class MessageScanner {
     if (status >= 100 && status < 200) return;
     const method = this.#methods.shift() ?? "GET";
     if (method === "HEAD" || status === 204 || status === 304) this.#end(events);
-    else if (chunked) this.#state = { kind: "chunk-size" };
+    else if (chunked) this.#state = chunkSize();
     else if (contentLength !== null) {
       if (contentLength === 0) this.#end(events);
       else this.#state = { kind: "body", remaining: contentLength };

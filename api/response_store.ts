@@ -140,7 +140,13 @@ export class ResponseStore {
     if (vacuum.auto_vacuum !== 2) {
       db.exec("PRAGMA auto_vacuum = INCREMENTAL;");
       const hasTables = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table'").get() !== undefined;
-      if (hasTables) db.exec("VACUUM;");
+      if (hasTables) {
+        try {
+          db.exec("VACUUM;");
+        } catch {
+          // Another server holds the file (VACUUM needs it alone): the conversion waits for a later start.
+        }
+      }
     }
     db.exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;");
     db.exec(SCHEMA);

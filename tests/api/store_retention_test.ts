@@ -4,6 +4,7 @@
  * history again), while deleting or expiring a response never breaks the chains that continue it.
  */
 import assert from "node:assert/strict";
+import { DatabaseSync } from "node:sqlite";
 import { ResponseStore } from "../../api/response_store.ts";
 import { MODEL, postJson, startTestServer, tokenizer } from "../../testing/test_server.ts";
 
@@ -87,5 +88,28 @@ Deno.test("store: a previous_response_id chain stores each turn's own items, and
     } finally {
       await t.close();
     }
+  });
+});
+
+Deno.test("store: a file from before incremental vacuum is converted at open, its rows kept", async () => {
+  await withFile((path) => {
+    const old = new DatabaseSync(path);
+    old.exec(
+      "CREATE TABLE responses (id TEXT PRIMARY KEY, response TEXT NOT NULL, conversation TEXT NOT NULL, " +
+        "terminal INTEGER NOT NULL DEFAULT 0, created_at INTEGER NOT NULL);",
+    );
+    old.prepare("INSERT INTO responses VALUES (?, ?, ?, 1, ?)").run(
+      "resp_old",
+      JSON.stringify(done("resp_old")),
+      JSON.stringify({ version: 1, items: [] }),
+      Date.now(),
+    );
+    old.close();
+    const store = ResponseStore.open(path);
+    assert.equal(store.get("resp_old")?.response.status, "completed");
+    store.close();
+    const check = new DatabaseSync(path);
+    assert.equal((check.prepare("PRAGMA auto_vacuum").get() as { auto_vacuum: number }).auto_vacuum, 2);
+    check.close();
   });
 });
