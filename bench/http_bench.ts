@@ -22,6 +22,7 @@
  */
 
 import { type ClientJob, type JobResult, oneStream } from "./http_client.ts";
+import { type ScriptedServer, startScriptedServer } from "./scripted_server.ts";
 
 /** Client threads: reading hundreds of sockets on one thread would add its own queueing to the latency. */
 const CLIENT_THREADS = 2;
@@ -33,12 +34,6 @@ const CLIENT_THREADS = 2;
  * a run's events, so that one tick can set the paced p99 by itself.
  */
 const WARM_UP_STREAMS = 64;
-
-interface ServerProc {
-  readonly url: string;
-  readonly pid: number;
-  stop(): Promise<void>;
-}
 
 /** CPU seconds (user + system) a process has used, from /proc; NaN where there is no /proc. */
 function cpuSeconds(pid: number): number {
@@ -52,62 +47,12 @@ function cpuSeconds(pid: number): number {
 }
 
 /**
- * The V8 flags `deno task serve` runs rill with (deno.json's serve task), so the benchmark measures the server as
- * users run it. RILL_BENCH_V8_FLAGS replaces them (comma-separated V8 flags; empty for none), for experiments.
- */
-export function serveV8Flags(): string[] {
-  const override = Deno.env.get("RILL_BENCH_V8_FLAGS");
-  if (override !== undefined) return override === "" ? [] : [`--v8-flags=${override}`];
-  const config = JSON.parse(Deno.readTextFileSync(new URL("../deno.json", import.meta.url)));
-  const flags = /(?:^|\s)(--v8-flags=\S+)/.exec(String(config?.tasks?.serve ?? ""))?.[1];
-  return flags === undefined ? [] : [flags];
-}
-
-/**
  * `dataDir` null: an in-memory store (nothing is persisted unless a request asks, and these ask only in store runs).
  * Store runs get a fresh data directory on disk, as `rill serve` uses by default, so they pay for real commits.
  */
-async function startServer(env: Record<string, string>, dataDir: string | null): Promise<ServerProc> {
-  const entry = new URL("../testing/scripted_serve.ts", import.meta.url).pathname;
+async function startServer(env: Record<string, string>, dataDir: string | null): Promise<ScriptedServer> {
   const profile = Deno.env.get("RILL_BENCH_PROFILE") ? ["--cpu-prof", "--cpu-prof-dir=/tmp/rill-prof"] : [];
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "-A",
-      ...serveV8Flags(),
-      ...profile,
-      entry,
-      "serve",
-      "--port",
-      "0",
-      "--data-dir",
-      dataDir ?? ":memory:",
-      "--log-format",
-      "json",
-    ],
-    env: { ...env, RUST_BACKTRACE: "0" },
-    stdout: "piped",
-    stderr: "null",
-  }).spawn();
-  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
-  let out = "";
-  let url: string | undefined;
-  while (url === undefined) {
-    const { done, value } = await reader.read();
-    if (done) throw new Error(`bench server did not start: ${out}`);
-    out += value;
-    url = /"url":"(http:\/\/[^"]+)"/.exec(out)?.[1];
-  }
-  reader.releaseLock();
-  child.stdout.cancel().catch(() => {});
-  return {
-    url,
-    pid: child.pid,
-    async stop() {
-      child.kill("SIGTERM");
-      await child.status;
-    },
-  };
+  return await startScriptedServer(dataDir === null ? [] : ["--data-dir", dataDir], env, profile);
 }
 
 function percentile(values: number[], p: number): number {
@@ -163,7 +108,7 @@ export async function runOne(spec: RunSpec): Promise<RunResult> {
     });
     await Promise.all(replies.map((r) => r.ready));
     const start = performance.now();
-    const serverCpu0 = cpuSeconds(server.pid);
+    const serverCpu0 = cpuSeconds(server.child.pid);
     workers.forEach((worker, first) => {
       const job: ClientJob = {
         url: server.url,
@@ -177,7 +122,7 @@ export async function runOne(spec: RunSpec): Promise<RunResult> {
     });
     const shares = await Promise.all(replies.map((r) => r.done));
     const wall = (performance.now() - start) / 1000;
-    const serverCpu = cpuSeconds(server.pid) - serverCpu0;
+    const serverCpu = cpuSeconds(server.child.pid) - serverCpu0;
     const clientCpu = shares.reduce((sum, share) => sum + share.cpuSeconds, 0);
     for (const worker of workers) worker.terminate();
     const results = shares.flatMap((share) => share.streams);

@@ -1,5 +1,5 @@
 /**
- * Reliability scenarios against a rill server process (tests/e2e/scripted_serve.ts: the real CLI, server, gate,
+ * Reliability scenarios against a rill server process (testing/scripted_serve.ts via bench/scripted_server.ts: the real CLI, server, gate,
  * pipeline and store over a paced engine), all on 127.0.0.1 with bounded numbers:
  * - stall: while one heavy request is handled (truncation "auto" over 2,000 messages, a 16 MB input, three 16 MB
  *   inputs at once, a tool schema 3,000 deep), the largest gap between two steps of a concurrent stream whose
@@ -9,62 +9,12 @@
  * - shutdown: 40 Responses streams, 20 Chat streams, 10 non-streamed and 10 background responses cut by SIGTERM
  *   with a 1 s grace period: how many ended with a terminal event (must be all) and what new requests got.
  * Heavy bodies are sent by curl from files, so this process's own JSON work never sits in the measured stream's way.
- * The server runs with the V8 flags of `deno task serve` (RILL_BENCH_V8_FLAGS overrides them, as for http_bench).
+ * The server runs with the V8 flags of `deno task serve` (RILL_BENCH_V8_FLAGS overrides them).
  */
-import { serveV8Flags } from "./http_bench.ts";
+import { startScriptedServer } from "./scripted_server.ts";
 
-const ENTRY = new URL("../testing/scripted_serve.ts", import.meta.url).pathname;
 const MODEL = "rill-test";
 const utf8 = new TextEncoder();
-
-interface Server {
-  readonly url: string;
-  readonly child: Deno.ChildProcess;
-  stop(signal?: Deno.Signal): Promise<number>;
-}
-
-async function startServer(args: string[], env: Record<string, string>): Promise<Server> {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "-A",
-      ...serveV8Flags(),
-      ENTRY,
-      "serve",
-      "--port",
-      "0",
-      "--data-dir",
-      ":memory:",
-      "--log-format",
-      "json",
-      ...args,
-    ],
-    env: { ...env, RUST_BACKTRACE: "0" },
-    stdout: "piped",
-    stderr: "null",
-  }).spawn();
-  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
-  let out = "";
-  let url: string | undefined;
-  while (url === undefined) {
-    const { done, value } = await reader.read();
-    if (done) throw new Error(`bench server did not start: ${out}`);
-    out += value;
-    url = /"url":"(http:\/\/[^"]+)"/.exec(out)?.[1];
-  }
-  reader.releaseLock();
-  child.stdout.cancel().catch(() => {});
-  return {
-    url,
-    child,
-    async stop(signal: Deno.Signal = "SIGTERM") {
-      try {
-        child.kill(signal);
-      } catch { /* exited */ }
-      return (await child.status).code;
-    },
-  };
-}
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -155,7 +105,7 @@ async function stall(): Promise<number> {
     files.schema,
     JSON.stringify({ model: MODEL, input: "hi", tools: [{ type: "function", name: "f", parameters: schema }] }),
   );
-  const server = await startServer(["--max-model-len", "131072"], {
+  const server = await startScriptedServer(["--max-model-len", "131072"], {
     RILL_TEST_STEPS: "100000",
     RILL_TEST_STEP_DELAY_MS: "5",
   });
@@ -203,7 +153,7 @@ async function metric(url: string, name: string): Promise<number> {
 }
 
 async function flood(): Promise<void> {
-  const server = await startServer(["--max-connections", "512"], {});
+  const server = await startScriptedServer(["--max-connections", "512"], {});
   const { hostname, port } = new URL(server.url);
   const conns: Deno.TcpConn[] = [];
   try {
@@ -249,7 +199,7 @@ async function flood(): Promise<void> {
   }
 
   // Slowloris: 50 clients sending one header byte a second, against a 2 s header timeout.
-  const slow = await startServer(["--header-timeout", "2"], {});
+  const slow = await startScriptedServer(["--header-timeout", "2"], {});
   const target = new URL(slow.url);
   try {
     const started = performance.now();
@@ -291,7 +241,7 @@ interface Ending {
 
 async function shutdown(): Promise<{ ended: number; total: number }> {
   const dir = await Deno.makeTempDir({ prefix: "rill-bench-" });
-  const server = await startServer(["--shutdown-timeout", "1", "--data-dir", dir], {
+  const server = await startScriptedServer(["--shutdown-timeout", "1", "--data-dir", dir], {
     RILL_TEST_STEPS: "100000",
     RILL_TEST_STEP_DELAY_MS: "10",
   });
@@ -350,7 +300,7 @@ async function shutdown(): Promise<{ ended: number; total: number }> {
     const results = await Promise.all(endings);
     const code = (await server.child.status).code;
     // The background responses, from the store the server left behind.
-    const again = await startServer(["--data-dir", dir], {});
+    const again = await startScriptedServer(["--data-dir", dir], {});
     let backgroundFailed = 0;
     for (const id of background) {
       const replay = await (await fetch(`${again.url}/v1/responses/${id}?stream=true`)).text();
