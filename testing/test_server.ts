@@ -3,7 +3,9 @@
  * tokenizer. The script answers like a tiny tool-using model: with function tools and no tool result yet it calls
  * the first tool; otherwise it reasons briefly and answers.
  */
+import type { ChatFormat } from "../formats/chat_format.ts";
 import { createHarmonyFormat } from "../formats/harmony_format.ts";
+import { ChatmlParser } from "../parsers/chatml_parser.ts";
 import type { GenerateRequest } from "../engine/engine.ts";
 import type { Tokenizer } from "../model/tokenizer.ts";
 import { createServer, type RillServer, type ServerOptions } from "../api/server.ts";
@@ -17,6 +19,17 @@ let shared: Tokenizer | null = null;
 export function tokenizer(): Tokenizer {
   shared ??= new O200kTokenizer();
   return shared;
+}
+
+/** A template-format model on the test tokenizer: harmony's prompt, ChatML `<tool_call>` output. */
+export function chatmlFormat(): ChatFormat {
+  const tok = tokenizer();
+  return {
+    ...createHarmonyFormat(tok),
+    name: "chatml",
+    toolCallEnd: "</tool_call>",
+    createParser: ({ toolNames }) => new ChatmlParser(tok, { toolNames }),
+  };
 }
 
 export const ANSWER = "Hello from rill! ✓";

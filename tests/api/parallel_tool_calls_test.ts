@@ -1,8 +1,5 @@
 import assert from "node:assert/strict";
-import type { ChatFormat } from "../../formats/chat_format.ts";
-import { createHarmonyFormat } from "../../formats/harmony_format.ts";
-import { ChatmlParser } from "../../parsers/chatml_parser.ts";
-import { MODEL, postJson, startTestServer, tokenizer } from "../../testing/test_server.ts";
+import { chatmlFormat, MODEL, postJson, startTestServer, tokenizer } from "../../testing/test_server.ts";
 
 const TOOL = { type: "function", name: "get_weather", parameters: { type: "object", properties: {} } };
 const CHAT_TOOL = { type: "function", function: { name: "get_weather", parameters: { type: "object" } } };
@@ -24,17 +21,6 @@ Deno.test("parallel_tool_calls false: honoured by harmony models (one call, then
     await t.close();
   }
 });
-
-/** A template-format model on the test tokenizer: harmony's prompt, ChatML `<tool_call>` output. */
-function chatmlFormat(): ChatFormat {
-  const tok = tokenizer();
-  return {
-    ...createHarmonyFormat(tok),
-    name: "chatml",
-    toolCallEnd: "</tool_call>",
-    createParser: ({ toolNames }) => new ChatmlParser(tok, { toolNames }),
-  };
-}
 
 const TWO_CALLS = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>\n' +
   '<tool_call>{"name": "get_weather", "arguments": {"city": "Rome"}}</tool_call>\nDone.<|endoftext|>';

@@ -3,24 +3,11 @@
  * call to a tool that was not offered — a plain message (the rule for both formats), never a function_call.
  */
 import assert from "node:assert/strict";
-import type { ChatFormat } from "../../formats/chat_format.ts";
-import { createHarmonyFormat } from "../../formats/harmony_format.ts";
-import { ChatmlParser } from "../../parsers/chatml_parser.ts";
-import { MODEL, postJson, startTestServer, tokenizer } from "../../testing/test_server.ts";
+import { chatmlFormat, MODEL, postJson, startTestServer, tokenizer } from "../../testing/test_server.ts";
 
 const TOOL = { type: "function", name: "get_weather", parameters: { type: "object", properties: {} } };
 const CHAT_TOOL = { type: "function", function: { name: "get_weather", parameters: { type: "object" } } };
 const CALL = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call><|endoftext|>';
-
-function chatmlFormat(): ChatFormat {
-  const tok = tokenizer();
-  return {
-    ...createHarmonyFormat(tok),
-    name: "chatml",
-    toolCallEnd: "</tool_call>",
-    createParser: ({ toolNames }) => new ChatmlParser(tok, { toolNames }),
-  };
-}
 
 Deno.test("tool_choice none: a call the model writes anyway is not a function_call (Responses and Chat)", async () => {
   const t = startTestServer({ script: tokenizer().encode(CALL), server: { format: chatmlFormat() } });
