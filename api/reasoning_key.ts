@@ -45,17 +45,26 @@ export function resolveReasoningKey(source: ReasoningKeySource): Uint8Array {
   if (source.reasoningKeyFile !== undefined) return readKeyFile(source.reasoningKeyFile, "--reasoning-key-file");
   if (source.dataDir === ":memory:") return crypto.getRandomValues(new Uint8Array(KEY_BYTES));
   const path = `${source.dataDir}/${KEY_FILE_NAME}`;
+  const draft = `${path}.${Deno.pid}.${crypto.randomUUID()}`;
   try {
     Deno.mkdirSync(source.dataDir, { recursive: true });
     const key = crypto.getRandomValues(new Uint8Array(KEY_BYTES));
-    // createNew: two servers starting on one data directory agree on the first writer's key.
-    Deno.writeTextFileSync(path, Buffer.from(key).toString("hex") + "\n", { createNew: true, mode: 0o600 });
+    // Written whole under a private name, then linked into place: a link never replaces an existing file, so two
+    // servers starting on one data directory agree on the first one's key, and no reader sees a half-written file.
+    Deno.writeTextFileSync(draft, Buffer.from(key).toString("hex") + "\n", { createNew: true, mode: 0o600 });
+    Deno.linkSync(draft, path);
     return key;
   } catch (error) {
     if (!(error instanceof Deno.errors.AlreadyExists)) {
       throw new CliError(
         `Cannot create the reasoning key '${path}': ${error instanceof Error ? error.message : error}`,
       );
+    }
+  } finally {
+    try {
+      Deno.removeSync(draft);
+    } catch {
+      // Never written (the directory could not be made): nothing to remove.
     }
   }
   return readKeyFile(path, "the reasoning key file");

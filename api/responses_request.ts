@@ -3,7 +3,8 @@
  * prompt tokens, SamplingParams, the ResponseTemplate the Response object echoes, and what the store keeps.
  *
  * What "honour" means per field (anything else of the spec is a 400 naming the param):
- * - `input`: messages, function calls and outputs, and reasoning become the conversation; hosted-tool call items
+ * - `input`: messages, function calls and outputs, reasoning, and compaction items (their sealed summary, as a user
+ *   message) become the conversation; hosted-tool call items
  *   rill's parsers emit (web_search_call, code_interpreter_call, mcp_call) are accepted when replayed but add nothing
  *   to the prompt (no result exists for them). An `item_reference` stands for the stored item with that id (an
  *   output or input item of a stored response; 404 when none has it). Images, files and other item types are

@@ -81,3 +81,16 @@ Deno.test("ReasoningSeal: round-trips unicode; binds model and kind; refuses oth
   refused(() => seal.openReasoning(bytes.toString("base64"), "c"), "c");
   assert.throws(() => new ReasoningSeal(new Uint8Array(16), "m"), RangeError);
 });
+
+Deno.test("reasoning key: an unwritable data directory is a CliError; no draft file is left behind", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "rill-key-" });
+  try {
+    await Deno.writeTextFile(`${dir}/file`, "");
+    assert.throws(() => resolveReasoningKey(source({ dataDir: `${dir}/file/data` })), CliError);
+    resolveReasoningKey(source({ dataDir: dir }));
+    const names = [...Deno.readDirSync(dir)].map((e) => e.name).sort();
+    assert.deepEqual(names, ["file", KEY_FILE_NAME]);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
