@@ -3,7 +3,8 @@
  * prompt tokens, SamplingParams, the ResponseTemplate the Response object echoes, and what the store keeps.
  *
  * What "honour" means per field (anything else of the spec is a 400 naming the param):
- * - `input`: messages, function calls and outputs, and reasoning become the conversation; hosted-tool call items
+ * - `input`: messages, function calls and outputs, reasoning, and compaction items (their sealed summary, as a user
+ *   message) become the conversation; hosted-tool call items
  *   rill's parsers emit (web_search_call, code_interpreter_call, mcp_call) are accepted when replayed but add nothing
  *   to the prompt (no result exists for them). An `item_reference` stands for the stored item with that id (an
  *   output or input item of a stored response; 404 when none has it). Images, files and other item types are
@@ -15,8 +16,10 @@
  * - `reasoning.effort`: none/minimal → low, xhigh/max → high (the nearest level a harmony model has).
  *   `reasoning.summary` is accepted: rill streams the raw reasoning as `reasoning_text` and writes no summaries.
  * - `include`: `message.output_text.logprobs` turns logprobs on (with `top_logprobs` alternatives);
- *   `reasoning.encrypted_content` is accepted: rill encrypts nothing, reasoning travels in clear in `content`,
- *   which clients replay. Other include values are rejected.
+ *   `reasoning.encrypted_content` adds to each reasoning item its text sealed under the server key
+ *   (reasoning_seal.ts), besides the clear `content`. Input reasoning items with `encrypted_content` are rendered
+ *   from the opened blob, compaction items from their sealed summary (sealed_items.ts); a blob that does not verify
+ *   is a 400 naming it. Other include values are rejected.
  * - `text.verbosity`, `prompt_cache_key`, `prompt_cache_retention: in_memory`, `safety_identifier`, `user`,
  *   `client_metadata` are hints that hold trivially; they are accepted (and echoed where the Response has the
  *   field). `max_tool_calls` caps the tool calls of the response, and `parallel_tool_calls: false` ends the turn
@@ -33,6 +36,8 @@ import type { IdPrefix } from "../stream/ids.ts";
 import { invalidRequest, modelNotFound, notFound, unsupportedParameter } from "./errors.ts";
 import { samplerTopP, type SamplingDefaults } from "./sampling_defaults.ts";
 import { itemsToMessages } from "./conversation_items.ts";
+import { openSealedItems } from "./sealed_items.ts";
+import type { ReasoningSeal } from "./reasoning_seal.ts";
 import { parallelToolCallLimit, type ToolCallLimit } from "./parallel_tool_calls.ts";
 import { normalizeTools } from "./normalize_tools.ts";
 import { fitPrompt } from "./prompt_fit.ts";
@@ -78,7 +83,9 @@ export interface RequestContext {
   readonly item: ItemLookup;
   /** True when the served model can decode under a grammar (structured outputs, strict tools). */
   readonly constrainedDecoding: boolean;
-  readonly newId: (prefix: Extract<IdPrefix, "resp" | "msg" | "fco" | "fc" | "rs">) => string;
+  readonly newId: (prefix: Extract<IdPrefix, "resp" | "msg" | "fco" | "fc" | "rs" | "cmp">) => string;
+  /** Seals and opens `encrypted_content` under the server key, bound to this model. */
+  readonly seal: ReasoningSeal;
   readonly now: () => number;
 }
 
@@ -88,6 +95,8 @@ export interface PreparedPrompt {
   readonly toolNames: readonly string[];
   /** This request's own input items, normalised to wire form with ids (for `input_items`). */
   readonly inputItems: Record<string, unknown>[];
+  /** The whole conversation as typed items (earlier responses', then this request's), sealed content opened. */
+  readonly items: readonly InputItem[];
   readonly conversation: StoredConversation;
   /** What the output is constrained to (text.format, strict or forced tools); undefined when nothing is. */
   readonly structured?: StructuredRequest;
@@ -97,6 +106,8 @@ export interface PreparedResponse extends PreparedPrompt {
   readonly sampling: SamplingParams;
   readonly template: ResponseTemplate;
   readonly includeLogprobs: boolean;
+  /** include `reasoning.encrypted_content`: reasoning items carry their sealed text. */
+  readonly sealReasoning: boolean;
   readonly stream: boolean;
   readonly background: boolean;
   readonly store: boolean;
@@ -260,6 +271,8 @@ function withId(item: InputItem, ctx: RequestContext): Record<string, unknown> {
       return { ...item, id: item.id ?? ctx.newId("fco"), status: "completed" };
     case "reasoning":
       return { ...item, id: item.id ?? ctx.newId("rs") };
+    case "compaction":
+      return { type: "compaction", id: item.id ?? ctx.newId("cmp"), encrypted_content: item.encrypted_content };
     case "web_search_call":
     case "code_interpreter_call":
     case "mcp_call":
@@ -352,7 +365,19 @@ export async function preparePrompt(
     await loop.maybeYield();
   }
   checkCallOutputs(history, own);
-  const messages = itemsToMessages([...history, ...own]);
+  // Stored reasoning with clear text is rendered from it, which stays readable when the server key changes; stored
+  // items that carry only a sealed blob (a client's reasoning input, compaction items) are opened.
+  const opened = [
+    ...openSealedItems(
+      history.map((item) =>
+        item.type === "reasoning" && (item.content ?? []).length > 0 ? { ...item, encrypted_content: null } : item
+      ),
+      ctx.seal,
+      (i) => `previous_response_id[${i}]`,
+    ),
+    ...openSealedItems(own, ctx.seal, (i) => `input[${i}]`),
+  ];
+  const messages = itemsToMessages(opened);
   const effort = body.reasoning?.effort;
   const choice = tools.offered.length === 0 && typeof tools.choice === "string" ? "none" : tools.choice;
   const structured = structuredFor(body, tools.offered, choice, ctx);
@@ -379,6 +404,7 @@ export async function preparePrompt(
     // tool_choice none: no tool is callable, so a call the model writes anyway parses as a plain message.
     toolNames: choice === "none" ? [] : tools.offered.map((t) => t.name),
     inputItems,
+    items: opened,
     // By reference: a chain of N turns stores each turn's own items once, not the whole history again per turn.
     conversation: { version: 2, previous: body.previous_response_id ?? null, items: inputItems },
     ...(structured === undefined ? {} : { structured }),
@@ -474,6 +500,7 @@ export async function prepareResponse(body: CreateResponseBody, ctx: RequestCont
     sampling,
     template,
     includeLogprobs,
+    sealReasoning: body.include?.includes("reasoning.encrypted_content") ?? false,
     stream: body.stream ?? false,
     background,
     store,

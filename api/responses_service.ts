@@ -32,6 +32,8 @@ import type { SamplingDefaults } from "./sampling_defaults.ts";
 import { checkQuery, parseOrThrow } from "./validation.ts";
 import type { StructuredOutputs } from "./structured_output.ts";
 import { jsonResponse, sseResponse } from "./http_response.ts";
+import type { ReasoningSeal } from "./reasoning_seal.ts";
+import { keptUserMessages, summaryRequest, summaryText } from "./response_compaction.ts";
 
 export interface ResponsesServiceOptions {
   readonly engine: Engine;
@@ -40,6 +42,8 @@ export interface ResponsesServiceOptions {
   readonly store: ResponseStore;
   readonly metrics: Metrics;
   readonly defaults: SamplingDefaults;
+  /** Seals reasoning and compaction `encrypted_content` under the server key. */
+  readonly seal: ReasoningSeal;
   /** Grammar-constrained decoding for this model; absent when its tokenizer cannot be described to xgrammar. */
   readonly structuredOutputs?: StructuredOutputs;
   /** Item ids of generated output (tests: deterministic). */
@@ -71,6 +75,7 @@ export class ResponsesService {
   readonly #foreground = new Map<string, AbortController>();
   #shuttingDown = false;
   readonly #abortAs = (): AbortAsError | undefined => this.#shuttingDown ? SHUTDOWN : undefined;
+  readonly #sealReasoning = (text: string): string => this.#o.seal.sealReasoning(text);
 
   constructor(options: ResponsesServiceOptions) {
     this.#o = options;
@@ -89,6 +94,7 @@ export class ResponsesService {
       newId: (prefix) => randomIds.next(prefix),
       now: nowSeconds,
       constrainedDecoding: options.structuredOutputs !== undefined,
+      seal: options.seal,
     };
   }
 
@@ -165,6 +171,7 @@ export class ResponsesService {
       ),
       includeLogprobs: prep.includeLogprobs,
       abortAs: this.#abortAs,
+      ...(prep.sealReasoning ? { sealReasoning: this.#sealReasoning } : {}),
       ...(this.#o.ids === undefined ? {} : { ids: this.#o.ids }),
     };
 
@@ -297,6 +304,54 @@ export class ResponsesService {
     const page = this.#o.store.listInputItems(id, { limit, order, ...(after === null ? {} : { after }) });
     if (page === undefined) throw notFound(`Response with id '${id}' not found.`);
     return jsonResponse({ object: "list", ...page });
+  }
+
+  /** `POST /v1/responses/compact` (response_compaction.ts). Nothing is stored. */
+  async compact(
+    body: Record<string, unknown>,
+    request: Request,
+    startedAt: number,
+    trace: RequestTrace = new RequestTrace(),
+  ): Promise<Response> {
+    const prep = await prepareResponse(summaryRequest(body), this.#ctx);
+    const { engine, format } = this.#o;
+    const id = prep.template.id;
+    trace.responseId = id;
+    const generation = startGeneration(engine, {
+      id,
+      promptTokens: prep.promptTokens,
+      sampling: prep.sampling,
+      metrics: this.#o.metrics,
+      startedAt,
+    });
+    this.#foreground.set(id, generation.abort);
+    stopOnDisconnect(request, generation);
+    trace.count(generation.done);
+    try {
+      const { response } = await collectResponse(generation.chunks, {
+        template: prep.template,
+        tokenizer: engine.tokenizer,
+        parser: format.createParser({ toolNames: [], toolChoice: "none" }),
+        abortAs: this.#abortAs,
+        ...(this.#o.ids === undefined ? {} : { ids: this.#o.ids }),
+      });
+      if (response.status === "failed" && this.#shuttingDown) throw shuttingDown();
+      const summary = summaryText(response);
+      const compaction = {
+        id: this.#ctx.newId("cmp"),
+        type: "compaction",
+        encrypted_content: this.#o.seal.sealCompaction(summary),
+      };
+      return jsonResponse({
+        id,
+        object: "response.compaction",
+        created_at: prep.template.createdAt,
+        output: [...keptUserMessages(prep.items, () => this.#ctx.newId("msg")), compaction],
+        usage: response.usage,
+      });
+    } finally {
+      this.#foreground.delete(id);
+    }
   }
 
   async inputTokens(body: Record<string, unknown>): Promise<Response> {

@@ -11,6 +11,7 @@ export type RouteMatch =
   | { readonly route: "/v1/models/{id}"; readonly id: string }
   | { readonly route: "/v1/responses" }
   | { readonly route: "/v1/responses/input_tokens" }
+  | { readonly route: "/v1/responses/compact" }
   | { readonly route: "/v1/responses/{id}"; readonly id: string }
   | { readonly route: "/v1/responses/{id}/input_items"; readonly id: string }
   | { readonly route: "/v1/responses/{id}/cancel"; readonly id: string }
@@ -43,6 +44,7 @@ const TABLE: readonly Entry[] = [
   { pattern: new RegExp(`^/v1/models/${MODEL_ID}$`), route: "/v1/models/{id}", methods: ["GET"] },
   { pattern: /^\/v1\/responses$/, route: "/v1/responses", methods: ["POST"] },
   { pattern: /^\/v1\/responses\/input_tokens$/, route: "/v1/responses/input_tokens", methods: ["POST"] },
+  { pattern: /^\/v1\/responses\/compact$/, route: "/v1/responses/compact", methods: ["POST"] },
   { pattern: new RegExp(`^/v1/responses/${ID}$`), route: "/v1/responses/{id}", methods: ["GET", "DELETE"] },
   {
     pattern: new RegExp(`^/v1/responses/${ID}/input_items$`),

@@ -32,6 +32,7 @@ import type { ResponseStore } from "./response_store.ts";
 import type { SamplingDefaults } from "./sampling_defaults.ts";
 import { OPENAI_DEFAULTS } from "./sampling_defaults.ts";
 import { ResponsesService } from "./responses_service.ts";
+import { ReasoningSeal } from "./reasoning_seal.ts";
 import { matchRoute, type RouteMatch } from "./routes.ts";
 
 export interface ServerOptions {
@@ -69,6 +70,8 @@ export interface ServerOptions {
   readonly allowedOrigins?: readonly string[];
   /** Serve /metrics without the API key. */
   readonly metricsPublic?: boolean;
+  /** 32 bytes sealing `encrypted_content` (reasoning_key.ts). Default: random, valid for this server's life. */
+  readonly reasoningKey?: Uint8Array;
 }
 
 export interface AccessLogEntry {
@@ -168,6 +171,7 @@ export function createServer(options: ServerOptions): RillServer {
     store: options.store,
     metrics,
     defaults,
+    seal: new ReasoningSeal(options.reasoningKey ?? crypto.getRandomValues(new Uint8Array(32)), options.modelId),
     ...(options.ids === undefined ? {} : { ids: options.ids }),
     ...(options.onError === undefined ? {} : { onError: options.onError }),
   });
@@ -226,6 +230,8 @@ export function createServer(options: ServerOptions): RillServer {
         return await responses.create(await readJsonBody(request, maxBody), request, startedAt, trace);
       case "/v1/responses/input_tokens":
         return await responses.inputTokens(await readJsonBody(request, maxBody));
+      case "/v1/responses/compact":
+        return await responses.compact(await readJsonBody(request, maxBody), request, startedAt, trace);
       case "/v1/responses/{id}":
         return request.method === "DELETE"
           ? await responses.delete(match.id, url)

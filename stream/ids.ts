@@ -14,6 +14,7 @@ export type IdPrefix =
   | "ci"
   | "cntr"
   | "mcp"
+  | "cmp"
   | "chatcmpl"
   | "cmpl";
 
