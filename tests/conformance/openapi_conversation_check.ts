@@ -59,7 +59,9 @@ export function conversationDeletedErrors(value: unknown, where = "deleted"): st
 export function itemListErrors(value: unknown, where = "list"): string[] {
   const errors = objectErrors(value, schema.item_list, where);
   const data = (value as { data?: unknown } | null)?.data;
-  if (Array.isArray(data)) data.forEach((item, i) => errors.push(...conversationItemErrors(item, `${where}.data[${i}]`)));
+  if (Array.isArray(data)) {
+    data.forEach((item, i) => errors.push(...conversationItemErrors(item, `${where}.data[${i}]`)));
+  }
   return errors;
 }
 
