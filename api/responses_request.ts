@@ -8,6 +8,9 @@
  *   to the prompt (no result exists for them). An `item_reference` stands for the stored item with that id (an
  *   output or input item of a stored response; 404 when none has it). Images, files and other item types are
  *   rejected.
+ * - `conversation` (an id or `{id}`): the Conversations API conversation's items come before `input` (404 naming
+ *   `conversation` when it does not exist; 400 together with `previous_response_id`); an input item repeating an id
+ *   the conversation holds is a 400. The turn is appended when the response ends (responses_service.ts).
  * - `tools`: function tools are offered to the model. Hosted/non-function tool types (`web_search`, `custom`,
  *   `local_shell`, `namespace`, …) are accepted and echoed but never offered: rill runs no hosted tools.
  * - `tool_choice`: none/auto/required/{type:function,name} go to the chat format; `allowed_tools` restricts the offered
