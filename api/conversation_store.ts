@@ -53,6 +53,7 @@ CREATE TABLE IF NOT EXISTS conversation_items (
   PRIMARY KEY (conversation_id, position)
 );
 CREATE UNIQUE INDEX IF NOT EXISTS conversation_items_by_id ON conversation_items (conversation_id, item_id);
+CREATE INDEX IF NOT EXISTS conversation_items_by_item ON conversation_items (item_id);
 `;
 
 /** Runs `body` in one write transaction (joining an enclosing one). */
@@ -76,6 +77,7 @@ export class ConversationStore {
   readonly #itemExists: StatementSync;
   readonly #selectItem: StatementSync;
   readonly #deleteItem: StatementSync;
+  readonly #selectAnyItem: StatementSync;
   readonly #allItems: StatementSync;
   readonly #pageAsc: StatementSync;
   readonly #pageDesc: StatementSync;
@@ -97,6 +99,9 @@ export class ConversationStore {
     this.#itemExists = db.prepare("SELECT 1 FROM conversation_items WHERE conversation_id = ? AND item_id = ?");
     this.#selectItem = db.prepare(
       "SELECT position, item FROM conversation_items WHERE conversation_id = ? AND item_id = ?",
+    );
+    this.#selectAnyItem = db.prepare(
+      "SELECT item FROM conversation_items WHERE item_id = ? ORDER BY rowid DESC LIMIT 1",
     );
     this.#deleteItem = db.prepare("DELETE FROM conversation_items WHERE conversation_id = ? AND item_id = ?");
     this.#allItems = db.prepare("SELECT item FROM conversation_items WHERE conversation_id = ? ORDER BY position");
@@ -183,6 +188,12 @@ export class ConversationStore {
   /** One item; undefined when the conversation does not hold it. */
   item(id: string, itemId: string): Record<string, unknown> | undefined {
     const row = this.#selectItem.get(id, itemId) as { item: string } | undefined;
+    return row === undefined ? undefined : JSON.parse(row.item);
+  }
+
+  /** An item of any conversation (the latest stored with that id), for `item_reference`; undefined when none has it. */
+  anyItem(itemId: string): Record<string, unknown> | undefined {
+    const row = this.#selectAnyItem.get(itemId) as { item: string } | undefined;
     return row === undefined ? undefined : JSON.parse(row.item);
   }
 

@@ -159,12 +159,24 @@ export class ConversationsService {
         if (typeof ref !== "string" || ref === "") {
           throw invalidRequest("An item_reference needs a non-empty string 'id'", `items[${i}].id`);
         }
-        resolved = this.#o.store.item(ref);
+        resolved = this.#o.store.item(ref) ?? this.#o.store.conversations.anyItem(ref);
         if (resolved === undefined) throw notFound(`Item with id '${ref}' not found.`, `items[${i}].id`);
       }
-      return withId(parseInputItem(resolved, ["items", i]), this.#o);
+      return asConversationItem(withId(parseInputItem(resolved, ["items", i]), this.#o));
     });
   }
+}
+
+/**
+ * An item as a conversation holds it: an assistant message's `output_text` parts carry `annotations` and
+ * `logprobs` (both required by the spec's content part; parsed input keeps only the text). Other items as given.
+ */
+export function asConversationItem(item: Record<string, unknown>): Record<string, unknown> {
+  if (item.type !== "message" || !Array.isArray(item.content)) return item;
+  const content = (item.content as Record<string, unknown>[]).map((part) =>
+    part.type === "output_text" ? { annotations: [], logprobs: [], ...part } : part
+  );
+  return { ...item, content };
 }
 
 function itemList(data: readonly Record<string, unknown>[], hasMore: boolean) {

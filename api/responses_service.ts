@@ -24,6 +24,7 @@ import { invalidRequest, modelNotFound, notFound, shuttingDown } from "./errors.
 import { startGeneration, stopOnDisconnect } from "./generation.ts";
 import type { Metrics } from "./metrics.ts";
 import { ResponseRecorder } from "./response_recorder.ts";
+import { asConversationItem } from "./conversations_service.ts";
 import type { ResponseStore } from "./response_store.ts";
 import { tailEvents } from "./event_tail.ts";
 import { RequestTrace } from "./request_trace.ts";
@@ -86,7 +87,7 @@ export class ResponsesService {
         if (stored === undefined) return undefined;
         return { response: stored.response, conversation: { version: 1, items: options.store.conversationItems(id) } };
       },
-      item: (id) => options.store.item(id),
+      item: (id) => options.store.item(id) ?? options.store.conversations.anyItem(id),
       conversationItems: (id) => options.store.conversations.items(id),
       newId: (prefix) => randomIds.next(prefix),
       now: nowSeconds,
@@ -219,7 +220,7 @@ export class ResponsesService {
     if (response.status !== "completed" && response.status !== "incomplete") return;
     const output = response.output as unknown as readonly Record<string, unknown>[];
     try {
-      this.#o.store.conversations.append(conversationId, [...input, ...output], "skip");
+      this.#o.store.conversations.append(conversationId, [...input.map(asConversationItem), ...output], "skip");
     } catch (error) {
       this.#o.onError?.(error);
     }

@@ -61,6 +61,8 @@ Deno.test("conversation store: appends keep order; a duplicate id appends nothin
     assert.deepEqual(c.append("conv_1", [msg("m2", "again"), msg("m4")], "skip"), { kind: "appended" });
     assert.deepEqual(ids(c.items("conv_1")), ["m1", "m2", "m3", "m4"]);
     assert.deepEqual(c.item("conv_1", "m2"), msg("m2"), "a skipped item leaves the held one as it was");
+    assert.deepEqual(c.anyItem("m3"), msg("m3"));
+    assert.equal(c.anyItem("nope"), undefined);
     assert.deepEqual(c.append("conv_nope", [msg("x")]), { kind: "no_conversation" });
     // A deleted item's id may come back; positions keep growing, so the order stays the order of appends.
     assert.equal(c.deleteItem("conv_1", "m1"), true);

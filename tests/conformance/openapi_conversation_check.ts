@@ -2,7 +2,7 @@
  * Checks Conversations API objects (a conversation, a deletion, an item list and the items in it, and a Response's
  * `conversation`) against the required fields, JSON types and enumerations of the OpenAI OpenAPI document, read from
  * tests/fixtures/openapi/conversation_schema.json (its `sources` name the commit and schemas). Independent of rill's
- * own types on purpose. `integer` values are also `number`s; an empty type list allows any value.
+ * own types on purpose. A message's content parts are checked too. `integer` values are also `number`s; an empty type list allows any value.
  */
 import schema from "../fixtures/openapi/conversation_schema.json" with { type: "json" };
 
@@ -38,13 +38,25 @@ function objectErrors(value: unknown, spec: Spec, where: string): string[] {
 }
 
 const ITEMS: Readonly<Record<string, Spec>> = schema.items;
+const CONTENT: Readonly<Record<string, Spec>> = schema.content;
 
 /** A conversation item: one of the item schemas, chosen by its `type`. */
 export function conversationItemErrors(item: unknown, where = "item"): string[] {
   const type = (item as { type?: unknown } | null)?.type;
   const spec = typeof type === "string" ? ITEMS[type] : undefined;
   if (spec === undefined) return [`${where}.type: ${JSON.stringify(type)} is no conversation item rill stores`];
-  return objectErrors(item, spec, where);
+  const errors = objectErrors(item, spec, where);
+  const content = (item as { content?: unknown }).content;
+  if (type === "message" && Array.isArray(content)) {
+    content.forEach((part, j) => {
+      const partType = (part as { type?: unknown } | null)?.type;
+      const partSpec = typeof partType === "string" ? CONTENT[partType] : undefined;
+      const at = `${where}.content[${j}]`;
+      if (partSpec === undefined) errors.push(`${at}.type: ${JSON.stringify(partType)} is no content part rill stores`);
+      else errors.push(...objectErrors(part, partSpec, at));
+    });
+  }
+  return errors;
 }
 
 export function conversationErrors(value: unknown, where = "conversation"): string[] {

@@ -152,6 +152,16 @@ Deno.test("openai: conversation items create, list (pages, both orders), retriev
     assert.ok(duplicate instanceof OpenAI.BadRequestError);
     assert.equal(duplicate.param, "items[1].id");
     assert.equal((await openai.conversations.items.list(conversation.id)).data.length, 4);
+
+    // item_reference: a stored response's output item into a conversation, and a conversation's item into a request.
+    const response = await openai.responses.create({ model: MODEL, input: "hi" });
+    const answer = response.output.at(-1)!;
+    const referenced = await openai.conversations.items.create(conversation.id, {
+      items: [{ type: "item_reference", id: answer.id! }],
+    });
+    assert.deepEqual(referenced.data, [answer]);
+    await openai.responses.create({ model: MODEL, input: [{ type: "item_reference", id: "msg_client" }] });
+    assert.match(promptOf(t, -1), /<\|start\|>user<\|message\|>fourth<\|end\|>/);
   } finally {
     await t.close();
   }
