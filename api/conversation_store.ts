@@ -157,8 +157,8 @@ export class ConversationStore {
   /**
    * Appends `items` (each with an `id`) after the conversation's last item, all or nothing: an unknown
    * conversation or an id the conversation already holds (or that repeats within `items`) appends nothing. With
-   * `held: "skip"`, items whose id the conversation already holds are left out instead (a response's turn, whose ids
-   * were checked when it started, is never lost to an item another request added meanwhile).
+   * `held: "skip"`, such items are left out instead, the first of each id kept (a response's turn, whose ids were
+   * checked when it started, is never lost to an item another request added meanwhile).
    */
   append(id: string, items: readonly Record<string, unknown>[], held: "refuse" | "skip" = "refuse"): AppendOutcome {
     let outcome: AppendOutcome = { kind: "appended" };
@@ -168,7 +168,13 @@ export class ConversationStore {
         return;
       }
       const isHeld = (key: string) => this.#itemExists.get(id, key) !== undefined;
-      const fresh = held === "skip" ? items.filter((item) => !isHeld(itemId(item))) : items;
+      const seen = new Set<string>();
+      const fresh = held === "refuse" ? items : items.filter((item) => {
+        const key = itemId(item);
+        const keep = !seen.has(key) && !isHeld(key);
+        seen.add(key);
+        return keep;
+      });
       const duplicate = firstDuplicate(fresh, isHeld);
       if (duplicate !== undefined) {
         outcome = duplicate;

@@ -316,7 +316,10 @@ function conversationIdOf(body: CreateResponseBody | InputTokensBody): string | 
   return typeof conversation === "string" ? conversation : conversation.id;
 }
 
-/** Items appended to a conversation must not repeat an id it holds (OpenAI's rule; the store enforces it too). */
+/**
+ * Items appended to a conversation must not repeat an id it holds, nor one another's (OpenAI's rule; the store
+ * enforces it too).
+ */
 function checkNewIds(held: readonly Record<string, unknown>[], own: readonly Record<string, unknown>[]): void {
   const ids = new Set(held.map((item) => item.id));
   own.forEach((item, i) => {
@@ -327,6 +330,7 @@ function checkNewIds(held: readonly Record<string, unknown>[], own: readonly Rec
         "invalid_value",
       );
     }
+    ids.add(item.id);
   });
 }
 

@@ -58,9 +58,12 @@ Deno.test("conversation store: appends keep order; a duplicate id appends nothin
     assert.deepEqual(c.append("conv_1", [msg("m4"), msg("m2")]), { kind: "duplicate", index: 1, itemId: "m2" });
     assert.deepEqual(c.append("conv_1", [msg("m5"), msg("m5")]), { kind: "duplicate", index: 1, itemId: "m5" });
     assert.deepEqual(ids(c.items("conv_1")), ["m1", "m2", "m3"], "a refused append adds nothing");
-    assert.deepEqual(c.append("conv_1", [msg("m2", "again"), msg("m4")], "skip"), { kind: "appended" });
+    assert.deepEqual(c.append("conv_1", [msg("m2", "again"), msg("m4"), msg("m4", "twice")], "skip"), {
+      kind: "appended",
+    });
     assert.deepEqual(ids(c.items("conv_1")), ["m1", "m2", "m3", "m4"]);
     assert.deepEqual(c.item("conv_1", "m2"), msg("m2"), "a skipped item leaves the held one as it was");
+    assert.deepEqual(c.item("conv_1", "m4"), msg("m4"), "of a repeated id, the first is kept");
     assert.deepEqual(c.anyItem("m3"), msg("m3"));
     assert.equal(c.anyItem("nope"), undefined);
     assert.deepEqual(c.append("conv_nope", [msg("x")]), { kind: "no_conversation" });

@@ -320,6 +320,13 @@ Deno.test("responses with conversation: conflicts, unknown conversations, duplic
     }).catch((e: unknown) => e);
     assert.ok(duplicate instanceof OpenAI.BadRequestError);
     assert.equal(duplicate.param, "input[0].id");
+    const repeated = await openai.responses.create({
+      model: MODEL,
+      conversation: conversation.id,
+      input: [userWithId("one", "msg_twice"), userWithId("two", "msg_twice")],
+    }).catch((e: unknown) => e);
+    assert.ok(repeated instanceof OpenAI.BadRequestError);
+    assert.equal(repeated.param, "input[1].id");
     // input_tokens counts the conversation's items too.
     const r = await postJson(`${t.baseURL}/responses/input_tokens`, { conversation: conversation.id, input: "x" });
     const alone = await postJson(`${t.baseURL}/responses/input_tokens`, { input: "x" });
