@@ -399,3 +399,23 @@ Deno.test("responses with conversation: two turns at once on one conversation bo
     await t.close();
   }
 });
+
+Deno.test("responses with conversation and store: false: the turn is added, the response is not stored", async () => {
+  const t = startTestServer({ script: countingScript });
+  try {
+    const { openai } = client(t);
+    const conversation = await openai.conversations.create();
+    const first = await openai.responses.create({
+      model: MODEL,
+      conversation: conversation.id,
+      input: "a",
+      store: false,
+    });
+    await assert.rejects(openai.responses.retrieve(first.id), (e: unknown) => e instanceof OpenAI.NotFoundError);
+    const second = await openai.responses.create({ model: MODEL, conversation: conversation.id, input: "b" });
+    assert.equal(second.output_text, "I have seen 2 user messages; the last said: b");
+    assert.equal((await openai.conversations.items.list(conversation.id)).data.length, 6);
+  } finally {
+    await t.close();
+  }
+});
