@@ -9,6 +9,9 @@
  *   to the prompt (no result exists for them). An `item_reference` stands for the stored item with that id (an
  *   output or input item of a stored response; 404 when none has it). Images, files and other item types are
  *   rejected.
+ * - `conversation` (an id or `{id}`): the Conversations API conversation's items come before `input` (404 naming
+ *   `conversation` when it does not exist; 400 together with `previous_response_id`); an input item repeating an id
+ *   the conversation holds is a 400. The turn is appended when the response ends (responses_service.ts).
  * - `tools`: function tools are offered to the model. Hosted/non-function tool types (`web_search`, `custom`,
  *   `local_shell`, `namespace`, …) are accepted and echoed but never offered: rill runs no hosted tools.
  * - `tool_choice`: none/auto/required/{type:function,name} go to the chat format; `allowed_tools` restricts the offered
@@ -81,6 +84,8 @@ export interface RequestContext {
   readonly defaults: SamplingDefaults;
   readonly previous: PreviousLookup;
   readonly item: ItemLookup;
+  /** A conversation's items, oldest first; undefined for an unknown conversation. */
+  readonly conversationItems: (id: string) => Record<string, unknown>[] | undefined;
   /** True when the served model can decode under a grammar (structured outputs, strict tools). */
   readonly constrainedDecoding: boolean;
   readonly newId: (prefix: Extract<IdPrefix, "resp" | "msg" | "fco" | "fc" | "rs" | "cmp">) => string;
@@ -98,6 +103,8 @@ export interface PreparedPrompt {
   /** The whole conversation as typed items (earlier responses', then this request's), sealed content opened. */
   readonly items: readonly InputItem[];
   readonly conversation: StoredConversation;
+  /** The Conversations API conversation the response belongs to (`conversation`), if any. */
+  readonly conversationId?: string;
   /** What the output is constrained to (text.format, strict or forced tools); undefined when nothing is. */
   readonly structured?: StructuredRequest;
 }
@@ -126,11 +133,8 @@ const EFFORT: Record<string, "low" | "medium" | "high"> = {
 };
 
 function checkUnsupported(body: CreateResponseBody | InputTokensBody): void {
-  if (body.conversation != null) {
-    if (body.previous_response_id != null) {
-      throw invalidRequest("'previous_response_id' cannot be used together with 'conversation'", "conversation");
-    }
-    throw unsupportedParameter("conversation", "The Conversations API is not supported; use previous_response_id");
+  if (body.conversation != null && body.previous_response_id != null) {
+    throw invalidRequest("'previous_response_id' cannot be used together with 'conversation'", "conversation");
   }
   if (body.reasoning?.mode != null) throw unsupportedParameter("reasoning.mode", "'reasoning.mode' is not supported");
   // rill's formats keep only the current tool loop's reasoning in the prompt (harmony's rule): "auto" and
@@ -254,7 +258,7 @@ function setupTools(body: CreateResponseBody | InputTokensBody): ToolSetup {
 }
 
 /** Wire form with an id, as `input_items` returns it. */
-function withId(item: InputItem, ctx: RequestContext): Record<string, unknown> {
+export function withId(item: InputItem, ctx: Pick<RequestContext, "newId">): Record<string, unknown> {
   switch (item.type) {
     case "message":
       return {
@@ -318,6 +322,31 @@ function previousItems(
   return [...before, ...output];
 }
 
+/** The `conversation` parameter's id (a string, or `{id}`). */
+function conversationIdOf(body: CreateResponseBody | InputTokensBody): string | undefined {
+  const conversation = body.conversation;
+  if (conversation == null) return undefined;
+  return typeof conversation === "string" ? conversation : conversation.id;
+}
+
+/**
+ * Items appended to a conversation must not repeat an id it holds, nor one another's (OpenAI's rule; the store
+ * enforces it too).
+ */
+function checkNewIds(held: readonly Record<string, unknown>[], own: readonly Record<string, unknown>[]): void {
+  const ids = new Set(held.map((item) => item.id));
+  own.forEach((item, i) => {
+    if (ids.has(item.id)) {
+      throw invalidRequest(
+        `Duplicate item found with id ${String(item.id)}. Remove duplicate items from your input and try again.`,
+        `input[${i}].id`,
+        "invalid_value",
+      );
+    }
+    ids.add(item.id);
+  });
+}
+
 /** A function_call_output must answer a function call earlier in the conversation (as OpenAI and Chat require). */
 function checkCallOutputs(history: readonly InputItem[], own: readonly InputItem[]): void {
   const calls = new Set<string>();
@@ -341,7 +370,8 @@ export async function preparePrompt(
 ): Promise<PreparedPrompt> {
   checkUnsupported(body);
   const tools = setupTools(body);
-  if (body.input === undefined && body.previous_response_id == null) {
+  const conversationId = conversationIdOf(body);
+  if (body.input === undefined && body.previous_response_id == null && conversationId === undefined) {
     throw invalidRequest("Missing required parameter: 'input'", "input", "missing_required_parameter");
   }
   // Thousands of items take tens of milliseconds to parse: other streams get turns in between.
@@ -356,15 +386,24 @@ export async function preparePrompt(
     }
   }
   const inputItems = own.map((item) => withId(item, ctx));
-  const before = previousItems(body, ctx);
+  let before: Record<string, unknown>[];
+  if (conversationId === undefined) {
+    before = previousItems(body, ctx);
+  } else {
+    const items = ctx.conversationItems(conversationId);
+    if (items === undefined) throw notFound(`Conversation with id '${conversationId}' not found.`, "conversation");
+    before = items;
+  }
   await loop.maybeYield();
   // Stored items were validated when they were stored; parsing again gives the typed form.
   const history: InputItem[] = [];
+  const historyParam = conversationId === undefined ? "previous_response_id" : "conversation";
   for (const [i, raw] of before.entries()) {
-    history.push(parseInputItem(raw, ["previous_response_id", i]));
+    history.push(parseInputItem(raw, [historyParam, i]));
     await loop.maybeYield();
   }
   checkCallOutputs(history, own);
+  if (conversationId !== undefined) checkNewIds(before, inputItems);
   // Stored reasoning with clear text is rendered from it, which stays readable when the server key changes; stored
   // items that carry only a sealed blob (a client's reasoning input, compaction items) are opened.
   const opened = [
@@ -373,7 +412,7 @@ export async function preparePrompt(
         item.type === "reasoning" && (item.content ?? []).length > 0 ? { ...item, encrypted_content: null } : item
       ),
       ctx.seal,
-      (i) => `previous_response_id[${i}]`,
+      (i) => `${historyParam}[${i}]`,
     ),
     ...openSealedItems(own, ctx.seal, (i) => `input[${i}]`),
   ];
@@ -406,7 +445,11 @@ export async function preparePrompt(
     inputItems,
     items: opened,
     // By reference: a chain of N turns stores each turn's own items once, not the whole history again per turn.
-    conversation: { version: 2, previous: body.previous_response_id ?? null, items: inputItems },
+    // A response in a conversation keeps the history it saw, whatever later happens to the conversation's items.
+    conversation: conversationId === undefined
+      ? { version: 2, previous: body.previous_response_id ?? null, items: inputItems }
+      : { version: 1, items: [...before, ...inputItems] },
+    ...(conversationId === undefined ? {} : { conversationId }),
     ...(structured === undefined ? {} : { structured }),
   };
 }
@@ -480,6 +523,7 @@ export async function prepareResponse(body: CreateResponseBody, ctx: RequestCont
     maxOutputTokens: body.max_output_tokens ?? null,
     metadata: body.metadata ?? {},
     previousResponseId: body.previous_response_id ?? null,
+    ...(prepared.conversationId === undefined ? {} : { conversation: { id: prepared.conversationId } }),
     store,
     background,
     text: { format: body.text?.format ?? { type: "text" }, verbosity: body.text?.verbosity ?? "medium" },

@@ -293,7 +293,7 @@ const ToolChoiceSchema = z.union([
   z.looseObject({ type: z.string() }),
 ]);
 
-const Metadata = z.record(z.string().max(64, "metadata keys are at most 64 characters"), z.string().max(512))
+export const Metadata = z.record(z.string().max(64, "metadata keys are at most 64 characters"), z.string().max(512))
   .refine((m) => Object.keys(m).length <= 16, "metadata has at most 16 pairs");
 
 export const INCLUDE_VALUES = [

@@ -18,11 +18,13 @@ import {
   responseSseStream,
 } from "../stream/pipeline.ts";
 import { buildResponse } from "../stream/response_template.ts";
+import type { Response as ResponseObject } from "../stream/types.ts";
 import { type IdSource, randomIds } from "../stream/ids.ts";
 import { invalidRequest, modelNotFound, notFound, shuttingDown } from "./errors.ts";
 import { startGeneration, stopOnDisconnect } from "./generation.ts";
 import type { Metrics } from "./metrics.ts";
 import { ResponseRecorder } from "./response_recorder.ts";
+import { asConversationItem } from "./conversations_service.ts";
 import type { ResponseStore } from "./response_store.ts";
 import { tailEvents } from "./event_tail.ts";
 import { RequestTrace } from "./request_trace.ts";
@@ -90,7 +92,8 @@ export class ResponsesService {
         if (stored === undefined) return undefined;
         return { response: stored.response, conversation: { version: 1, items: options.store.conversationItems(id) } };
       },
-      item: (id) => options.store.item(id),
+      item: (id) => options.store.item(id) ?? options.store.conversations.anyItem(id),
+      conversationItems: (id) => options.store.conversations.items(id),
       newId: (prefix) => randomIds.next(prefix),
       now: nowSeconds,
       constrainedDecoding: options.structuredOutputs !== undefined,
@@ -141,8 +144,13 @@ export class ResponsesService {
     const constraint = prep.structured === undefined
       ? undefined
       : await this.#o.structuredOutputs?.constraint(prep.structured);
-    const recorder = new ResponseRecorder(initial, prep.store ? store : null, {
-      onEnd: () => this.#foreground.delete(id),
+    const recorder: ResponseRecorder = new ResponseRecorder(initial, prep.store ? store : null, {
+      onEnd: () => {
+        this.#foreground.delete(id);
+        if (prep.conversationId !== undefined) {
+          this.#appendTurn(prep.conversationId, prep.inputItems, recorder.snapshot);
+        }
+      },
       onStoreError: (error) => this.#o.onError?.(error),
     });
     const generation = startGeneration(engine, {
@@ -206,6 +214,22 @@ export class ResponsesService {
       return jsonResponse(response);
     } finally {
       recorder.cancel();
+    }
+  }
+
+  /**
+   * A response made in a conversation adds its input and output items to it when it ends `completed` or
+   * `incomplete`, before its terminal event is sent (so the client's next turn sees them). A failed or cancelled
+   * response adds nothing: the conversation stays as it was, and the turn can be retried. A conversation deleted
+   * meanwhile is left deleted.
+   */
+  #appendTurn(conversationId: string, input: readonly Record<string, unknown>[], response: ResponseObject): void {
+    if (response.status !== "completed" && response.status !== "incomplete") return;
+    const output = response.output as unknown as readonly Record<string, unknown>[];
+    try {
+      this.#o.store.conversations.append(conversationId, [...input.map(asConversationItem), ...output], "skip");
+    } catch (error) {
+      this.#o.onError?.(error);
     }
   }
 

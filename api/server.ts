@@ -6,10 +6,11 @@
 import { StructuredOutputs } from "./structured_output.ts";
 import type { ChatFormat } from "../formats/chat_format.ts";
 import type { Engine } from "../engine/engine.ts";
-import type { IdSource } from "../stream/ids.ts";
+import { type IdSource, randomIds } from "../stream/ids.ts";
 import { ApiKeyCheck } from "./auth.ts";
 import { ChatCompletionsService } from "./chat_completions.ts";
 import { CompletionsService } from "./completions.ts";
+import { ConversationsService } from "./conversations_service.ts";
 import { Cors } from "./cors.ts";
 import { requestId } from "./request_id.ts";
 import { VERSION } from "./version.ts";
@@ -175,6 +176,11 @@ export function createServer(options: ServerOptions): RillServer {
     ...(options.ids === undefined ? {} : { ids: options.ids }),
     ...(options.onError === undefined ? {} : { onError: options.onError }),
   });
+  const conversations = new ConversationsService({
+    store: options.store,
+    newId: (prefix) => randomIds.next(prefix),
+    now: () => Math.floor(Date.now() / 1000),
+  });
   const chat = new ChatCompletionsService({
     ...structured,
     engine: options.engine,
@@ -240,6 +246,21 @@ export function createServer(options: ServerOptions): RillServer {
         return responses.inputItems(match.id, url);
       case "/v1/responses/{id}/cancel":
         return await responses.cancel(match.id, url);
+      case "/v1/conversations":
+        // The SDK's `conversations.create()` sends no body at all: that is an empty conversation.
+        return conversations.create(request.body === null ? {} : await readJsonBody(request, maxBody), url);
+      case "/v1/conversations/{id}":
+        if (request.method === "DELETE") return conversations.delete(match.id, url);
+        if (request.method === "POST") return conversations.update(match.id, await readJsonBody(request, maxBody), url);
+        return conversations.retrieve(match.id, url);
+      case "/v1/conversations/{id}/items":
+        return request.method === "POST"
+          ? conversations.createItems(match.id, await readJsonBody(request, maxBody), url)
+          : conversations.listItems(match.id, url);
+      case "/v1/conversations/{id}/items/{item_id}":
+        return request.method === "DELETE"
+          ? conversations.deleteItem(match.id, match.itemId, url)
+          : conversations.retrieveItem(match.id, match.itemId, url);
       case "/v1/chat/completions":
         return await chat.create(await readJsonBody(request, maxBody), request, startedAt, trace);
       case "/v1/completions":

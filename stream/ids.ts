@@ -16,7 +16,8 @@ export type IdPrefix =
   | "mcp"
   | "cmp"
   | "chatcmpl"
-  | "cmpl";
+  | "cmpl"
+  | "conv";
 
 /** Mints identifiers. The emitter calls it once per item, at `output_item.added`, and never re-mints. */
 export interface IdSource {

@@ -125,6 +125,7 @@ export interface Response {
   readonly max_tool_calls: number | null;
   readonly max_output_tokens: number | null;
   readonly previous_response_id: string | null;
+  readonly conversation?: { readonly id: string } | null;
   readonly reasoning: unknown;
   readonly text: unknown;
   readonly truncation: "auto" | "disabled";
