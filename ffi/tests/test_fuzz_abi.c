@@ -39,6 +39,7 @@ typedef struct logical {
   int32_t block_tables[CAP];
   float temperature[CAP], top_p[CAP], min_p[CAP], presence[CAP], frequency[CAP], repetition[CAP];
   int32_t top_k[CAP], logprobs[CAP], mask_row_start[CAP], history_start[CAP], history[CAP], prompt_lens[CAP];
+  int32_t bias_start[CAP]; /* all 0: no sequence has a logit bias */
   uint64_t seeds[CAP];
   uint32_t mask[CAP];
   int null_field; /* -1: none; else the index of a required pointer to pass as NULL */
@@ -46,7 +47,7 @@ typedef struct logical {
 
 /* The exactly-sized arrays handed to the library. */
 typedef struct materialised {
-  void *arrays[22];
+  void *arrays[23];
   rill_step_batch b;
 } materialised;
 
@@ -96,6 +97,7 @@ static void materialise(const logical *l, int32_t vocab, materialised *m) {
   COPY(history_start, l->history_start, B + 1);
   COPY(history, l->history, clamp_count(l->history_len));
   COPY(history_prompt_lens, l->prompt_lens, B);
+  COPY(bias_start, l->bias_start, B + 1);
 #undef COPY
   if (l->null_field >= 0) {
     const void **fields[] = {(const void **)&b->seq_ids,       (const void **)&b->tokens,
@@ -107,7 +109,8 @@ static void materialise(const logical *l, int32_t vocab, materialised *m) {
                              (const void **)&b->presence_penalty, (const void **)&b->frequency_penalty,
                              (const void **)&b->repetition_penalty, (const void **)&b->seeds,
                              (const void **)&b->logprobs,      (const void **)&b->mask_row_start,
-                             (const void **)&b->history_start, (const void **)&b->history_prompt_lens};
+                             (const void **)&b->history_start, (const void **)&b->history_prompt_lens,
+                             (const void **)&b->bias_start};
     *fields[l->null_field % (int)(sizeof fields / sizeof fields[0])] = NULL;
   }
 }
