@@ -264,3 +264,55 @@ Deno.test("sampling parameters: bad values are a 400 naming the param", async ()
     await ok.body?.cancel();
   });
 });
+
+Deno.test("chat n with structured output and tools: every choice follows its own grammar", async () => {
+  await withBundledServer(MODEL_NAME, 8, async (url, model) => {
+    const openai = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 });
+    const schema = {
+      type: "object",
+      // Closed values, so the tiny model cannot ramble inside a string until max_tokens.
+      properties: { city: { enum: ["Paris", "London"] }, sunny: { type: "boolean" } },
+      required: ["city", "sunny"],
+      additionalProperties: false,
+    };
+    const shaped = await openai.chat.completions.create({
+      model: model.modelId,
+      messages: [{ role: "user", content: "Is it sunny in Paris? Answer in JSON." }],
+      max_tokens: 200,
+      temperature: 1,
+      seed: 9,
+      n: 3,
+      response_format: { type: "json_schema", json_schema: { name: "weather", schema, strict: true } },
+    });
+    assert.equal(shaped.choices.length, 3);
+    for (const c of shaped.choices) {
+      assert.equal(c.finish_reason, "stop", JSON.stringify(c.message));
+      const value = JSON.parse(c.message.content!) as { city: unknown; sunny: unknown };
+      assert.ok(value.city === "Paris" || value.city === "London");
+      assert.equal(typeof value.sunny, "boolean");
+    }
+    const called = await openai.chat.completions.create({
+      model: model.modelId,
+      messages: [{ role: "user", content: "What is the weather in Paris?" }],
+      tools: [{
+        type: "function",
+        function: {
+          name: "get_weather",
+          parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+        },
+      }],
+      tool_choice: "required",
+      max_tokens: 200,
+      temperature: 0.7,
+      seed: 4,
+      n: 2,
+    });
+    assert.equal(called.choices.length, 2);
+    for (const c of called.choices) {
+      assert.equal(c.finish_reason, "tool_calls");
+      const call = c.message.tool_calls![0]! as { function: { name: string; arguments: string } };
+      assert.equal(call.function.name, "get_weather");
+      assert.equal(typeof (JSON.parse(call.function.arguments) as { city: unknown }).city, "string");
+    }
+  });
+});
