@@ -1,6 +1,7 @@
 /**
- * `POST /v1/chat/completions`, streamed and not: request validation, prompt rendering and the generation here; the
- * deltas and frames come from the same stream stages as the Responses pipeline (stream/chat_pipeline.ts).
+ * `POST /v1/chat/completions`, streamed and not: request validation, prompt rendering and the generations here (one
+ * per choice of `n`, api/choice_generations.ts); the deltas and frames come from the same stream stages as the
+ * Responses pipeline (stream/chat_pipeline.ts).
  */
 import type { ChatFormat } from "../formats/chat_format.ts";
 import type { Engine, FinishReason, SamplingParams } from "../engine/engine.ts";
@@ -148,18 +149,27 @@ export class ChatCompletionsService {
     for (let i = 0; i < n; i++) {
       constraints.push(structured === undefined ? undefined : await this.#o.structuredOutputs?.constraint(structured));
     }
-    const generations = startChoices(n, (i) => {
-      const c = constraints[i];
-      return startGeneration(engine, {
-        id: n === 1 ? id : `${id}-${i}`,
-        promptTokens,
-        sampling: body.seed == null ? sampling : { ...sampling, seed: choiceSeed(body.seed, i) },
-        metrics: this.#o.metrics,
-        startedAt,
-        ...(c === undefined ? {} : { constraint: c }),
+    let generations: Generation[];
+    try {
+      generations = startChoices(n, (i) => {
+        const c = constraints[i];
+        return startGeneration(engine, {
+          id: n === 1 ? id : `${id}-${i}`,
+          promptTokens,
+          sampling: body.seed == null ? sampling : { ...sampling, seed: choiceSeed(body.seed, i) },
+          metrics: this.#o.metrics,
+          startedAt,
+          ...(c === undefined ? {} : { constraint: c }),
+        });
       });
-    });
+    } catch (error) {
+      // A full queue (429) before anything started: no grammar is in use.
+      constraints.forEach((c) => c?.dispose());
+      throw error;
+    }
     const allDone = Promise.all(generations.map((g) => g.done));
+    // A later choice stopped before it started never releases its grammar itself (dispose is idempotent).
+    allDone.then(() => constraints.forEach((c) => c?.dispose()));
     for (const generation of generations) {
       this.#inFlight.add(generation);
       generation.done.then(() => this.#inFlight.delete(generation));
