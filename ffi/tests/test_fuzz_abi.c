@@ -116,7 +116,7 @@ static void materialise(const logical *l, int32_t vocab, materialised *m) {
 }
 
 static void release_materialised(materialised *m) {
-  for (int k = 0; k < 22; k++) free(m->arrays[k]);
+  for (size_t k = 0; k < sizeof m->arrays / sizeof m->arrays[0]; k++) free(m->arrays[k]);
 }
 
 /* A valid batch within lim whose sequences use disjoint blocks. */
