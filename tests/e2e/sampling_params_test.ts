@@ -140,6 +140,25 @@ Deno.test("completions: n choices per prompt, logit_bias +100 forces a token, -1
     const one = await openai.completions.create({ model: model.modelId, prompt: "The capital of France is" });
     const other = await openai.completions.create({ model: model.modelId, prompt: "Once upon a time" });
     assert.equal(many.usage!.prompt_tokens, one.usage!.prompt_tokens + other.usage!.prompt_tokens);
+    const streamed = await openai.completions.create({
+      model: model.modelId,
+      prompt: ["The capital of France is", "Once upon a time"],
+      max_tokens: 6,
+      temperature: 1,
+      seed: 1,
+      n: 2,
+      stream: true,
+    });
+    const texts = ["", "", "", ""];
+    const finishes = [0, 0, 0, 0];
+    for await (const chunk of streamed) {
+      for (const c of chunk.choices) {
+        texts[c.index] += c.text;
+        if (c.finish_reason !== null) finishes[c.index]!++;
+      }
+    }
+    assert.deepEqual(finishes, [1, 1, 1, 1]);
+    assert.deepEqual(texts, many.choices.map((c) => c.text), "streamed choices equal the whole ones (same seed)");
 
     const tokenizer = model.engine.tokenizer;
     const forced = tokenizer.encode(" banana")[0]!;
