@@ -23,6 +23,11 @@ export interface Generation {
   stop(): void;
   /** Resolves when the finish chunk passed or the stream was cancelled, with the generation's token counts. */
   readonly done: Promise<GenerationTotals>;
+  /**
+   * Resolves once the prompt is prefilled (the first step's tokens passed) or the generation ended: from then on the
+   * prompt's full blocks are in the prefix cache.
+   */
+  readonly prefilled: Promise<void>;
 }
 
 export interface GenerationOptions {
@@ -53,6 +58,8 @@ export function startGeneration(engine: Engine, options: GenerationOptions): Gen
   let settled = false;
   let resolveDone!: (totals: GenerationTotals) => void;
   const done = new Promise<GenerationTotals>((resolve) => resolveDone = resolve);
+  let resolvePrefilled!: () => void;
+  const prefilled = new Promise<void>((resolve) => resolvePrefilled = resolve);
   const settle = (promptTokens: number, aborted: boolean) => {
     if (settled) return;
     settled = true;
@@ -64,6 +71,7 @@ export function startGeneration(engine: Engine, options: GenerationOptions): Gen
       aborted,
     });
     resolveDone({ promptTokens, outputTokens });
+    resolvePrefilled();
   };
   const stop = () => {
     // After the finish chunk the engine has let the sequence go already (the pipeline cancels its source once the
@@ -80,6 +88,7 @@ export function startGeneration(engine: Engine, options: GenerationOptions): Gen
       if (chunk.type === "step") {
         const now = performance.now();
         firstTokenAt ??= now;
+        resolvePrefilled();
         lastTokenAt = now;
         outputTokens += chunk.tokens.length;
       } else {
@@ -96,7 +105,7 @@ export function startGeneration(engine: Engine, options: GenerationOptions): Gen
     const constraint = options.constraint;
     done.then(() => constraint.dispose());
   }
-  return { chunks, abort, done, stop };
+  return { chunks, abort, done, stop, prefilled };
 }
 
 /**

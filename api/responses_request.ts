@@ -27,6 +27,7 @@
  *   `client_metadata` are hints that hold trivially; they are accepted (and echoed where the Response has the
  *   field). `max_tool_calls` caps the tool calls of the response, and `parallel_tool_calls: false` ends the turn
  *   after the first call (parallel_tool_calls.ts).
+ * - `presence_penalty`, `frequency_penalty` are applied (over the generated tokens) and echoed.
  * - `truncation: "auto"` drops the oldest conversation messages until the prompt fits; `disabled` (default) answers
  *   400 `context_length_exceeded` when the prompt leaves no room to generate.
  */
@@ -507,6 +508,8 @@ export async function prepareResponse(body: CreateResponseBody, ctx: RequestCont
     stopTokens: ctx.format.stopTokens,
     stopStrings: toolCallLimit.stopStrings,
     logprobs: includeLogprobs ? (body.top_logprobs ?? 0) : -1,
+    ...(body.presence_penalty == null ? {} : { presencePenalty: body.presence_penalty }),
+    ...(body.frequency_penalty == null ? {} : { frequencyPenalty: body.frequency_penalty }),
   };
   const store = body.store ?? true;
   const background = body.background ?? false;
@@ -531,9 +534,8 @@ export async function prepareResponse(body: CreateResponseBody, ctx: RequestCont
     truncation: body.truncation ?? "disabled",
     user: body.user ?? null,
     topLogprobs: body.top_logprobs ?? 0,
-    // rill applies no penalties (a non-zero one is refused), so the ones in effect are 0.
-    presencePenalty: 0,
-    frequencyPenalty: 0,
+    presencePenalty: body.presence_penalty ?? 0,
+    frequencyPenalty: body.frequency_penalty ?? 0,
     maxToolCalls: body.max_tool_calls ?? null,
     safetyIdentifier: body.safety_identifier ?? null,
     promptCacheKey: body.prompt_cache_key ?? null,

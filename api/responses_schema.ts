@@ -339,6 +339,8 @@ export const CreateResponseSchema = z.strictObject({
   temperature: nullish(z.number().min(0).max(2)),
   top_p: nullish(z.number().min(0).max(1)),
   top_logprobs: nullish(z.number().int().min(0).max(20)),
+  presence_penalty: nullish(z.number().min(-2).max(2)),
+  frequency_penalty: nullish(z.number().min(-2).max(2)),
   include: nullish(z.array(z.enum(INCLUDE_VALUES))),
   metadata: nullish(Metadata),
   store: nullish(z.boolean()),

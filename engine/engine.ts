@@ -66,6 +66,8 @@ export interface SamplingParams {
   readonly frequencyPenalty?: number;
   /** Divides positive / multiplies negative logits of every token in the history (1 or absent: off). */
   readonly repetitionPenalty?: number;
+  /** Token id → bias added to its logit before sampling (with the penalties); ids are in the vocabulary. */
+  readonly logitBias?: ReadonlyMap<number, number>;
 }
 
 export interface GenerateRequest {

@@ -373,6 +373,7 @@ export class LlmEngine implements Engine {
         repetitionPenalty: sp.repetitionPenalty ?? 1,
         seed: seq.seed,
         logprobs: sp.logprobs,
+        ...(sp.logitBias === undefined ? {} : { logitBias: sp.logitBias }),
         promptLength: seq.promptLength,
         ...(seq.request.constraint === undefined ? {} : { constraint: seq.request.constraint }),
       });

@@ -50,6 +50,12 @@ export interface StepBatch {
   readonly historyStart: Int32Array;
   readonly history: Int32Array;
   readonly historyPromptLens: Int32Array;
+  /** numSeqs + 1 entries: sequence i's logit bias is `biasIds/biasValues[biasStart[i] .. biasStart[i + 1])`. */
+  readonly biasStart: Int32Array;
+  /** Token ids (distinct within a sequence, in the vocabulary). */
+  readonly biasIds: Int32Array;
+  /** Finite values added to those tokens' logits, after the penalties and before the mask. */
+  readonly biasValues: Float32Array;
 }
 
 /** Caller-owned result buffers; row i of each has room for maxDrafts + 1 tokens. */

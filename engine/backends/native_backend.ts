@@ -21,12 +21,13 @@ import type { Backend, BackendInfo, StepBatch, StepResult } from "../step_batch.
 /** Field offsets and sizes of the ABI structs, in bytes. */
 export const LAYOUT = {
   stepBatch: {
-    size: 200,
+    size: 224,
     num_seqs: 0,
     num_tokens: 4,
     block_table_stride: 8,
     num_mask_rows: 12,
     history_len: 16,
+    bias_len: 20,
     seq_ids: 24,
     tokens: 32,
     positions: 40,
@@ -49,6 +50,9 @@ export const LAYOUT = {
     history_start: 176,
     history: 184,
     history_prompt_lens: 192,
+    bias_start: 200,
+    bias_ids: 208,
+    bias_values: 216,
   },
   stepResult: { size: 40, counts: 0, tokens: 8, logprobs: 16, top_ids: 24, top_logprobs: 32 },
   options: {
@@ -97,7 +101,7 @@ export const LAYOUT = {
 } as const;
 
 /** The ABI version this binding speaks (RILL_ABI_VERSION in rill.h). */
-export const ABI_VERSION = 1;
+export const ABI_VERSION = 2;
 
 const SYMBOLS = {
   rill_abi_version: { parameters: [], result: "i32" },
@@ -284,6 +288,9 @@ function batchArrays(b: StepBatch): readonly ArrayBufferView[] {
     b.historyStart,
     b.history,
     b.historyPromptLens,
+    b.biasStart,
+    b.biasIds,
+    b.biasValues,
   ];
 }
 
@@ -313,6 +320,7 @@ class BatchStruct {
     // The capacities of the mask and history buffers: the library validates every index against them.
     this.#view.setInt32(L.num_mask_rows, Math.floor(batch.allowedMask.length / words), true);
     this.#view.setInt32(L.history_len, batch.history.length, true);
+    this.#view.setInt32(L.bias_len, Math.min(batch.biasIds.length, batch.biasValues.length), true);
     return this.bytes as Uint8Array<ArrayBuffer>;
   }
 }

@@ -115,7 +115,7 @@ typedef struct seqs {
 
 typedef struct batch_buf {
   int32_t *seq_ids, *tokens, *positions, *query_start, *context_lens, *draft_counts, *block_tables, *top_k, *logprobs,
-      *mask_row_start, *history_start, *history_prompt_lens;
+      *mask_row_start, *history_start, *history_prompt_lens, *bias_start;
   uint8_t *sample_flags;
   float *temperature, *top_p, *min_p, *pp, *fp, *rp;
   uint64_t *seeds;
@@ -140,6 +140,7 @@ static void bb_alloc(batch_buf *b, int K1, int L) {
   b->mask_row_start = calloc(MAXB, 4);
   b->history_start = calloc(MAXB + 1, 4);
   b->history_prompt_lens = calloc(MAXB, 4);
+  b->bias_start = calloc(MAXB + 1, 4);
   b->sample_flags = calloc(MAXB, 1);
   b->temperature = calloc(MAXB, 4);
   b->top_p = calloc(MAXB, 4);
@@ -188,7 +189,7 @@ static rill_status step(rill_engine *e, batch_buf *bb, int n, const int *fed, in
       .temperature = bb->temperature, .top_p = bb->top_p, .top_k = bb->top_k, .min_p = bb->min_p,
       .presence_penalty = bb->pp, .frequency_penalty = bb->fp, .repetition_penalty = bb->rp, .seeds = bb->seeds,
       .logprobs = bb->logprobs, .mask_row_start = bb->mask_row_start, .history_start = bb->history_start,
-      .history_prompt_lens = bb->history_prompt_lens};
+      .history_prompt_lens = bb->history_prompt_lens, .bias_start = bb->bias_start};
   rill_step_result r = {bb->counts, bb->out_tokens, bb->out_lp, bb->top_ids, bb->top_lp};
   return rill_step(e, &b, &r);
 }

@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-#define RILL_ABI_VERSION 1
+#define RILL_ABI_VERSION 2
 
 #if defined(_WIN32)
 #define RILL_API __declspec(dllexport)
@@ -95,6 +95,7 @@ typedef struct rill_step_batch {
   int32_t block_table_stride;
   int32_t num_mask_rows;           /* rows in allowed_mask */
   int32_t history_len;             /* entries in history */
+  int32_t bias_len;                /* entries in bias_ids and bias_values */
   const int32_t *seq_ids;          /* [B] */
   const int32_t *tokens;           /* [T] */
   const int32_t *positions;        /* [T] */
@@ -117,6 +118,9 @@ typedef struct rill_step_batch {
   const int32_t *history_start;    /* [B + 1] */
   const int32_t *history;          /* [history_len]; may be NULL when history_len is 0 */
   const int32_t *history_prompt_lens; /* [B] */
+  const int32_t *bias_start;       /* [B + 1]: sequence i's logit bias is entries bias_start[i] .. bias_start[i + 1] */
+  const int32_t *bias_ids;         /* [bias_len]; may be NULL when bias_len is 0 */
+  const float *bias_values;        /* [bias_len]; added to the logits of bias_ids, after the penalties */
 } rill_step_batch;
 
 typedef struct rill_step_result {

@@ -150,12 +150,17 @@ static void apply_penalties(const rill_step_batch *b, int32_t i, int32_t r, scra
   }
 }
 
+/* Logit bias (step 2 of the rule, after the penalties): each entry of the sequence adds its value to its token. */
+static void apply_logit_bias(const rill_step_batch *b, int32_t i, double *w) {
+  for (int32_t k = b->bias_start[i]; k < b->bias_start[i + 1]; k++) w[b->bias_ids[k]] += (double)b->bias_values[k];
+}
+
 /* Samples row r of sequence i from raw (V logits) by the rule of docs/backend-step.md; *out gets the token. */
 static rill_status sample_row(const rill_step_batch *b, int32_t i, int32_t r, const float *raw, int32_t V,
                               scratch_view *s, int32_t *out, char *err, size_t err_cap) {
   double *w = s->work;
   const int plain = b->frequency_penalty[i] == 0 && b->presence_penalty[i] == 0 && b->repetition_penalty[i] == 1 &&
-                    b->mask_row_start[i] < 0;
+                    b->mask_row_start[i] < 0 && b->bias_start[i] == b->bias_start[i + 1];
   if (plain && b->temperature[i] == 0) {
     /* Greedy on untouched logits: the argmax of the row itself (the general path below gives the same token). */
     int32_t best = 0;
@@ -172,6 +177,7 @@ static rill_status sample_row(const rill_step_batch *b, int32_t i, int32_t r, co
   /* A NaN logit (a broken model) can never be chosen: it ranks as an impossible token. */
   for (int32_t t = 0; t < V; t++) w[t] = isnan(raw[t]) ? -INFINITY : (double)raw[t];
   apply_penalties(b, i, r, s);
+  apply_logit_bias(b, i, w);
 
   int32_t first_allowed = 0;
   if (b->mask_row_start[i] >= 0) {

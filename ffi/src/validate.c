@@ -38,6 +38,7 @@ rill_status rill_validate_batch(const rill_step_batch *b, const rill_limits *lim
   if (b->block_table_stride < 1) FAIL("block_table_stride = %d must be at least 1", b->block_table_stride);
   if (b->num_mask_rows < 0) FAIL("num_mask_rows = %d is negative", b->num_mask_rows);
   if (b->history_len < 0) FAIL("history_len = %d is negative", b->history_len);
+  if (b->bias_len < 0) FAIL("bias_len = %d is negative", b->bias_len);
 
   REQUIRE_PTR(seq_ids);
   REQUIRE_PTR(tokens);
@@ -59,6 +60,9 @@ rill_status rill_validate_batch(const rill_step_batch *b, const rill_limits *lim
   REQUIRE_PTR(mask_row_start);
   REQUIRE_PTR(history_start);
   REQUIRE_PTR(history_prompt_lens);
+  REQUIRE_PTR(bias_start);
+  if (b->bias_len > 0 && (b->bias_ids == NULL || b->bias_values == NULL))
+    FAIL("batch.bias_ids or batch.bias_values is NULL with bias_len %d", b->bias_len);
   if (b->num_mask_rows > 0 && b->allowed_mask == NULL) FAIL("batch.allowed_mask is NULL with %d mask rows", b->num_mask_rows);
   if (b->history_len > 0 && b->history == NULL) FAIL("batch.history is NULL with history_len %d", b->history_len);
 
@@ -85,6 +89,19 @@ rill_status rill_validate_batch(const rill_step_batch *b, const rill_limits *lim
   for (int32_t h = b->history_start[0]; h < b->history_start[B]; h++) {
     if (b->history[h] < 0 || b->history[h] >= V)
       FAIL("history[%d] = %d is outside the vocabulary 0..%d", h, b->history[h], V - 1);
+  }
+
+  if (b->bias_start[0] < 0 || b->bias_start[0] > b->bias_len)
+    FAIL("bias_start[0] = %d is outside 0..%d (bias_len)", b->bias_start[0], b->bias_len);
+  for (int32_t i = 0; i < B; i++) {
+    if (b->bias_start[i + 1] < b->bias_start[i] || b->bias_start[i + 1] > b->bias_len)
+      FAIL("bias_start[%d] = %d is outside %d..%d (bias_len)", i + 1, b->bias_start[i + 1], b->bias_start[i],
+           b->bias_len);
+  }
+  for (int32_t k = b->bias_start[0]; k < b->bias_start[B]; k++) {
+    if (b->bias_ids[k] < 0 || b->bias_ids[k] >= V)
+      FAIL("bias_ids[%d] = %d is outside the vocabulary 0..%d", k, b->bias_ids[k], V - 1);
+    if (!finite_f(b->bias_values[k])) FAIL("bias_values[%d] = %g must be finite", k, (double)b->bias_values[k]);
   }
 
   const int32_t stride = b->block_table_stride;

@@ -538,6 +538,63 @@ static void test_filters_large_vocab(void) {
   free(hist);
 }
 
+static void set_bias(fixture *f, const int32_t *ids, const float *values, int32_t n) {
+  memcpy(f->bias_ids, ids, sizeof(int32_t) * n);
+  memcpy(f->bias_values, values, sizeof(float) * n);
+  f->bias_len = n;
+  f->bias_start[0] = 0;
+  f->bias_start[1] = n;
+}
+
+static void test_logit_bias(void) {
+  fixture f;
+  one_seq(&f, 1, 4);
+  const int32_t V = 4;
+  const float a[4] = {2.0f, 1.9f, -1.0f, 0.5f};
+  set_row(0, V, a);
+  /* -100 forbids the best token, +100 forces a poor one, greedy and sampled alike */
+  const int32_t down[1] = {0};
+  const float minus[1] = {-100.0f};
+  set_bias(&f, down, minus, 1);
+  CHECK(run(&f, V) == RILL_OK);
+  CHECK_EQ_INT(r_tokens[0], 1);
+  const int32_t up[1] = {2};
+  const float plus[1] = {100.0f};
+  set_bias(&f, up, plus, 1);
+  f.temperature[0] = 1.0f;
+  for (uint64_t seed = 1; seed <= 20; seed++) {
+    f.seeds[0] = seed;
+    CHECK(run(&f, V) == RILL_OK);
+    CHECK_EQ_INT(r_tokens[0], 2);
+  }
+  /* logprobs stay those of the raw logits */
+  f.logprobs[0] = 0;
+  CHECK(run(&f, V) == RILL_OK);
+  CHECK(fabs(r_logprobs[0] - (a[2] - logsumexp(a, V))) < 1e-5);
+  f.logprobs[0] = -1;
+  f.temperature[0] = 0;
+  /* the bias adds to the penalised logit: 2 - 0.2 (frequency) + 0.15 > 1.9, without the bias < 1.9 */
+  const int32_t h00[2] = {0, 0};
+  set_history(&f, h00, 2, 0);
+  f.frequency_penalty[0] = 0.1f;
+  const float small[1] = {0.15f};
+  set_bias(&f, down, small, 1);
+  CHECK(run(&f, V) == RILL_OK);
+  CHECK_EQ_INT(r_tokens[0], 0);
+  f.bias_len = 0;
+  f.bias_start[1] = 0;
+  CHECK(run(&f, V) == RILL_OK);
+  CHECK_EQ_INT(r_tokens[0], 1);
+  /* the mask still wins over a bias */
+  f.frequency_penalty[0] = 0;
+  set_bias(&f, up, plus, 1);
+  f.num_mask_rows = 1;
+  f.mask_row_start[0] = 0;
+  f.allowed_mask[0] = 0x9u; /* tokens 0 and 3 */
+  CHECK(run(&f, V) == RILL_OK);
+  CHECK_EQ_INT(r_tokens[0], 0);
+}
+
 int main(void) {
   g_scratch = malloc(rill_sample_scratch_bytes(MAXV));
   test_greedy_and_ties();
@@ -545,6 +602,7 @@ int main(void) {
   test_filters();
   test_mask();
   test_penalties();
+  test_logit_bias();
   test_greedy_verification();
   test_drafts_match_plain_decoding();
   test_chi_square();
