@@ -159,6 +159,7 @@ export class ChatCompletionsService {
           sampling: body.seed == null ? sampling : { ...sampling, seed: choiceSeed(body.seed, i) },
           metrics: this.#o.metrics,
           startedAt,
+          admitted: i > 0,
           ...(c === undefined ? {} : { constraint: c }),
         });
       });

@@ -2,7 +2,9 @@
  * The `n` choices of one Chat Completions or legacy Completions request: `n` generations of the same prompt. Choice 0
  * starts at once; the others start when its prompt is prefilled, so the engine's prefix cache serves them the
  * prompt's full blocks instead of prefilling it `n` times. Each later choice is a generation whose stream exists from
- * the start and is fed once it runs; one that cannot start (the queue filled meanwhile) ends with an error.
+ * the start and is fed once it runs. Later choices are started as `admitted` (the request was admitted with choice 0), so
+ * a queue that filled meanwhile never refuses them; one that still cannot start (the engine closing) ends with an
+ * error.
  */
 import type { EngineChunk } from "../engine/engine.ts";
 import type { Generation } from "./generation.ts";

@@ -134,6 +134,7 @@ export class CompletionsService {
             sampling: body.seed == null ? sampling : { ...sampling, seed: choiceSeed(body.seed, c) },
             metrics: this.#o.metrics,
             startedAt,
+            admitted: c > 0,
           })));
       }
     } catch (error) {

@@ -41,6 +41,8 @@ export interface GenerationOptions {
   readonly onCancel?: () => void;
   /** The output grammar of this generation, released once it is done. */
   readonly constraint?: TokenConstraint & { dispose(): void };
+  /** A later choice of a request already admitted: never refused by a full queue (GenerateRequest.admitted). */
+  readonly admitted?: boolean;
 }
 
 export function startGeneration(engine: Engine, options: GenerationOptions): Generation {
@@ -51,6 +53,7 @@ export function startGeneration(engine: Engine, options: GenerationOptions): Gen
     sampling: options.sampling,
     signal: abort.signal,
     ...(options.constraint === undefined ? {} : { constraint: options.constraint }),
+    ...(options.admitted === true ? { admitted: true } : {}),
   });
   let firstTokenAt: number | null = null;
   let lastTokenAt: number | null = null;

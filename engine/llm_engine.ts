@@ -196,7 +196,7 @@ export class LlmEngine implements Engine {
     const stops = [...request.sampling.stopTokens, ...this.#eos];
     const seq = new Sequence(this.#nextId++, request, this.maxModelLen, stops, this.tokenizer);
     const invalid = this.#validate(seq);
-    if (invalid === undefined) this.#scheduler.enqueue(seq); // throws QueueFullError before a stream exists
+    if (invalid === undefined) this.#scheduler.enqueue(seq, request.admitted === true); // throws QueueFullError before a stream exists
     return new ReadableStream<EngineChunk>({
       start: (controller) => {
         seq.controller = controller;
