@@ -174,9 +174,10 @@ static rill_status read_options(const rill_options *o, rill_engine *e) {
 
 static rill_status attach_draft(rill_engine *e, const char *dir, const rill_options *o);
 
-/* One engine for model_dir; `pool` non-NULL: borrow that thread pool (the draft model shares its target's). */
+/* One engine for model_dir; `shared_pool` non-NULL: borrow that thread pool (the draft model shares its target's);
+ * `rows_cap` > 0: at most that many logits rows per forward (a draft model needs one per sequence). */
 static rill_status engine_create(const char *model_dir, const rill_options *o, rill_pool *shared_pool,
-                                 rill_engine **out) {
+                                 int32_t rows_cap, rill_engine **out) {
   rill_engine *e = calloc(1, sizeof *e);
   if (e == NULL) return set_global(RILL_ERR_OUT_OF_MEMORY, "out of memory");
   rill_status s = read_options(o, e);
@@ -259,6 +260,7 @@ static rill_status engine_create(const char *model_dir, const rill_options *o, r
   e->k = rill_kernels_select(getenv("RILL_CPU_ISA"));
   int64_t rows = (int64_t)e->lim.max_seqs * (e->lim.max_drafts + 1);
   e->max_rows = (int32_t)(rows < e->lim.max_batch_tokens ? rows : e->lim.max_batch_tokens);
+  if (rows_cap > 0 && rows_cap < e->max_rows) e->max_rows = rows_cap;
   s = alloc_buffers(e);
   if (s != RILL_OK) {
     rill_engine_destroy(e);
@@ -318,7 +320,7 @@ static rill_status attach_draft(rill_engine *e, const char *dir, const rill_opti
   d.block_size = e->lim.block_size;
   d.num_blocks = e->lim.num_blocks;
   d.max_model_len = e->lim.max_positions;
-  s = engine_create(dir, &d, e->pool, &e->draft);
+  s = engine_create(dir, &d, e->pool, e->lim.max_seqs, &e->draft);
   if (s != RILL_OK) {
     snprintf(msg, sizeof msg, "%s", global_err);
     return set_global(s, "draft model: %.480s", msg);
@@ -347,7 +349,7 @@ RILL_API rill_status rill_engine_create(const char *model_dir, const rill_option
   if (model_dir == NULL) return set_global(RILL_ERR_INVALID_ARGUMENT, "model_dir: NULL");
   rill_options defaults;
   memset(&defaults, 0, sizeof defaults);
-  return engine_create(model_dir, options != NULL ? options : &defaults, NULL, out);
+  return engine_create(model_dir, options != NULL ? options : &defaults, NULL, 0, out);
 }
 
 RILL_API rill_status rill_engine_info(const rill_engine *e, rill_info *out) {
