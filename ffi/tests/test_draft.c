@@ -3,7 +3,7 @@
  * batch errors for propose_counts (no draft model, over max_drafts, unsampled sequence, lookahead slots outside the
  * block table or past max_positions), and decoding with proposals fed back as drafts: a model drafting for itself
  * has every draft accepted, another checkpoint with the same vocabulary some, and in both cases (and batched) the
- * greedy tokens equal plain decoding's.
+ * greedy tokens equal plain decoding's; and a fuzz of random batches around the lookahead rule.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -252,9 +252,63 @@ static void test_decoding(void) {
   rill_engine_destroy(other);
 }
 
+static uint32_t fuzz_seed = 12345u;
+
+static int32_t RND(int32_t n) {
+  fuzz_seed = fuzz_seed * 1664525u + 1013904223u;
+  return (int32_t)((fuzz_seed >> 8) % (uint32_t)n);
+}
+
+/* Random batches around the lookahead rule (tables cut short or holding bad ids, counts out of range, unsampled
+ * rows): every call either succeeds with in-range proposals or is rejected with a message; ASan checks the rest. */
+static void test_fuzz(void) {
+  rill_engine *e = open_engine(OTHER);
+  int ok = 0, rejected = 0;
+  outputs out;
+  rill_step_result r = result_of(&out);
+  for (int round = 0; round < 400; round++) {
+    model_batch mb;
+    mb_init(&mb);
+    int32_t propose[MB_MAX_SEQS] = {0};
+    const int B = 1 + RND(3);
+    for (int i = 0; i < B; i++) {
+      int32_t toks[MAXPOS];
+      const int ctx = 1 + RND(MAXPOS);
+      for (int j = 0; j < ctx; j++) toks[j] = RND(V);
+      int32_t table[PER_SEQ];
+      const int listed = RND(PER_SEQ + 1);
+      for (int j = 0; j < PER_SEQ; j++) table[j] = j < listed ? i * PER_SEQ + j : -1;
+      if (RND(8) == 0) {
+        const int32_t at = RND(PER_SEQ);
+        table[at] = RND(2) ? 4 * PER_SEQ + RND(100) : -2 - RND(100);
+      }
+      const int fed = 1 + RND(ctx);
+      mb_add(&mb, i + 1, toks + ctx - fed, fed, ctx - fed, table, PER_SEQ, RND(5) != 0, 0);
+      propose[i] = RND(10) == 0 ? -1 - RND(5) : RND(KMAX + 3);
+    }
+    rill_step_batch b = mb_batch(&mb);
+    b.propose_counts = propose;
+    const rill_status st = rill_step(e, &b, &r);
+    if (st == RILL_OK) {
+      ok++;
+      for (int i = 0; i < B; i++) {
+        CHECK_EQ_INT(out.proposed_counts[i], propose[i]);
+        for (int j = 0; j < out.proposed_counts[i]; j++) CHECK(out.proposed[i * KMAX + j] >= 0 && out.proposed[i * KMAX + j] < V);
+      }
+    } else {
+      rejected++;
+      CHECK_MSG(st == RILL_ERR_INVALID_ARGUMENT && rill_last_error(e)[0] != '\0', "status %d: %s", st,
+                rill_last_error(e));
+    }
+  }
+  CHECK_MSG(ok > 20 && rejected > 20, "fuzz: %d accepted, %d rejected", ok, rejected);
+  rill_engine_destroy(e);
+}
+
 int main(void) {
   test_bad_options();
   test_bad_batches();
   test_decoding();
+  test_fuzz();
   return check_summary();
 }
