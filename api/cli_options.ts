@@ -53,7 +53,9 @@ export interface ServeConfig {
   readonly shutdownTimeout: number;
   readonly logFormat: LogFormat;
   readonly logLevel: "debug" | "info" | "warn" | "error";
-  readonly speculative: "ngram" | "none";
+  readonly speculative: "ngram" | "draft" | "none";
+  /** Checkpoint of the draft model (`--speculative draft`, native backend only). */
+  readonly draftModel: string | undefined;
   readonly numSpeculativeTokens: number;
   /** ONNX sessions one step is split across (main thread + workers), or "auto" (see resolveShards). */
   readonly shards: number | "auto";
@@ -250,9 +252,17 @@ const SPECS: readonly OptionSpec[] = [
   {
     flag: "speculative",
     env: "RILL_SPECULATIVE",
-    value: "ngram|none",
-    help: "Speculative decoding method.",
+    value: "ngram|draft|none",
+    help: "Speculative decoding method: prompt-lookup n-gram drafts, or a draft model (--draft-model).",
     fallback: "none",
+  },
+  {
+    flag: "draft-model",
+    env: "RILL_DRAFT_MODEL",
+    value: "DIR",
+    help: "Checkpoint directory of a smaller model with the same tokenizer that proposes the drafts of " +
+      "--speculative draft (native backend).",
+    fallback: undefined,
   },
   {
     flag: "num-speculative-tokens",
@@ -383,6 +393,14 @@ export function parseServeArgs(
   const maxNumBatchedTokens = get("max-num-batched-tokens");
   const numKvBlocks = get("num-kv-blocks");
   const port = integer("port", get("port")!, 0);
+  const speculative = choice("speculative", get("speculative")!, ["ngram", "draft", "none"] as const);
+  const draftModel = get("draft-model");
+  if (speculative === "draft" && draftModel === undefined) {
+    throw new CliError("--speculative draft needs --draft-model DIR");
+  }
+  if (speculative !== "draft" && draftModel !== undefined) {
+    throw new CliError(`--draft-model is used only with --speculative draft (got --speculative ${speculative})`);
+  }
   if (port > 65535) throw new CliError(`--port must be at most 65535, got ${port}`);
   return {
     modelDir: positional[0] ?? env("RILL_MODEL_DIR") ?? DEFAULT_MODEL_DIR,
@@ -414,7 +432,8 @@ export function parseServeArgs(
     idleTimeout: integer("idle-timeout", get("idle-timeout")!, 1),
     logFormat: choice("log-format", get("log-format")!, ["text", "json"] as const),
     logLevel: choice("log-level", get("log-level")!, ["debug", "info", "warn", "error"] as const),
-    speculative: choice("speculative", get("speculative")!, ["ngram", "none"] as const),
+    speculative,
+    draftModel,
     numSpeculativeTokens: integer("num-speculative-tokens", get("num-speculative-tokens")!, 1),
     shards: autoOrCount("shards", get("shards")!),
     maxConnections: get("max-connections") === "auto" ? "auto" : integer("max-connections", get("max-connections")!, 1),

@@ -33,6 +33,11 @@ export interface StepEntry {
   readonly promptLength: number;
   /** Grammar of a constrained sequence: its mask rows (one per sampled position) are filled from it. */
   readonly constraint?: TokenConstraint;
+  /**
+   * Drafts the backend's draft model should propose after this step's accepted tokens (default 0); `blocks` must then
+   * cover contextLen + propose positions.
+   */
+  readonly propose?: number;
 }
 
 const MIN_POSITIVE_F32 = 1.401298464324817e-45;
@@ -50,6 +55,7 @@ export class StepBatchBuilder {
   readonly blockTables: Int32Array;
   readonly sampling;
   readonly maskRowStart: Int32Array;
+  readonly proposeCounts: Int32Array;
   /** Mask rows, allocated at their largest (maxSeqs × (maxDrafts + 1) rows) on the first constrained entry. */
   #allowedMask = new Uint32Array(0);
   #maskRows = 0;
@@ -91,6 +97,7 @@ export class StepBatchBuilder {
       logprobs: new Int32Array(B),
     };
     this.maskRowStart = new Int32Array(B).fill(-1);
+    this.proposeCounts = new Int32Array(B);
     this.historyStart = new Int32Array(B + 1);
     this.historyPromptLens = new Int32Array(B);
     this.biasStart = new Int32Array(B + 1);
@@ -101,6 +108,8 @@ export class StepBatchBuilder {
       logprobs: new Float32Array(B * W),
       topIds: new Int32Array(B * W * info.maxTopLogprobs),
       topLogprobs: new Float32Array(B * W * info.maxTopLogprobs),
+      proposedCounts: new Int32Array(B),
+      proposed: new Int32Array(B * info.maxDrafts),
     };
   }
 
@@ -162,6 +171,7 @@ export class StepBatchBuilder {
     s.seeds[i] = e.seed;
     s.logprobs[i] = Math.min(e.logprobs, this.info.maxTopLogprobs);
     this.maskRowStart[i] = -1;
+    this.proposeCounts[i] = e.propose ?? 0;
     if (e.constraint !== undefined && e.sample) {
       const words = maskWords(this.info.vocabSize);
       if (this.#allowedMask.length === 0) {
@@ -232,6 +242,7 @@ export class StepBatchBuilder {
       biasStart: this.biasStart,
       biasIds: this.#biasIds,
       biasValues: this.#biasValues,
+      proposeCounts: this.proposeCounts,
     };
   }
 }

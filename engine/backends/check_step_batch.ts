@@ -33,6 +33,12 @@ export function checkStepBatch(batch: StepBatch, info: BackendInfo): void {
   need("historyStart", batch.historyStart, B + 1);
   need("historyPromptLens", batch.historyPromptLens, B);
   need("biasStart", batch.biasStart, B + 1);
+  if (batch.proposeCounts !== undefined && !info.proposesDrafts) {
+    // This path has no draft model: a request for proposals is a caller bug, not something to ignore silently.
+    for (let i = 0; i < B; i++) {
+      if (batch.proposeCounts[i] !== 0) fail("proposeCounts", `this backend has no draft model (sequence ${i})`);
+    }
+  }
   const s = batch.sampling;
   for (
     const [name, arr] of [

@@ -190,7 +190,7 @@ static rill_status step(rill_engine *e, batch_buf *bb, int n, const int *fed, in
       .presence_penalty = bb->pp, .frequency_penalty = bb->fp, .repetition_penalty = bb->rp, .seeds = bb->seeds,
       .logprobs = bb->logprobs, .mask_row_start = bb->mask_row_start, .history_start = bb->history_start,
       .history_prompt_lens = bb->history_prompt_lens, .bias_start = bb->bias_start};
-  rill_step_result r = {bb->counts, bb->out_tokens, bb->out_lp, bb->top_ids, bb->top_lp};
+  rill_step_result r = {bb->counts, bb->out_tokens, bb->out_lp, bb->top_ids, bb->top_lp, NULL, NULL};
   return rill_step(e, &b, &r);
 }
 

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "draft.h"
 #include "rope.h"
 #include "safetensors.h"
 #include "sample.h"
@@ -54,11 +55,19 @@ static void free_buffers(rill_engine *e) {
   free(e->row_hidden);
   free(e->logits);
   free(e->sample_scratch);
+  free(e->dr_tokens);
+  free(e->dr_positions);
+  free(e->dr_query_start);
+  free(e->dr_context_lens);
+  free(e->dr_left);
+  free(e->dr_cur_tok);
+  free(e->dr_cur_pos);
 }
 
 RILL_API void rill_engine_destroy(rill_engine *e) {
   if (e == NULL) return;
-  rill_pool_destroy(e->pool);
+  rill_engine_destroy(e->draft);
+  if (e->owns_pool) rill_pool_destroy(e->pool);
   rill_kv_pool_destroy(&e->kv);
   rill_model_weights_free(&e->w);
   free_buffers(e);
@@ -130,8 +139,8 @@ static rill_status read_options(const rill_options *o, rill_engine *e) {
     if (strcmp(o->device, "cuda") == 0) return set_global(RILL_ERR_UNSUPPORTED, "device cuda: this build has no CUDA device");
     return set_global(RILL_ERR_INVALID_ARGUMENT, "device %.32s: expected cpu, cuda or auto", o->device);
   }
-  if (o->draft_model_dir != NULL) {
-    return set_global(RILL_ERR_UNSUPPORTED, "draft_model_dir: a draft model is not supported by this build yet");
+  if (o->draft_model_dir != NULL && o->draft_model_dir[0] == '\0') {
+    return set_global(RILL_ERR_INVALID_ARGUMENT, "draft_model_dir: empty path");
   }
   rill_wtype wt;
   if (o->dtype != NULL && parse_wtype(o->dtype, &wt) != RILL_OK) {
@@ -163,14 +172,12 @@ static rill_status read_options(const rill_options *o, rill_engine *e) {
   return RILL_OK;
 }
 
-RILL_API rill_status rill_engine_create(const char *model_dir, const rill_options *options, rill_engine **out) {
-  global_err[0] = '\0';
-  if (out == NULL) return set_global(RILL_ERR_INVALID_ARGUMENT, "out: NULL");
-  *out = NULL;
-  if (model_dir == NULL) return set_global(RILL_ERR_INVALID_ARGUMENT, "model_dir: NULL");
-  rill_options defaults;
-  memset(&defaults, 0, sizeof defaults);
-  const rill_options *o = options != NULL ? options : &defaults;
+static rill_status attach_draft(rill_engine *e, const char *dir, const rill_options *o);
+
+/* One engine for model_dir; `shared_pool` non-NULL: borrow that thread pool (the draft model shares its target's);
+ * `rows_cap` > 0: at most that many logits rows per forward (a draft model needs one per sequence). */
+static rill_status engine_create(const char *model_dir, const rill_options *o, rill_pool *shared_pool,
+                                 int32_t rows_cap, rill_engine **out) {
   rill_engine *e = calloc(1, sizeof *e);
   if (e == NULL) return set_global(RILL_ERR_OUT_OF_MEMORY, "out of memory");
   rill_status s = read_options(o, e);
@@ -195,10 +202,16 @@ RILL_API rill_status rill_engine_create(const char *model_dir, const rill_option
   e->qkv_dim = (c->num_heads + 2 * c->num_kv_heads) * c->head_dim;
 
   int threads = o->threads > 0 ? o->threads : rill_cpu_count();
-  s = rill_pool_create(threads, &e->pool);
-  if (s != RILL_OK) {
-    free(e);
-    return set_global(s, "cannot start %d threads", threads);
+  if (shared_pool != NULL) {
+    e->pool = shared_pool;
+    threads = rill_pool_threads(shared_pool);
+  } else {
+    s = rill_pool_create(threads, &e->pool);
+    if (s != RILL_OK) {
+      free(e);
+      return set_global(s, "cannot start %d threads", threads);
+    }
+    e->owns_pool = 1;
   }
   rill_checkpoint *ck = NULL;
   s = rill_checkpoint_open(model_dir, &ck, global_err, sizeof global_err);
@@ -247,6 +260,7 @@ RILL_API rill_status rill_engine_create(const char *model_dir, const rill_option
   e->k = rill_kernels_select(getenv("RILL_CPU_ISA"));
   int64_t rows = (int64_t)e->lim.max_seqs * (e->lim.max_drafts + 1);
   e->max_rows = (int32_t)(rows < e->lim.max_batch_tokens ? rows : e->lim.max_batch_tokens);
+  if (rows_cap > 0 && rows_cap < e->max_rows) e->max_rows = rows_cap;
   s = alloc_buffers(e);
   if (s != RILL_OK) {
     rill_engine_destroy(e);
@@ -277,8 +291,65 @@ RILL_API rill_status rill_engine_create(const char *model_dir, const rill_option
   snprintf(i->dtype, sizeof i->dtype, "%s", wtype_name(wt));
   snprintf(i->kv_dtype, sizeof i->kv_dtype, "%s", kv_bf16 ? "bf16" : "fp32");
   snprintf(i->architecture, sizeof i->architecture, "%s", c->architecture);
+  if (o->draft_model_dir != NULL) {
+    s = attach_draft(e, o->draft_model_dir, o);
+    if (s != RILL_OK) {
+      rill_engine_destroy(e);
+      return s;
+    }
+  }
   *out = e;
   return RILL_OK;
+}
+
+/* Loads the draft model with the target's pool geometry (same block ids and block size, same limits), so the step's
+ * block tables address both pools; refuses a different vocabulary before reading any weights. */
+static rill_status attach_draft(rill_engine *e, const char *dir, const rill_options *o) {
+  char msg[RILL_ERR_CAP];
+  rill_model_config dc;
+  rill_status s = rill_model_config_read(dir, &dc, msg, sizeof msg);
+  if (s != RILL_OK) return set_global(s, "draft model: %.480s", msg);
+  if (dc.vocab_size != e->cfg.vocab_size) {
+    return set_global(RILL_ERR_INVALID_ARGUMENT,
+                      "draft_model_dir %.300s: vocabulary of %d tokens, the target's has %d (a draft model needs the "
+                      "target's tokenizer)",
+                      dir, dc.vocab_size, e->cfg.vocab_size);
+  }
+  rill_options d = *o;
+  d.draft_model_dir = NULL;
+  d.block_size = e->lim.block_size;
+  d.num_blocks = e->lim.num_blocks;
+  d.max_model_len = e->lim.max_positions;
+  s = engine_create(dir, &d, e->pool, e->lim.max_seqs, &e->draft);
+  if (s != RILL_OK) {
+    snprintf(msg, sizeof msg, "%s", global_err);
+    return set_global(s, "draft model: %.480s", msg);
+  }
+  const size_t B = (size_t)e->lim.max_seqs + 1;
+  e->dr_tokens = malloc(B * sizeof(int32_t));
+  e->dr_positions = malloc(B * sizeof(int32_t));
+  e->dr_query_start = malloc(B * sizeof(int32_t));
+  e->dr_context_lens = malloc(B * sizeof(int32_t));
+  e->dr_left = malloc(B * sizeof(int32_t));
+  e->dr_cur_tok = malloc(B * sizeof(int32_t));
+  e->dr_cur_pos = malloc(B * sizeof(int32_t));
+  if (e->dr_tokens == NULL || e->dr_positions == NULL || e->dr_query_start == NULL || e->dr_context_lens == NULL ||
+      e->dr_left == NULL || e->dr_cur_tok == NULL || e->dr_cur_pos == NULL) {
+    return set_global(RILL_ERR_OUT_OF_MEMORY, "out of memory for the draft model's step buffers");
+  }
+  e->info.draft_weight_bytes = (int64_t)e->draft->w.bytes;
+  e->info.kv_bytes += (int64_t)e->draft->kv.bytes;
+  return RILL_OK;
+}
+
+RILL_API rill_status rill_engine_create(const char *model_dir, const rill_options *options, rill_engine **out) {
+  global_err[0] = '\0';
+  if (out == NULL) return set_global(RILL_ERR_INVALID_ARGUMENT, "out: NULL");
+  *out = NULL;
+  if (model_dir == NULL) return set_global(RILL_ERR_INVALID_ARGUMENT, "model_dir: NULL");
+  rill_options defaults;
+  memset(&defaults, 0, sizeof defaults);
+  return engine_create(model_dir, options != NULL ? options : &defaults, NULL, 0, out);
 }
 
 RILL_API rill_status rill_engine_info(const rill_engine *e, rill_info *out) {
@@ -305,11 +376,28 @@ RILL_API rill_status rill_step(rill_engine *e, const rill_step_batch *b, rill_st
   }
   rill_status s = check_batch(e, b);
   if (s != RILL_OK) return s;
+  if (b->propose_counts != NULL) {
+    for (int32_t i = 0; i < b->num_seqs; i++) {
+      if (b->propose_counts[i] > 0 && e->draft == NULL) {
+        snprintf(e->err, sizeof e->err, "propose_counts[%d] = %d: this engine has no draft model", i,
+                 b->propose_counts[i]);
+        return RILL_ERR_INVALID_ARGUMENT;
+      }
+    }
+    if (r->proposed_counts == NULL || (e->lim.max_drafts > 0 && r->proposed == NULL)) {
+      snprintf(e->err, sizeof e->err, "result: NULL proposed buffer with propose_counts set");
+      return RILL_ERR_INVALID_ARGUMENT;
+    }
+  }
   int32_t rows = 0;
-  s = rill_forward(e, b, 0, NULL, &rows);
+  s = rill_forward(e, b, RILL_ROWS_SAMPLED, NULL, &rows);
   if (s != RILL_OK) return s;
-  return rill_sample_batch(b, e->logits, e->cfg.vocab_size, e->lim.max_drafts, e->lim.max_top_logprobs,
-                           e->sample_scratch, r, e->err, sizeof e->err);
+  s = rill_sample_batch(b, e->logits, e->cfg.vocab_size, e->lim.max_drafts, e->lim.max_top_logprobs,
+                        e->sample_scratch, r, e->err, sizeof e->err);
+  if (s != RILL_OK) return s;
+  if (e->draft != NULL) return rill_draft_propose(e, b, r);
+  if (b->propose_counts != NULL) memset(r->proposed_counts, 0, (size_t)b->num_seqs * sizeof(int32_t));
+  return RILL_OK;
 }
 
 RILL_API rill_status rill_forward_logits(rill_engine *e, const rill_step_batch *b, float *logits_out) {
@@ -322,7 +410,9 @@ RILL_API rill_status rill_forward_logits(rill_engine *e, const rill_step_batch *
   rill_status s = check_batch(e, b);
   if (s != RILL_OK) return s;
   int32_t rows = 0;
-  return rill_forward(e, b, 1, logits_out, &rows);
+  s = rill_forward(e, b, RILL_ROWS_ALL, logits_out, &rows);
+  if (s != RILL_OK || e->draft == NULL) return s;
+  return rill_draft_follow(e, b);
 }
 
 RILL_API rill_status rill_release(rill_engine *e, int32_t seq_id) {

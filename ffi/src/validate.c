@@ -134,6 +134,26 @@ rill_status rill_validate_batch(const rill_step_batch *b, const rill_limits *lim
     if (d >= fed) FAIL("draft_counts[%d] = %d must be less than the %d tokens the sequence feeds", i, d, fed);
     if (d > 0 && flag == 0) FAIL("draft_counts[%d] = %d on a sequence that is not sampled (sample_flags[%d] = 0)", i, d, i);
 
+    const int32_t k = b->propose_counts != NULL ? b->propose_counts[i] : 0;
+    if (k < 0 || k > lim->max_drafts) FAIL("propose_counts[%d] = %d is outside 0..%d (max_drafts)", i, k, lim->max_drafts);
+    if (k > 0 && flag == 0) FAIL("propose_counts[%d] = %d on a sequence that is not sampled (sample_flags[%d] = 0)", i, k, i);
+    if (k > 0) {
+      /* The draft model writes lookahead KV up to position context_lens + k - 1: those slots must exist too. */
+      if ((int64_t)ctx + k > lim->max_positions)
+        FAIL("propose_counts[%d] = %d: context_lens %d + proposals is over max_positions %d", i, k, ctx,
+             lim->max_positions);
+      const int64_t ahead = ((int64_t)ctx + k + lim->block_size - 1) / lim->block_size;
+      if (ahead > stride)
+        FAIL("block_table_stride = %d is too small for context_lens[%d] = %d plus %d proposals (needs %lld blocks)",
+             stride, i, ctx, k, (long long)ahead);
+      for (int64_t j = blocks; j < ahead; j++) {
+        const int32_t blk = b->block_tables[(int64_t)i * stride + j];
+        if (blk < 0 || blk >= lim->num_blocks)
+          FAIL("block_tables[%d][%lld] = %d is outside the pool 0..%d (lookahead for propose_counts[%d] = %d)", i,
+               (long long)j, blk, lim->num_blocks - 1, i, k);
+      }
+    }
+
     const int32_t lp = b->logprobs[i];
     if (lp < -1 || lp > lim->max_top_logprobs)
       FAIL("logprobs[%d] = %d is outside -1..%d (max_top_logprobs)", i, lp, lim->max_top_logprobs);

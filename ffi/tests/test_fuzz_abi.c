@@ -391,7 +391,7 @@ static void fuzz_engine(int rounds) {
   int32_t *top_ids = calloc((size_t)CAP * K1 * L, sizeof(int32_t));
   float *top_lps = calloc((size_t)CAP * K1 * L, sizeof(float));
   float *logits = malloc((size_t)lim.max_batch_tokens * lim.vocab_size * sizeof(float));
-  rill_step_result res = {counts, tokens, lps, top_ids, top_lps};
+  rill_step_result res = {counts, tokens, lps, top_ids, top_lps, NULL, NULL};
 
   int corrupted = 0, rejected = 0, with_message = 0, valid = 0, valid_ok = 0, results_ok = 0, garbage = 0;
   for (int n = 0; n < rounds; n++) {

@@ -30,7 +30,7 @@ static rill_status run(fixture *f, int32_t V) {
     CHECK_MSG(0, "fixture batch invalid: %s", g_err);
     return v;
   }
-  rill_step_result res = {r_counts, r_tokens, r_logprobs, r_top_ids, r_top_lps};
+  rill_step_result res = {r_counts, r_tokens, r_logprobs, r_top_ids, r_top_lps, NULL, NULL};
   memset(r_counts, 0xff, sizeof r_counts);
   return rill_sample_batch(&b, g_logits, V, MAXD, MAXL, g_scratch, &res, g_err, sizeof g_err);
 }

@@ -21,6 +21,23 @@ Deno.test("main.ts serve: a missing or invalid model directory is a one-line err
   const bad = await runToExit("main.ts", ["serve", "--port", "http"]);
   assert.equal(bad.code, 1);
   assert.match(bad.stderr, /--port must be an integer/);
+  // A draft model the backend cannot use is a startup error, not a crash.
+  const onnxDraft = await runToExit("main.ts", [
+    "serve",
+    FIXTURE_MODEL,
+    "--port",
+    "0",
+    "--data-dir",
+    ":memory:",
+    "--speculative",
+    "draft",
+    "--draft-model",
+    FIXTURE_MODEL,
+  ]);
+  assert.equal(onnxDraft.code, 1);
+  // Loading logs come first; the error is the one last line.
+  assert.match(onnxDraft.stderr.trim().split("\n").at(-1)!, /^rill: --speculative draft needs --backend native/);
+  assert.ok(!/\bat .*\.ts:\d+/.test(onnxDraft.stderr), onnxDraft.stderr);
 });
 
 Deno.test("main.ts serve --help documents every option and its environment variable", async () => {
@@ -40,6 +57,7 @@ Deno.test("main.ts serve --help documents every option and its environment varia
       "shutdown-timeout",
       "log-format",
       "speculative",
+      "draft-model",
       "num-speculative-tokens",
       "reasoning-key",
       "reasoning-key-file",
