@@ -151,13 +151,17 @@ static void apply_penalties(const rill_step_batch *b, int32_t i, int32_t r, scra
   }
 }
 
+/* Greedy with no penalty or mask: every row of sequence i is the argmax of its raw logits. */
+static int plain_greedy(const rill_step_batch *b, int32_t i) {
+  return b->frequency_penalty[i] == 0 && b->presence_penalty[i] == 0 && b->repetition_penalty[i] == 1 &&
+         b->mask_row_start[i] < 0 && b->temperature[i] == 0;
+}
+
 /* Samples row r of sequence i from raw (V logits) by the rule of docs/backend-step.md; *out gets the token. */
 static rill_status sample_row(const rill_step_batch *b, int32_t i, int32_t r, const float *raw, int32_t V,
                               scratch_view *s, int32_t *out, char *err, size_t err_cap) {
   double *w = s->work;
-  const int plain = b->frequency_penalty[i] == 0 && b->presence_penalty[i] == 0 && b->repetition_penalty[i] == 1 &&
-                    b->mask_row_start[i] < 0;
-  if (plain && b->temperature[i] == 0) {
+  if (plain_greedy(b, i)) {
     /* Greedy on untouched logits: the argmax of the row itself (the general path below gives the same token). */
     int32_t best = 0;
     float max = -INFINITY;
@@ -453,7 +457,7 @@ rill_status rill_sample_batch_pooled(const rill_step_batch *b, const float *logi
   int64_t *row_start = (int64_t *)(void *)p;
   j.row_start = row_start;
   /* The limits checks and row offsets in batch order, as the serial loop meets them. */
-  int64_t row = 0;
+  int64_t row = 0, full_rows = 0;
   for (int32_t i = 0; i < b->num_seqs; i++) {
     out->counts[i] = 0;
     if (!b->sample_flags[i]) continue;
@@ -462,12 +466,19 @@ rill_status rill_sample_batch_pooled(const rill_step_batch *b, const float *logi
       return fail(err, err_cap, "sequence %d: draft count %d or logprobs %d over the limits", i, d, lp);
     row_start[i] = row;
     row += d + 1;
+    if (!plain_greedy(b, i) || lp >= 0) full_rows += d + 1;
   }
   for (int t = 0; t < threads; t++) {
     j.failures[t].seq = INT32_MAX;
     j.failures[t].status = RILL_OK;
   }
-  rill_pool_run(pool, sample_task, &j, b->num_seqs);
+  /* A plain greedy row is one pass of argmax, cheaper than waking the workers; rows that exponentiate the vocabulary
+   * (sampling, logprobs) or run penalties and masks are worth spreading once there are two of them. */
+  if (full_rows >= 2) {
+    rill_pool_run(pool, sample_task, &j, b->num_seqs);
+  } else {
+    for (int32_t i = 0; i < b->num_seqs; i++) sample_task(&j, i, 0);
+  }
   /* The lowest failing sequence's message, whichever thread met it: the serial loop's first failure. */
   const thread_failure *first = NULL;
   for (int t = 0; t < threads; t++)
