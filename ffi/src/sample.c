@@ -3,7 +3,6 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "philox.h"
 
@@ -428,13 +427,13 @@ static void sample_task(void *ctx, int64_t task, int thread) {
   if (!j->b->sample_flags[i]) return;
   thread_failure *f = &j->failures[thread];
   scratch_view s = view_scratch(j->thread_scratch + (size_t)thread * j->stride, j->vocab_size);
-  char msg[POOL_ERR_CAP];
+  char msg[POOL_ERR_CAP] = "";
   const rill_status st = sample_seq(j->b, i, j->logits + (size_t)j->row_start[i] * (size_t)j->vocab_size,
                                     j->vocab_size, j->K1, j->L, &s, j->out, msg, sizeof msg);
   if (st != RILL_OK && i < f->seq) {
     f->seq = i;
     f->status = st;
-    memcpy(f->msg, msg, sizeof msg);
+    snprintf(f->msg, sizeof f->msg, "%s", msg);
   }
 }
 
