@@ -18,7 +18,6 @@
  * Environment: RILL_BENCH_THREADS (default: all cores), RILL_BENCH_NATIVE_SMALL=1 (bundled model only).
  */
 import { join } from "node:path";
-import { buildFfi } from "../scripts/build_ffi.ts";
 import { createBackend } from "../engine/backends/create_backend.ts";
 import { readModelDir } from "../model/model_dir.ts";
 import type { ModelConfig } from "../model/model_dir.ts";
@@ -419,9 +418,14 @@ function loadAverage(): string {
 
 export async function run(): Promise<void> {
   const t0 = performance.now();
-  const built = await buildFfi({ tests: false, log: (l) => console.log(`native: ${l}`) });
-  if (!built.built) {
-    console.log("native: no C compiler, nothing to measure");
+  // The library build (scripts/build_ffi.ts) runs as its own process: the bench layer does not import scripts/.
+  const build = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "--allow-run", "--allow-read", "--allow-write", "--allow-env", join(ROOT, "scripts/build_ffi.ts")],
+    stdout: "inherit",
+    stderr: "inherit",
+  }).output();
+  if (!build.success || !(await exists(join(ROOT, "build/ffi/librill.so")))) {
+    console.log("native: the native library is not built (no C compiler?), nothing to measure");
     return;
   }
   const tools = await buildTools();
