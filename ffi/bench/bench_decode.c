@@ -4,8 +4,13 @@
  * bandwidth). Uses only the public ABI.
  *
  *   bench_decode MODEL_DIR [--dtype fp32|bf16|int8|all] [--threads N] [--prompt P] [--steps S] [--reps R]
+ *                [--temperature T]
+ *   bench_decode --bandwidth [--threads N]
  *
- * Prints one line per measurement; medians over R repetitions.
+ * Prints one line per measurement; medians over R repetitions. Decoding is greedy unless --temperature T > 0 (then
+ * sampled with the API's defaults otherwise: no top-p, top-k or min-p, so every row exponentiates and sums the whole
+ * vocabulary). --bandwidth prints only the best read bandwidth of 5 passes over 512 MB, in GB/s, with N threads
+ * (default: all cores).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -15,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "rill.h"
 
@@ -157,6 +163,8 @@ static void bb_alloc(batch_buf *b, int K1, int L) {
 }
 
 /* One step: sequence i feeds fed[i] tokens after ctx[i] cached ones, in its own run of blocks. */
+static float g_temperature = 0.0f;
+
 static rill_status step(rill_engine *e, batch_buf *bb, int n, const int *fed, int32_t *ctx, int block_size,
                         int blocks_per_seq) {
   rill_info info;
@@ -173,7 +181,9 @@ static rill_status step(rill_engine *e, batch_buf *bb, int n, const int *fed, in
     ctx[i] += fed[i];
     bb->context_lens[i] = ctx[i];
     bb->sample_flags[i] = 1;
+    bb->temperature[i] = g_temperature;
     bb->top_p[i] = 1.0f;
+    bb->seeds[i] = 1234u + (uint64_t)i;
     bb->rp[i] = 1.0f;
     bb->logprobs[i] = -1;
     bb->mask_row_start[i] = -1;
@@ -216,6 +226,13 @@ static int tied(const char *dir) {
 }
 
 int main(int argc, char **argv) {
+  if (argc >= 2 && strcmp(argv[1], "--bandwidth") == 0) {
+    int threads = argc >= 4 && strcmp(argv[2], "--threads") == 0 ? atoi(argv[3]) : 0;
+    if (threads < 1) threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (threads < 1 || threads > 64) threads = 1;
+    printf("read bandwidth %.3f GB/s (%d threads)\n", read_bandwidth(threads), threads);
+    return 0;
+  }
   if (argc < 2) {
     fprintf(stderr, "usage: bench_decode MODEL_DIR [--dtype fp32|bf16|int8|all] [--threads N] [--prompt P] "
                     "[--steps S] [--reps R]\n");
@@ -229,6 +246,7 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--prompt") == 0) prompt = atoi(argv[i + 1]);
     else if (strcmp(argv[i], "--steps") == 0) steps = atoi(argv[i + 1]);
     else if (strcmp(argv[i], "--reps") == 0) reps = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "--temperature") == 0) g_temperature = (float)atof(argv[i + 1]);
   }
   if (reps > 15) reps = 15;
   const char *dtypes[3] = {"fp32", "bf16", "int8"};

@@ -105,8 +105,8 @@ static rill_status alloc_buffers(rill_engine *e) {
   e->rows = malloc(T * sizeof(int32_t));
   e->row_hidden = alloc_floats((size_t)e->max_rows * H);
   e->logits = alloc_floats((size_t)e->max_rows * (size_t)c->vocab_size);
-  size_t sb = rill_sample_scratch_bytes(c->vocab_size);
-  e->sample_scratch = aligned_alloc(64, (sb + 63) & ~(size_t)63);
+  size_t sb = rill_sample_pool_scratch_bytes(c->vocab_size, (int)threads, e->lim.max_seqs);
+  e->sample_scratch = sb == 0 ? NULL : aligned_alloc(64, (sb + 63) & ~(size_t)63);
   if (e->x == NULL || e->xn == NULL || e->qkv == NULL || e->attn == NULL || e->proj == NULL || e->gu == NULL ||
       e->act == NULL || e->rope_cos == NULL || e->rope_sin == NULL || e->slot_block == NULL ||
       e->slot_in_block == NULL || e->tok_seq == NULL || e->xq == NULL || e->xs == NULL || e->inv_freq == NULL ||
@@ -392,8 +392,8 @@ RILL_API rill_status rill_step(rill_engine *e, const rill_step_batch *b, rill_st
   int32_t rows = 0;
   s = rill_forward(e, b, RILL_ROWS_SAMPLED, NULL, &rows);
   if (s != RILL_OK) return s;
-  s = rill_sample_batch(b, e->logits, e->cfg.vocab_size, e->lim.max_drafts, e->lim.max_top_logprobs,
-                        e->sample_scratch, r, e->err, sizeof e->err);
+  s = rill_sample_batch_pooled(b, e->logits, e->cfg.vocab_size, e->lim.max_drafts, e->lim.max_top_logprobs,
+                               e->lim.max_seqs, e->pool, e->sample_scratch, r, e->err, sizeof e->err);
   if (s != RILL_OK) return s;
   if (e->draft != NULL) return rill_draft_propose(e, b, r);
   if (b->propose_counts != NULL) memset(r->proposed_counts, 0, (size_t)b->num_seqs * sizeof(int32_t));
