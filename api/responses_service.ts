@@ -27,11 +27,18 @@ import type { ResponseStore } from "./response_store.ts";
 import { tailEvents } from "./event_tail.ts";
 import { RequestTrace } from "./request_trace.ts";
 import { CreateResponseSchema, InputTokensSchema } from "./responses_schema.ts";
-import { preparePrompt, prepareResponse, type RequestContext } from "./responses_request.ts";
+import {
+  preparePrompt,
+  prepareResponse,
+  previousItems,
+  type PreviousLookup,
+  type RequestContext,
+} from "./responses_request.ts";
 import type { SamplingDefaults } from "./sampling_defaults.ts";
 import { checkQuery, parseOrThrow } from "./validation.ts";
 import type { StructuredOutputs } from "./structured_output.ts";
 import { jsonResponse, sseResponse } from "./http_response.ts";
+import type { Response as ResponseObject, ResponseStreamEvent } from "../stream/types.ts";
 
 export interface ResponsesServiceOptions {
   readonly engine: Engine;
@@ -46,6 +53,22 @@ export interface ResponsesServiceOptions {
   readonly ids?: IdSource;
   /** Internal failures that must not reach clients (e.g. a store write failing mid-stream). */
   readonly onError?: (error: unknown) => void;
+}
+
+/** One response of `ResponsesService.stream`. */
+export interface StreamedResponse {
+  readonly id: string;
+  /** Every item before this response's output, in wire form: what a continuation of it puts before that output. */
+  readonly history: readonly Record<string, unknown>[];
+  /**
+   * The next step's sequenced events (each batch recorded, and stored when `store` is on), or null once the stream
+   * ended after its terminal event (or early, once stopped).
+   */
+  read(): Promise<readonly ResponseStreamEvent[] | null>;
+  /** The client went away: aborts the generation, and the response ends "cancelled". */
+  stop(): void;
+  /** The latest Response snapshot: after the stream ended, the final one. */
+  final(): ResponseObject;
 }
 
 interface BackgroundRun {
@@ -121,8 +144,50 @@ export class ResponsesService {
     startedAt: number,
     trace: RequestTrace = new RequestTrace(),
   ): Promise<Response> {
+    const { prep, initial, recorder, generation, pipeline } = await this.#start(body, this.#ctx, startedAt, trace);
+    const id = prep.template.id;
+    if (prep.background) {
+      const events = responseEventStream(generation.chunks, pipeline);
+      const finished = (async () => {
+        try {
+          for await (const batch of events) recorder.record(batch);
+        } finally {
+          recorder.cancel();
+          this.#runs.delete(prep.template.id);
+        }
+      })();
+      this.#runs.set(prep.template.id, { abort: generation.abort, finished });
+      if (prep.stream) return sseResponse(this.#tail(prep.template.id, -1, trace));
+      return jsonResponse(initial);
+    }
+
+    this.#foreground.set(id, generation.abort);
+    stopOnDisconnect(request, generation);
+    trace.count(generation.done);
+    if (prep.stream) {
+      const body = responseSseStream(generation.chunks, pipeline, (events) => recorder.record(events));
+      trace.streamsUntil(generation.done);
+      return sseResponse(body);
+    }
+    try {
+      const { response, events } = await collectResponse(generation.chunks, pipeline);
+      recorder.record(events);
+      if (!recorder.ended) recorder.cancel(response);
+      if (response.status === "failed" && this.#shuttingDown) throw shuttingDown();
+      return jsonResponse(response);
+    } finally {
+      recorder.cancel();
+    }
+  }
+
+  /**
+   * What every create shares, whatever carries its events: the request prepared against `ctx` (whose `previous`
+   * lookup the WebSocket mode widens to its socket's recent responses), the generation started, the initial
+   * response stored when `store` is on, and the pipeline's options.
+   */
+  async #start(body: Record<string, unknown>, ctx: RequestContext, startedAt: number, trace: RequestTrace) {
     const parsed = parseOrThrow(CreateResponseSchema, body);
-    const prep = await prepareResponse(parsed, this.#ctx);
+    const prep = await prepareResponse(parsed, ctx);
     const { engine, format, store } = this.#o;
     const initial = buildResponse(prep.template, {
       status: prep.background ? "queued" : "in_progress",
@@ -167,39 +232,52 @@ export class ResponsesService {
       abortAs: this.#abortAs,
       ...(this.#o.ids === undefined ? {} : { ids: this.#o.ids }),
     };
+    return { prep, initial, recorder, generation, pipeline };
+  }
 
-    if (prep.background) {
-      const events = responseEventStream(generation.chunks, pipeline);
-      const finished = (async () => {
-        try {
-          for await (const batch of events) recorder.record(batch);
-        } finally {
-          recorder.cancel();
-          this.#runs.delete(prep.template.id);
-        }
-      })();
-      this.#runs.set(prep.template.id, { abort: generation.abort, finished });
-      if (prep.stream) return sseResponse(this.#tail(prep.template.id, -1, trace));
-      return jsonResponse(initial);
-    }
-
+  /**
+   * A streamed create whose events go to the caller as objects (WebSocket mode, responses_socket.ts) rather than as
+   * SSE bytes. `previous` is consulted before the store for `previous_response_id`. The events are pulled, so a
+   * consumer that stops reading holds the generation back exactly as a slow SSE client does; `stop()` is the
+   * client going away (the response ends cancelled). `background` is refused by the caller before this.
+   */
+  async stream(
+    body: Record<string, unknown>,
+    previous: PreviousLookup,
+    startedAt: number,
+    trace: RequestTrace = new RequestTrace(),
+  ): Promise<StreamedResponse> {
+    const ctx: RequestContext = { ...this.#ctx, previous: (id) => previous(id) ?? this.#ctx.previous(id) };
+    const { prep, recorder, generation, pipeline } = await this.#start(
+      { ...body, stream: true },
+      ctx,
+      startedAt,
+      trace,
+    );
+    const id = prep.template.id;
     this.#foreground.set(id, generation.abort);
-    stopOnDisconnect(request, generation);
     trace.count(generation.done);
-    if (prep.stream) {
-      const body = responseSseStream(generation.chunks, pipeline, (events) => recorder.record(events));
-      trace.streamsUntil(generation.done);
-      return sseResponse(body);
-    }
-    try {
-      const { response, events } = await collectResponse(generation.chunks, pipeline);
-      recorder.record(events);
-      if (!recorder.ended) recorder.cancel(response);
-      if (response.status === "failed" && this.#shuttingDown) throw shuttingDown();
-      return jsonResponse(response);
-    } finally {
-      recorder.cancel();
-    }
+    const continued = prep.conversation.version === 2 ? prep.conversation.previous : null;
+    const history = [...previousItems({ previous_response_id: continued }, ctx), ...prep.inputItems];
+    const reader = responseEventStream(generation.chunks, pipeline).getReader();
+    return {
+      id,
+      history,
+      async read() {
+        const { done, value } = await reader.read();
+        if (done) {
+          recorder.cancel();
+          return null;
+        }
+        recorder.record(value);
+        return value;
+      },
+      stop() {
+        generation.stop();
+        reader.cancel().catch(() => {});
+      },
+      final: () => recorder.snapshot,
+    };
   }
 
   /**
