@@ -188,6 +188,8 @@ export class ResponsesSocket {
     const api = toApiError(error);
     if (!(error instanceof ApiError) && api.status === 500) this.#o.onError?.(error);
     const { error: detail } = api.toJSON();
+    // The code WebSocket clients look for to restart a chain with full context.
+    if (api.status === 404 && api.param === "previous_response_id") detail.code = "previous_response_not_found";
     this.#send({
       type: "error",
       status: api.status,
