@@ -415,8 +415,9 @@ export function createServer(options: ServerOptions): RillServer {
       chat.abortAll();
       completions.abortAll();
       while (!idle()) await sleep(10);
+      // A client that never answers the close handshake holds no one up: the gate closes its connection later.
       for (const socket of sockets) socket.close(1001, "The server is shutting down");
-      await Promise.all([...sockets].map((socket) => socket.finished));
+      await Promise.race([Promise.all([...sockets].map((socket) => socket.finished)), sleep(1000)]);
       // Only now does the listener close (Deno's shutdown also waits for the responses being written, and closes
       // idle keep-alive connections).
       stopping = true;
