@@ -138,48 +138,6 @@ export class ResponsesService {
     for (const abort of this.#foreground.values()) abort.abort();
   }
 
-  async create(
-    body: Record<string, unknown>,
-    request: Request,
-    startedAt: number,
-    trace: RequestTrace = new RequestTrace(),
-  ): Promise<Response> {
-    const { prep, initial, recorder, generation, pipeline } = await this.#start(body, this.#ctx, startedAt, trace);
-    const id = prep.template.id;
-    if (prep.background) {
-      const events = responseEventStream(generation.chunks, pipeline);
-      const finished = (async () => {
-        try {
-          for await (const batch of events) recorder.record(batch);
-        } finally {
-          recorder.cancel();
-          this.#runs.delete(prep.template.id);
-        }
-      })();
-      this.#runs.set(prep.template.id, { abort: generation.abort, finished });
-      if (prep.stream) return sseResponse(this.#tail(prep.template.id, -1, trace));
-      return jsonResponse(initial);
-    }
-
-    this.#foreground.set(id, generation.abort);
-    stopOnDisconnect(request, generation);
-    trace.count(generation.done);
-    if (prep.stream) {
-      const body = responseSseStream(generation.chunks, pipeline, (events) => recorder.record(events));
-      trace.streamsUntil(generation.done);
-      return sseResponse(body);
-    }
-    try {
-      const { response, events } = await collectResponse(generation.chunks, pipeline);
-      recorder.record(events);
-      if (!recorder.ended) recorder.cancel(response);
-      if (response.status === "failed" && this.#shuttingDown) throw shuttingDown();
-      return jsonResponse(response);
-    } finally {
-      recorder.cancel();
-    }
-  }
-
   /**
    * What every create shares, whatever carries its events: the request prepared against `ctx` (whose `previous`
    * lookup the WebSocket mode widens to its socket's recent responses), the generation started, the initial
@@ -233,6 +191,48 @@ export class ResponsesService {
       ...(this.#o.ids === undefined ? {} : { ids: this.#o.ids }),
     };
     return { prep, initial, recorder, generation, pipeline };
+  }
+
+  async create(
+    body: Record<string, unknown>,
+    request: Request,
+    startedAt: number,
+    trace: RequestTrace = new RequestTrace(),
+  ): Promise<Response> {
+    const { prep, initial, recorder, generation, pipeline } = await this.#start(body, this.#ctx, startedAt, trace);
+    const id = prep.template.id;
+    if (prep.background) {
+      const events = responseEventStream(generation.chunks, pipeline);
+      const finished = (async () => {
+        try {
+          for await (const batch of events) recorder.record(batch);
+        } finally {
+          recorder.cancel();
+          this.#runs.delete(prep.template.id);
+        }
+      })();
+      this.#runs.set(prep.template.id, { abort: generation.abort, finished });
+      if (prep.stream) return sseResponse(this.#tail(prep.template.id, -1, trace));
+      return jsonResponse(initial);
+    }
+
+    this.#foreground.set(id, generation.abort);
+    stopOnDisconnect(request, generation);
+    trace.count(generation.done);
+    if (prep.stream) {
+      const body = responseSseStream(generation.chunks, pipeline, (events) => recorder.record(events));
+      trace.streamsUntil(generation.done);
+      return sseResponse(body);
+    }
+    try {
+      const { response, events } = await collectResponse(generation.chunks, pipeline);
+      recorder.record(events);
+      if (!recorder.ended) recorder.cancel(response);
+      if (response.status === "failed" && this.#shuttingDown) throw shuttingDown();
+      return jsonResponse(response);
+    } finally {
+      recorder.cancel();
+    }
   }
 
   /**
