@@ -264,10 +264,15 @@ export class ResponsesSocket {
     });
   }
 
-  /** Waits while the send buffer is over the high-water mark (WebSocket has no drain event: it is polled). */
+  /**
+   * Waits, once the send buffer is over the high-water mark, until it is down to a quarter of it (WebSocket has no
+   * drain event: it is polled). Waiting for a quarter rather than just under the mark lets a reader that keeps up
+   * get many steps per poll, not one.
+   */
   async #drained(): Promise<void> {
     const high = this.#o.highWaterBytes ?? 1 << 20;
-    while (!this.#closed && this.#socket.bufferedAmount > high) {
+    if (this.#socket.bufferedAmount <= high) return;
+    while (!this.#closed && this.#socket.bufferedAmount > high / 4) {
       await Promise.race([new Promise((resolve) => setTimeout(resolve, 5)), this.#closedSignal.promise]);
     }
   }
