@@ -37,6 +37,9 @@ export interface ServeConfig {
   readonly dataDir: string;
   /** Stored responses are deleted this many seconds after creation (0: kept forever). */
   readonly storeTtl: number;
+  /** The key sealing `encrypted_content` (reasoning_key.ts), or a file holding it; neither: kept in the data dir. */
+  readonly reasoningKey: string | undefined;
+  readonly reasoningKeyFile: string | undefined;
   readonly maxNumSeqs: number;
   readonly maxQueue: number;
   readonly maxModelLen: number | undefined;
@@ -164,6 +167,21 @@ const SPECS: readonly OptionSpec[] = [
     value: "DURATION",
     help: "How long stored responses are kept (e.g. 3600, 90m, 12h, 30d; 0 = forever).",
     fallback: "30d",
+  },
+  {
+    flag: "reasoning-key",
+    env: "RILL_REASONING_KEY",
+    value: "KEY",
+    help: "Key (32 bytes: 64 hex digits or base64) sealing `encrypted_content` of reasoning and compaction items " +
+      "(default: generated once and kept in the data directory as reasoning.key).",
+    fallback: undefined,
+  },
+  {
+    flag: "reasoning-key-file",
+    env: "RILL_REASONING_KEY_FILE",
+    value: "PATH",
+    help: "Read the reasoning key from this file.",
+    fallback: undefined,
   },
   {
     flag: "max-num-seqs",
@@ -385,6 +403,8 @@ export function parseServeArgs(
     apiKeyFile: get("api-key-file"),
     dataDir: get("data-dir")!,
     storeTtl: durationSeconds("store-ttl", get("store-ttl")!),
+    reasoningKey: get("reasoning-key"),
+    reasoningKeyFile: get("reasoning-key-file"),
     maxNumSeqs: integer("max-num-seqs", get("max-num-seqs")!, 1),
     maxQueue: integer("max-queue", get("max-queue")!, 0),
     maxModelLen: maxModelLen === undefined ? undefined : integer("max-model-len", maxModelLen, 1),

@@ -6,10 +6,11 @@
 import { StructuredOutputs } from "./structured_output.ts";
 import type { ChatFormat } from "../formats/chat_format.ts";
 import type { Engine } from "../engine/engine.ts";
-import type { IdSource } from "../stream/ids.ts";
+import { type IdSource, randomIds } from "../stream/ids.ts";
 import { ApiKeyCheck } from "./auth.ts";
 import { ChatCompletionsService } from "./chat_completions.ts";
 import { CompletionsService } from "./completions.ts";
+import { ConversationsService } from "./conversations_service.ts";
 import { Cors } from "./cors.ts";
 import { requestId } from "./request_id.ts";
 import { VERSION } from "./version.ts";
@@ -33,6 +34,7 @@ import type { SamplingDefaults } from "./sampling_defaults.ts";
 import { OPENAI_DEFAULTS } from "./sampling_defaults.ts";
 import { ResponsesService } from "./responses_service.ts";
 import { ResponsesSocket } from "./responses_socket.ts";
+import { ReasoningSeal } from "./reasoning_seal.ts";
 import { matchRoute, type RouteMatch } from "./routes.ts";
 
 export interface ServerOptions {
@@ -70,6 +72,8 @@ export interface ServerOptions {
   readonly allowedOrigins?: readonly string[];
   /** Serve /metrics without the API key. */
   readonly metricsPublic?: boolean;
+  /** 32 bytes sealing `encrypted_content` (reasoning_key.ts). Default: random, valid for this server's life. */
+  readonly reasoningKey?: Uint8Array;
 }
 
 export interface AccessLogEntry {
@@ -169,8 +173,14 @@ export function createServer(options: ServerOptions): RillServer {
     store: options.store,
     metrics,
     defaults,
+    seal: new ReasoningSeal(options.reasoningKey ?? crypto.getRandomValues(new Uint8Array(32)), options.modelId),
     ...(options.ids === undefined ? {} : { ids: options.ids }),
     ...(options.onError === undefined ? {} : { onError: options.onError }),
+  });
+  const conversations = new ConversationsService({
+    store: options.store,
+    newId: (prefix) => randomIds.next(prefix),
+    now: () => Math.floor(Date.now() / 1000),
   });
   const chat = new ChatCompletionsService({
     ...structured,
@@ -255,6 +265,8 @@ export function createServer(options: ServerOptions): RillServer {
         return await responses.create(await readJsonBody(request, maxBody), request, startedAt, trace);
       case "/v1/responses/input_tokens":
         return await responses.inputTokens(await readJsonBody(request, maxBody));
+      case "/v1/responses/compact":
+        return await responses.compact(await readJsonBody(request, maxBody), request, startedAt, trace);
       case "/v1/responses/{id}":
         return request.method === "DELETE"
           ? await responses.delete(match.id, url)
@@ -263,6 +275,21 @@ export function createServer(options: ServerOptions): RillServer {
         return responses.inputItems(match.id, url);
       case "/v1/responses/{id}/cancel":
         return await responses.cancel(match.id, url);
+      case "/v1/conversations":
+        // The SDK's `conversations.create()` sends no body at all: that is an empty conversation.
+        return conversations.create(request.body === null ? {} : await readJsonBody(request, maxBody), url);
+      case "/v1/conversations/{id}":
+        if (request.method === "DELETE") return conversations.delete(match.id, url);
+        if (request.method === "POST") return conversations.update(match.id, await readJsonBody(request, maxBody), url);
+        return conversations.retrieve(match.id, url);
+      case "/v1/conversations/{id}/items":
+        return request.method === "POST"
+          ? conversations.createItems(match.id, await readJsonBody(request, maxBody), url)
+          : conversations.listItems(match.id, url);
+      case "/v1/conversations/{id}/items/{item_id}":
+        return request.method === "DELETE"
+          ? conversations.deleteItem(match.id, match.itemId, url)
+          : conversations.retrieveItem(match.id, match.itemId, url);
       case "/v1/chat/completions":
         return await chat.create(await readJsonBody(request, maxBody), request, startedAt, trace);
       case "/v1/completions":

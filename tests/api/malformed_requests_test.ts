@@ -105,7 +105,20 @@ const CASES: readonly Case[] = [
     param: "service_tier",
     code: "unsupported_parameter",
   },
-  { name: "conversation", body: { ...ok, conversation: "conv_1" }, status: 400, param: "conversation" },
+  {
+    name: "unknown conversation",
+    body: { ...ok, conversation: "conv_1" },
+    status: 404,
+    param: "conversation",
+    code: "not_found",
+  },
+  {
+    name: "conversation with previous_response_id",
+    body: { ...ok, conversation: { id: "conv_1" }, previous_response_id: "resp_1" },
+    status: 400,
+    param: "conversation",
+  },
+  { name: "conversation not a string or {id}", body: { ...ok, conversation: 7 }, status: 400, param: "conversation" },
   { name: "prompt template", body: { ...ok, prompt: { id: "pmpt_1" } }, status: 400, param: "prompt" },
   {
     name: "json_schema format",

@@ -338,3 +338,38 @@ Deno.test("websocket: shutdown ends a running response as the SSE path does, the
   assert.equal(events.at(-1)!.type, "response.failed");
   assert.ok(events.some((e) => e.type === "error" && e.code === "server_shutting_down"));
 });
+
+Deno.test("websocket: a response in a conversation adds its turn to it, and continues from it", async () => {
+  const t = startTestServer();
+  const ws = new Socket(t);
+  try {
+    const created = await postJson(`${t.baseURL}/conversations`, {
+      items: [{ type: "message", role: "user", content: "earlier question" }],
+    });
+    const conversation = (await created.json() as Json).id as string;
+    assert.equal(await ws.opened, true);
+    ws.send({ type: "response.create", model: MODEL, input: "new question", conversation, store: false });
+    const first = valid(await ws.response());
+    assert.equal(first.status, "completed");
+    assert.ok(tokenizer().decode(t.engine.requests[0]!.promptTokens).includes("earlier question"));
+    const listed = await fetch(`${t.baseURL}/conversations/${conversation}/items?order=asc`);
+    const items = ((await listed.json()) as { data: Json[] }).data;
+    assert.equal(items.length, 1 + 1 + (first.output as Json[]).length);
+    // previous_response_id from that response (kept by the socket) sees the conversation's history too.
+    ws.send({
+      type: "response.create",
+      model: MODEL,
+      input: "follow-up",
+      previous_response_id: first.id,
+      store: false,
+    });
+    valid(await ws.response());
+    const prompt = tokenizer().decode(t.engine.requests[1]!.promptTokens);
+    for (const text of ["earlier question", "new question", ANSWER, "follow-up"]) {
+      assert.ok(prompt.includes(text), text);
+    }
+  } finally {
+    await ws.close();
+    await t.close();
+  }
+});
