@@ -305,7 +305,7 @@ function resolveReference(raw: unknown, index: number, ctx: RequestContext): unk
 }
 
 /** The stored conversation before `previous_response_id`'s output, then that output, as wire items. */
-function previousItems(
+export function previousItems(
   body: { previous_response_id?: string | null | undefined },
   ctx: RequestContext,
 ): Record<string, unknown>[] {

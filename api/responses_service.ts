@@ -29,11 +29,18 @@ import type { ResponseStore } from "./response_store.ts";
 import { tailEvents } from "./event_tail.ts";
 import { RequestTrace } from "./request_trace.ts";
 import { CreateResponseSchema, InputTokensSchema } from "./responses_schema.ts";
-import { preparePrompt, prepareResponse, type RequestContext } from "./responses_request.ts";
+import {
+  preparePrompt,
+  prepareResponse,
+  previousItems,
+  type PreviousLookup,
+  type RequestContext,
+} from "./responses_request.ts";
 import type { SamplingDefaults } from "./sampling_defaults.ts";
 import { checkQuery, parseOrThrow } from "./validation.ts";
 import type { StructuredOutputs } from "./structured_output.ts";
 import { jsonResponse, sseResponse } from "./http_response.ts";
+import type { ResponseStreamEvent } from "../stream/types.ts";
 import type { ReasoningSeal } from "./reasoning_seal.ts";
 import { keptUserMessages, summaryRequest, summaryText } from "./response_compaction.ts";
 
@@ -52,6 +59,22 @@ export interface ResponsesServiceOptions {
   readonly ids?: IdSource;
   /** Internal failures that must not reach clients (e.g. a store write failing mid-stream). */
   readonly onError?: (error: unknown) => void;
+}
+
+/** One response of `ResponsesService.stream`. */
+export interface StreamedResponse {
+  readonly id: string;
+  /** Every item before this response's output, in wire form: what a continuation of it puts before that output. */
+  readonly history: readonly Record<string, unknown>[];
+  /**
+   * The next step's sequenced events (each batch recorded, and stored when `store` is on), or null once the stream
+   * ended after its terminal event (or early, once stopped).
+   */
+  read(): Promise<readonly ResponseStreamEvent[] | null>;
+  /** The client went away: aborts the generation, and the response ends "cancelled". */
+  stop(): void;
+  /** The latest Response snapshot: after the stream ended, the final one. */
+  final(): ResponseObject;
 }
 
 interface BackgroundRun {
@@ -124,14 +147,14 @@ export class ResponsesService {
     for (const abort of this.#foreground.values()) abort.abort();
   }
 
-  async create(
-    body: Record<string, unknown>,
-    request: Request,
-    startedAt: number,
-    trace: RequestTrace = new RequestTrace(),
-  ): Promise<Response> {
+  /**
+   * What every create shares, whatever carries its events: the request prepared against `ctx` (whose `previous`
+   * lookup the WebSocket mode widens to its socket's recent responses), the generation started, the initial
+   * response stored when `store` is on, and the pipeline's options.
+   */
+  async #start(body: Record<string, unknown>, ctx: RequestContext, startedAt: number, trace: RequestTrace) {
     const parsed = parseOrThrow(CreateResponseSchema, body);
-    const prep = await prepareResponse(parsed, this.#ctx);
+    const prep = await prepareResponse(parsed, ctx);
     const { engine, format, store } = this.#o;
     const initial = buildResponse(prep.template, {
       status: prep.background ? "queued" : "in_progress",
@@ -182,7 +205,17 @@ export class ResponsesService {
       ...(prep.sealReasoning ? { sealReasoning: this.#sealReasoning } : {}),
       ...(this.#o.ids === undefined ? {} : { ids: this.#o.ids }),
     };
+    return { prep, initial, recorder, generation, pipeline };
+  }
 
+  async create(
+    body: Record<string, unknown>,
+    request: Request,
+    startedAt: number,
+    trace: RequestTrace = new RequestTrace(),
+  ): Promise<Response> {
+    const { prep, initial, recorder, generation, pipeline } = await this.#start(body, this.#ctx, startedAt, trace);
+    const id = prep.template.id;
     if (prep.background) {
       const events = responseEventStream(generation.chunks, pipeline);
       const finished = (async () => {
@@ -215,6 +248,53 @@ export class ResponsesService {
     } finally {
       recorder.cancel();
     }
+  }
+
+  /**
+   * A streamed create whose events go to the caller as objects (WebSocket mode, responses_socket.ts) rather than as
+   * SSE bytes. `previous` is consulted before the store for `previous_response_id`. The events are pulled, so a
+   * consumer that stops reading holds the generation back exactly as a slow SSE client does; `stop()` is the
+   * client going away (the response ends cancelled). `background` is refused by the caller before this.
+   */
+  async stream(
+    body: Record<string, unknown>,
+    previous: PreviousLookup,
+    startedAt: number,
+    trace: RequestTrace = new RequestTrace(),
+  ): Promise<StreamedResponse> {
+    const ctx: RequestContext = { ...this.#ctx, previous: (id) => previous(id) ?? this.#ctx.previous(id) };
+    const { prep, recorder, generation, pipeline } = await this.#start(
+      { ...body, stream: true },
+      ctx,
+      startedAt,
+      trace,
+    );
+    const id = prep.template.id;
+    this.#foreground.set(id, generation.abort);
+    trace.count(generation.done);
+    // A conversation's turn carries its whole history; a previous_response_id chain refers to it.
+    const history = prep.conversation.version === 1
+      ? prep.conversation.items
+      : [...previousItems({ previous_response_id: prep.conversation.previous }, ctx), ...prep.inputItems];
+    const reader = responseEventStream(generation.chunks, pipeline).getReader();
+    return {
+      id,
+      history,
+      async read() {
+        const { done, value } = await reader.read();
+        if (done) {
+          recorder.cancel();
+          return null;
+        }
+        recorder.record(value);
+        return value;
+      },
+      stop() {
+        generation.stop();
+        reader.cancel().catch(() => {});
+      },
+      final: () => recorder.snapshot,
+    };
   }
 
   /**

@@ -46,7 +46,8 @@ const TABLE: readonly Entry[] = [
   { pattern: /^\/version$/, route: "/version", methods: ["GET"] },
   { pattern: /^\/v1\/models$/, route: "/v1/models", methods: ["GET"] },
   { pattern: new RegExp(`^/v1/models/${MODEL_ID}$`), route: "/v1/models/{id}", methods: ["GET"] },
-  { pattern: /^\/v1\/responses$/, route: "/v1/responses", methods: ["POST"] },
+  // GET is WebSocket mode (responses_socket.ts).
+  { pattern: /^\/v1\/responses$/, route: "/v1/responses", methods: ["POST", "GET"] },
   { pattern: /^\/v1\/responses\/input_tokens$/, route: "/v1/responses/input_tokens", methods: ["POST"] },
   { pattern: /^\/v1\/responses\/compact$/, route: "/v1/responses/compact", methods: ["POST"] },
   { pattern: new RegExp(`^/v1/responses/${ID}$`), route: "/v1/responses/{id}", methods: ["GET", "DELETE"] },

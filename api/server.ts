@@ -33,6 +33,7 @@ import type { ResponseStore } from "./response_store.ts";
 import type { SamplingDefaults } from "./sampling_defaults.ts";
 import { OPENAI_DEFAULTS } from "./sampling_defaults.ts";
 import { ResponsesService } from "./responses_service.ts";
+import { ResponsesSocket } from "./responses_socket.ts";
 import { ReasoningSeal } from "./reasoning_seal.ts";
 import { matchRoute, type RouteMatch } from "./routes.ts";
 
@@ -203,6 +204,32 @@ export function createServer(options: ServerOptions): RillServer {
     maxModelLen: options.engine.maxModelLen,
   });
   let draining = false;
+  /** Open WebSocket-mode connections, closed at shutdown once their responses ended. */
+  const sockets = new Set<ResponsesSocket>();
+  /** `GET /v1/responses` with `Upgrade: websocket`: the connection becomes a ResponsesSocket. */
+  const openSocket = (request: Request, requestId: string): Response => {
+    if (request.headers.get("upgrade")?.toLowerCase() !== "websocket") {
+      throw new ApiError({
+        status: 426,
+        type: "invalid_request_error",
+        message: "GET /v1/responses is WebSocket mode: send 'Upgrade: websocket' (or POST to create a response)",
+        code: "upgrade_required",
+        headers: { upgrade: "websocket", connection: "Upgrade" },
+      });
+    }
+    const { socket, response } = Deno.upgradeWebSocket(request);
+    const handler = new ResponsesSocket(socket, {
+      start: (body, previous, startedAt, trace) => responses.stream(body, previous, startedAt, trace),
+      maxMessageChars: maxBody,
+      refuse: () => draining ? unavailable("The server is shutting down") : null,
+      ...(options.onError === undefined ? {} : { onError: options.onError }),
+      onResponse: (entry) =>
+        options.onRequest?.({ method: "WEBSOCKET", route: "/v1/responses", streamed: true, requestId, ...entry }),
+    });
+    sockets.add(handler);
+    handler.finished.then(() => sockets.delete(handler));
+    return response;
+  };
   const model = {
     id: options.modelId,
     object: "model",
@@ -217,6 +244,7 @@ export function createServer(options: ServerOptions): RillServer {
     url: URL,
     startedAt: number,
     trace: RequestTrace,
+    requestId: string,
   ): Promise<Response> {
     switch (match.route) {
       case "/health":
@@ -233,6 +261,7 @@ export function createServer(options: ServerOptions): RillServer {
         if (match.id !== options.modelId) throw modelNotFound(match.id, options.modelId);
         return jsonResponse(model);
       case "/v1/responses":
+        if (request.method !== "POST") return openSocket(request, requestId);
         return await responses.create(await readJsonBody(request, maxBody), request, startedAt, trace);
       case "/v1/responses/input_tokens":
         return await responses.inputTokens(await readJsonBody(request, maxBody));
@@ -279,7 +308,8 @@ export function createServer(options: ServerOptions): RillServer {
   async function handle(request: Request): Promise<Response> {
     const startedAt = performance.now();
     const url = new URL(request.url);
-    const found = matchRoute(request.method, url.pathname);
+    const method = request.method;
+    const found = matchRoute(method, url.pathname);
     const route = found.kind === "match" ? found.match.route : found.kind === "method" ? found.route : "unmatched";
     const id = requestId(request);
     const trace = new RequestTrace();
@@ -297,7 +327,7 @@ export function createServer(options: ServerOptions): RillServer {
         // Draining: the listener stays open until the running requests are done, and a new request is told to go
         // elsewhere (503 + Retry-After) instead of being refused at the socket.
         if (draining && found.match.route !== "/health") throw unavailable("The server is shutting down");
-        response = await dispatch(found.match, request, url, startedAt, trace);
+        response = await dispatch(found.match, request, url, startedAt, trace, id);
       } catch (error) {
         // Only what became the generic 500 is unexpected, and logged.
         const api = toApiError(error);
@@ -308,12 +338,13 @@ export function createServer(options: ServerOptions): RillServer {
       }
     }
     response.headers.set("x-request-id", id);
-    cors.decorate(request, response);
+    // An upgraded request can no longer be read (Deno closes it), and CORS does not govern WebSockets.
+    if (response.status !== 101) cors.decorate(request, response);
     metrics.countRequest(route, response.status);
     const status = response.status;
     const log = () =>
       options.onRequest?.({
-        method: request.method,
+        method,
         route,
         status,
         ms: performance.now() - startedAt,
@@ -411,6 +442,9 @@ export function createServer(options: ServerOptions): RillServer {
       chat.abortAll();
       completions.abortAll();
       while (!idle()) await sleep(10);
+      // A client that never answers the close handshake holds no one up: the gate closes its connection later.
+      for (const socket of sockets) socket.close(1001, "The server is shutting down");
+      await Promise.race([Promise.all([...sockets].map((socket) => socket.finished)), sleep(1000)]);
       // Only now does the listener close (Deno's shutdown also waits for the responses being written, and closes
       // idle keep-alive connections).
       stopping = true;

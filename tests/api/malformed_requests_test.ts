@@ -29,7 +29,9 @@ const CASES: readonly Case[] = [
   // Transport-level
   { name: "unknown path", method: "GET", path: "/v1/nope", status: 404, code: "not_found" },
   { name: "unknown root path", method: "GET", path: "/", status: 404 },
-  { name: "GET on POST-only responses", method: "GET", path: R, status: 405, code: "method_not_allowed" },
+  { name: "PUT on responses", method: "PUT", path: R, body: {}, status: 405, code: "method_not_allowed" },
+  // GET is WebSocket mode: without the upgrade it says so.
+  { name: "GET on responses without upgrade", method: "GET", path: R, status: 426, code: "upgrade_required" },
   { name: "PUT on a response id", method: "PUT", path: `${R}/resp_x`, body: {}, status: 405 },
   { name: "POST on models", method: "POST", path: "/v1/models", body: {}, status: 405 },
   { name: "DELETE on health", method: "DELETE", path: "/health", status: 405 },
