@@ -1,0 +1,78 @@
+/* Causal attention of fed tokens over the paged KV cache (kernels.cuh), with an online softmax over chunks of
+ * positions so any context length runs in fixed shared memory. One block per (token, query head). */
+#include "block_reduce.cuh"
+#include "kernels.cuh"
+
+namespace {
+
+constexpr int kThreads = 128;   /* also the positions per chunk */
+constexpr int kMaxHeadDim = 256; /* head_dim ≤ 2 × kThreads: each thread owns d = tid and tid + kThreads */
+
+__global__ void attention_kernel(const float *qkv, int num_heads, const int32_t *positions, const int32_t *tok_seq,
+                                 const int32_t *tables, rill_kv_geom g, int layer, const __nv_bfloat16 *kc,
+                                 const __nv_bfloat16 *vc, float *out) {
+  __shared__ float q[kMaxHeadDim];
+  __shared__ float p[kThreads];
+  __shared__ float scratch[32];
+  const int t = blockIdx.x, h = blockIdx.y, D = g.head_dim, tid = threadIdx.x;
+  const int kh = h / (num_heads / g.kv_heads);
+  const int qkv_dim = (num_heads + 2 * g.kv_heads) * D;
+  const float scale = 1.0f / sqrtf((float)D);
+  for (int d = tid; d < D; d += kThreads) q[d] = qkv[(size_t)t * qkv_dim + (size_t)h * D + d];
+  __syncthreads();
+  const int n = positions[t] + 1;
+  const int32_t *table = tables + (size_t)tok_seq[t] * g.table_stride;
+  const size_t head_stride = (size_t)g.block_size * D;
+  float m = -INFINITY, l = 0.0f, acc0 = 0.0f, acc1 = 0.0f;
+  for (int c0 = 0; c0 < n; c0 += kThreads) {
+    const int pos = c0 + tid;
+    float score = -INFINITY;
+    if (pos < n) {
+      const int32_t block = table[pos / g.block_size];
+      const __nv_bfloat16 *k = kc + (((size_t)layer * g.num_blocks + block) * g.kv_heads + kh) * head_stride +
+                               (size_t)(pos % g.block_size) * D;
+      float dot = 0.0f;
+      for (int d = 0; d < D; d += 2) {
+        const float2 kv = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(k + d));
+        dot += q[d] * kv.x + q[d + 1] * kv.y;
+      }
+      score = dot * scale;
+    }
+    const float cmax = rill_block_max(score, scratch);
+    const float m_new = fmaxf(m, cmax);
+    const float e = pos < n ? expf(score - m_new) : 0.0f;
+    const float correction = expf(m - m_new); /* 0 on the first chunk (m = -inf) */
+    __syncthreads();
+    p[tid] = e;
+    const float csum = rill_block_sum(e, scratch); /* its barriers also publish p */
+    l = l * correction + csum;
+    acc0 *= correction;
+    acc1 *= correction;
+    const int cnt = n - c0 < kThreads ? n - c0 : kThreads;
+    for (int j = 0; j < cnt; j++) {
+      const int pj = c0 + j;
+      const int32_t block = table[pj / g.block_size];
+      const __nv_bfloat16 *v = vc + (((size_t)layer * g.num_blocks + block) * g.kv_heads + kh) * head_stride +
+                               (size_t)(pj % g.block_size) * D;
+      if (tid < D) acc0 += p[j] * __bfloat162float(v[tid]);
+      if (tid + kThreads < D) acc1 += p[j] * __bfloat162float(v[tid + kThreads]);
+    }
+    m = m_new;
+    __syncthreads(); /* p is rewritten by the next chunk */
+  }
+  float *o = out + (size_t)t * num_heads * D + (size_t)h * D;
+  const float inv = 1.0f / l;
+  if (tid < D) o[tid] = acc0 * inv;
+  if (tid + kThreads < D) o[tid + kThreads] = acc1 * inv;
+}
+
+} // namespace
+
+cudaError_t rill_k_attention(cudaStream_t s, const float *qkv, int T, int num_heads, const int32_t *positions,
+                             const int32_t *tok_seq, const int32_t *tables, rill_kv_geom g, int layer,
+                             const __nv_bfloat16 *kc, const __nv_bfloat16 *vc, float *out) {
+  if (T == 0) return cudaSuccess;
+  attention_kernel<<<dim3((unsigned)T, (unsigned)num_heads), kThreads, 0, s>>>(qkv, num_heads, positions, tok_seq,
+                                                                               tables, g, layer, kc, vc, out);
+  return cudaGetLastError();
+}
