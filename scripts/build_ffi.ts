@@ -59,6 +59,23 @@ const NVCC_FLAGS = [
   "arch=compute_90,code=compute_90",
 ];
 const CUDA_LIBS = ["-cudart", "static", "-ldl", "-lrt"];
+const EMU = join(CUDA, "emu");
+/** The CUDA device's sources built for the host emulation (ffi/cuda/emu/cuda_runtime.h); needs no nvcc. */
+const EMU_FLAGS = [
+  "-std=c++17",
+  "-O2",
+  "-g",
+  "-Wall",
+  "-Wextra",
+  "-Werror",
+  "-Wno-unknown-pragmas", // the kernels' #pragma unroll
+  "-fno-strict-aliasing", // the kernels reinterpret 16-byte loads as bf16 pairs
+  "-U_FORTIFY_SOURCE", // the fibers _longjmp between stacks, which the fortified longjmp refuses
+  "-DRILL_CUDA_EMU",
+  `-I${EMU}`,
+  `-I${INCLUDE}`,
+  `-I${SRC}`,
+];
 
 /**
  * What a set of outputs was built with, kept next to them (`build/ffi/<name>.stamp.json`): when it differs, every
@@ -192,6 +209,53 @@ async function objects(
   return { objects: objs, rebuilt: jobs.length > 0 };
 }
 
+/**
+ * The CUDA device checked without a GPU: its .cu sources compiled as C++ for the host emulation and linked with the
+ * CPU device's objects into `build/ffi/tests/test_cuda_emu` (not sanitized: the emulation's fibers switch stacks,
+ * which AddressSanitizer cannot follow). Without a C++ compiler it is skipped with a warning.
+ */
+async function buildEmulationTest(
+  cpuObjects: readonly string[],
+  testDir: string,
+  log: (line: string) => void,
+): Promise<string | undefined> {
+  const cxx = Deno.env.get("CXX") || "c++";
+  if (!(await run(cxx, ["--version"])).ok) {
+    log(`warning: no C++ compiler (${cxx}); the CUDA emulation test is not built`);
+    return undefined;
+  }
+  const exe = join(testDir, "test_cuda_emu");
+  const sources = [...await walk(CUDA, ".cu", false), ...await walk(EMU, ".cpp", false)];
+  const headers = [
+    ...await walk(CUDA, ".cuh", false),
+    ...await walk(EMU, ".h", false),
+    ...await walk(SRC, ".h", true),
+    ...await walk(INCLUDE, ".h", false),
+    ...await walk(TESTS, ".h", false),
+  ];
+  let newestHeader = 0;
+  for (const h of headers) newestHeader = Math.max(newestHeader, await mtime(h));
+  const objDir = join(OUT, "emu_obj");
+  const jobs: (() => Promise<void>)[] = [];
+  const objs: string[] = [];
+  for (const source of sources) {
+    const object = join(objDir, source.slice(CUDA.length + 1).replace(/\.(cu|cpp)$/, ".o"));
+    objs.push(object);
+    const built = await mtime(object);
+    if (built < 0 || built < newestHeader || built < await mtime(source)) {
+      jobs.push(() => compile(cxx, [...EMU_FLAGS, "-x", "c++"], source, object));
+    }
+  }
+  await parallel(jobs, navigator.hardwareConcurrency || 2);
+  let newestInput = 0;
+  for (const o of [...objs, ...cpuObjects]) newestInput = Math.max(newestInput, await mtime(o));
+  if (await mtime(exe) < newestInput) {
+    await link(cxx, [...objs, ...cpuObjects], exe);
+    log(`built ${relative(ROOT, exe)} (the CUDA device on the host emulation)`);
+  }
+  return exe;
+}
+
 export interface BuildResult {
   /** False when no C compiler is present (nothing was built). */
   readonly built: boolean;
@@ -280,6 +344,8 @@ export async function buildFfi(options: { tests: boolean; log?: (line: string) =
     }
     await parallel(jobs, navigator.hardwareConcurrency || 2);
     if (jobs.length > 0) log(`built ${jobs.length} sanitized C test programs in ${relative(ROOT, testDir)}`);
+    const emu = await buildEmulationTest(lib.objects.filter((o) => !o.endsWith("no_cuda.o")), testDir, log);
+    if (emu !== undefined) tests.push(emu);
     // A test program whose source is gone must not keep running.
     try {
       for await (const entry of Deno.readDir(testDir)) {

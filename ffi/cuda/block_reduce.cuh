@@ -2,6 +2,9 @@
 #ifndef RILL_CUDA_BLOCK_REDUCE_CUH
 #define RILL_CUDA_BLOCK_REDUCE_CUH
 
+#include <cuda_runtime.h>
+#include <math.h>
+
 template <typename V> __device__ inline V rill_warp_sum(V v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;

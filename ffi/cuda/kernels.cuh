@@ -11,6 +11,14 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+/* Kernel launches go through this macro so the kernels also build for the host emulation (emu/cuda_runtime.h). */
+#ifdef RILL_CUDA_EMU
+#define RILL_LAUNCH(kernel, grid, block, stream, ...) \
+  ((void)(stream), rill_emu_launch((grid), (block), [=] { kernel(__VA_ARGS__); }))
+#else
+#define RILL_LAUNCH(kernel, grid, block, stream, ...) kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
+#endif
+
 /* Geometry of the paged KV pool on the device: K and V tiles of [block_size][head_dim] per (layer, block, kv head),
  * element (slot, d) of (layer, block, head) at ((layer × num_blocks + block) × kv_heads + head) × block_size × D +
  * slot × D + d. */

@@ -72,7 +72,7 @@ cudaError_t rill_k_attention(cudaStream_t s, const float *qkv, int T, int num_he
                              const int32_t *tok_seq, const int32_t *tables, rill_kv_geom g, int layer,
                              const __nv_bfloat16 *kc, const __nv_bfloat16 *vc, float *out) {
   if (T == 0) return cudaSuccess;
-  attention_kernel<<<dim3((unsigned)T, (unsigned)num_heads), kThreads, 0, s>>>(qkv, num_heads, positions, tok_seq,
+  RILL_LAUNCH(attention_kernel, dim3((unsigned)T, (unsigned)num_heads), kThreads, s, qkv, num_heads, positions, tok_seq,
                                                                                tables, g, layer, kc, vc, out);
   return cudaGetLastError();
 }

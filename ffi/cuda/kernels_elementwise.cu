@@ -12,7 +12,7 @@ __global__ void embed_kernel(const __nv_bfloat16 *embed, int H, const int32_t *t
 
 cudaError_t rill_k_embed(cudaStream_t s, const __nv_bfloat16 *embed, int H, const int32_t *tokens, int T, float *x) {
   if (T == 0) return cudaSuccess;
-  embed_kernel<<<T, 256, 0, s>>>(embed, H, tokens, x);
+  RILL_LAUNCH(embed_kernel, T, 256, s, embed, H, tokens, x);
   return cudaGetLastError();
 }
 
@@ -31,7 +31,7 @@ __global__ void rms_norm_kernel(const float *x, const int32_t *rows, const float
 cudaError_t rill_k_rms_norm(cudaStream_t s, const float *x, const int32_t *rows, const float *w, int n, float eps,
                             int R, float *out) {
   if (R == 0) return cudaSuccess;
-  rms_norm_kernel<<<R, 256, 0, s>>>(x, rows, w, n, eps, out);
+  RILL_LAUNCH(rms_norm_kernel, R, 256, s, x, rows, w, n, eps, out);
   return cudaGetLastError();
 }
 
@@ -45,7 +45,7 @@ __global__ void silu_mul_kernel(const float *gu, int I, float *act) {
 
 cudaError_t rill_k_silu_mul(cudaStream_t s, const float *gu, int T, int I, float *act) {
   if (T == 0) return cudaSuccess;
-  silu_mul_kernel<<<dim3((unsigned)((I + 255) / 256), (unsigned)T), 256, 0, s>>>(gu, I, act);
+  RILL_LAUNCH(silu_mul_kernel, dim3((unsigned)((I + 255) / 256), (unsigned)T), 256, s, gu, I, act);
   return cudaGetLastError();
 }
 
@@ -99,7 +99,7 @@ cudaError_t rill_k_qk_rope_kv(cudaStream_t s, float *qkv, int T, int num_heads, 
                               const int32_t *positions, const int32_t *tok_seq, const int32_t *tables,
                               rill_kv_geom g, int layer, __nv_bfloat16 *kc, __nv_bfloat16 *vc) {
   if (T == 0) return cudaSuccess;
-  qk_rope_kv_kernel<<<dim3((unsigned)T, (unsigned)(num_heads + kv_heads)), 128, 0, s>>>(
+  RILL_LAUNCH(qk_rope_kv_kernel, dim3((unsigned)T, (unsigned)(num_heads + kv_heads)), 128, s, 
       qkv, num_heads, kv_heads, head_dim, q_norm, k_norm, eps, inv_freq, positions, tok_seq, tables, g, layer, kc, vc);
   return cudaGetLastError();
 }

@@ -112,10 +112,10 @@ cudaError_t rill_k_linear(cudaStream_t s, const float *x, int T, int K, const __
   if (T == 0) return cudaSuccess;
   if (T <= 2 * kSkinnyTokens) {
     const dim3 grid((unsigned)((N + kSkinnyWarps - 1) / kSkinnyWarps), (unsigned)((T + kSkinnyTokens - 1) / kSkinnyTokens));
-    skinny_kernel<<<grid, 32 * kSkinnyWarps, 0, s>>>(x, T, K, W, N, bias, accumulate, y);
+    RILL_LAUNCH(skinny_kernel, grid, 32 * kSkinnyWarps, s, x, T, K, W, N, bias, accumulate, y);
   } else {
     const dim3 grid((unsigned)((N + kTile - 1) / kTile), (unsigned)((T + kTile - 1) / kTile));
-    tiled_kernel<<<grid, 256, 0, s>>>(x, T, K, W, N, bias, accumulate, y);
+    RILL_LAUNCH(tiled_kernel, grid, 256, s, x, T, K, W, N, bias, accumulate, y);
   }
   return cudaGetLastError();
 }
