@@ -1,5 +1,7 @@
 /* Causal attention of fed tokens over the paged KV cache (kernels.cuh), with an online softmax over chunks of
- * positions so any context length runs in fixed shared memory. One block per (token, query head). */
+ * positions so any context length runs in fixed shared memory. The grouped kernel gives one block to a (token, KV
+ * head) and all the query heads that share it, so each K/V row is read from memory once per token; shapes whose
+ * query group does not fit its shared memory run the per-head kernel. */
 #include "block_reduce.cuh"
 #include "kernels.cuh"
 
@@ -66,12 +68,98 @@ __global__ void attention_kernel(const float *qkv, int num_heads, const int32_t 
   if (tid + kThreads < D) o[tid + kThreads] = acc1 * inv;
 }
 
+constexpr int kGroupChunk = 32;       /* positions per chunk: one warp lane each */
+constexpr int kGroupMaxElems = 2048;  /* query heads per KV head × head_dim held in shared memory */
+constexpr int kGroupPerThread = kGroupMaxElems / kThreads;
+constexpr int kGroupMaxHeads = 16;
+
+__global__ void grouped_attention_kernel(const float *qkv, int num_heads, const int32_t *positions,
+                                         const int32_t *tok_seq, const int32_t *tables, rill_kv_geom g, int layer,
+                                         const __nv_bfloat16 *kc, const __nv_bfloat16 *vc, float *out) {
+  __shared__ float q[kGroupMaxElems];
+  __shared__ __nv_bfloat16 ks[kGroupChunk * kMaxHeadDim];
+  __shared__ __nv_bfloat16 vs[kGroupChunk * kMaxHeadDim];
+  __shared__ float p[kGroupMaxHeads][kGroupChunk];
+  __shared__ float m[kGroupMaxHeads], l[kGroupMaxHeads], corr[kGroupMaxHeads];
+  const int t = blockIdx.x, kh = blockIdx.y, D = g.head_dim, tid = threadIdx.x;
+  const int G = num_heads / g.kv_heads, GD = G * D;
+  const int lane = tid & 31, warp = tid >> 5, warps = kThreads / 32;
+  const int qkv_dim = (num_heads + 2 * g.kv_heads) * D;
+  const float scale = 1.0f / sqrtf((float)D);
+  for (int i = tid; i < GD; i += kThreads) q[i] = qkv[(size_t)t * qkv_dim + (size_t)kh * GD + i];
+  if (tid < G) {
+    m[tid] = -INFINITY;
+    l[tid] = 0.0f;
+  }
+  float acc[kGroupPerThread];
+#pragma unroll
+  for (int k = 0; k < kGroupPerThread; k++) acc[k] = 0.0f;
+  const int n = positions[t] + 1;
+  const int32_t *table = tables + (size_t)tok_seq[t] * g.table_stride;
+  const size_t head_stride = (size_t)g.block_size * D;
+  for (int c0 = 0; c0 < n; c0 += kGroupChunk) {
+    const int cnt = n - c0 < kGroupChunk ? n - c0 : kGroupChunk;
+    __syncthreads(); /* the previous chunk's K/V and p are no longer read */
+    for (int i = tid; i < cnt * D; i += kThreads) {
+      const int j = i / D, d = i % D, pos = c0 + j;
+      const size_t at = (((size_t)layer * g.num_blocks + table[pos / g.block_size]) * g.kv_heads + kh) * head_stride +
+                        (size_t)(pos % g.block_size) * D + d;
+      ks[i] = kc[at];
+      vs[i] = vc[at];
+    }
+    __syncthreads();
+    /* One warp per query head (several heads per warp when G > warps): lane j scores position c0 + j. */
+    for (int h = warp; h < G; h += warps) {
+      const float m_old = m[h];
+      float score = -INFINITY;
+      if (lane < cnt) {
+        float dot = 0.0f;
+        for (int d = 0; d < D; d++) dot += q[h * D + d] * __bfloat162float(ks[lane * D + d]);
+        score = dot * scale;
+      }
+      const float m_new = fmaxf(m_old, rill_warp_max(score));
+      const float e = lane < cnt ? expf(score - m_new) : 0.0f;
+      const float sum = rill_warp_sum(e);
+      p[h][lane] = e;
+      if (lane == 0) {
+        corr[h] = expf(m_old - m_new); /* 0 on the first chunk (m = -inf) */
+        l[h] = l[h] * corr[h] + sum;
+        m[h] = m_new;
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < kGroupPerThread; k++) {
+      const int i = tid + k * kThreads;
+      if (i < GD) {
+        const int h = i / D, d = i % D;
+        float a = acc[k] * corr[h];
+        for (int j = 0; j < cnt; j++) a += p[h][j] * __bfloat162float(vs[j * D + d]);
+        acc[k] = a;
+      }
+    }
+  }
+  __syncthreads(); /* l is final */
+  float *o = out + (size_t)t * num_heads * D + (size_t)kh * GD;
+#pragma unroll
+  for (int k = 0; k < kGroupPerThread; k++) {
+    const int i = tid + k * kThreads;
+    if (i < GD) o[i] = acc[k] / l[i / D];
+  }
+}
+
 } // namespace
 
 cudaError_t rill_k_attention(cudaStream_t s, const float *qkv, int T, int num_heads, const int32_t *positions,
                              const int32_t *tok_seq, const int32_t *tables, rill_kv_geom g, int layer,
                              const __nv_bfloat16 *kc, const __nv_bfloat16 *vc, float *out) {
   if (T == 0) return cudaSuccess;
+  const int G = num_heads / g.kv_heads;
+  if (G <= kGroupMaxHeads && G * g.head_dim <= kGroupMaxElems) {
+    RILL_LAUNCH(grouped_attention_kernel, dim3((unsigned)T, (unsigned)g.kv_heads), kThreads, s, qkv, num_heads,
+                positions, tok_seq, tables, g, layer, kc, vc, out);
+    return cudaGetLastError();
+  }
   RILL_LAUNCH(attention_kernel, dim3((unsigned)T, (unsigned)num_heads), kThreads, s, qkv, num_heads, positions, tok_seq,
                                                                                tables, g, layer, kc, vc, out);
   return cudaGetLastError();
