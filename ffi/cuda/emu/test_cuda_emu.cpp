@@ -33,7 +33,9 @@ bool open_pair(const char *dir, pair *p) {
   o.threads = 1;
   o.num_blocks = FX_MAX_SEQS * FX_STRIDE;
   o.max_batch_tokens = FX_MAX_TOKENS;
-  o.max_seqs = FX_MAX_SEQS;
+  /* 4 sequences × (3 drafts + 1) = 16 logits rows per step: the 26- and 32-token forward_logits calls run in slices. */
+  o.max_seqs = 4;
+  o.max_drafts = 3;
   o.dtype = "bf16";
   o.kv_dtype = "bf16";
   o.device = "cpu";
@@ -162,13 +164,13 @@ void greedy_checks(const char *dir) {
         }
       }
       rill_step_batch b = fixture_batch(&f);
-      int32_t counts[2], tokens[2 * 9], top_ids[2 * 9 * 20];
-      float logprobs[2 * 9], top_lp[2 * 9 * 20];
+      int32_t counts[2], tokens[2 * 4], top_ids[2 * 4 * 20];
+      float logprobs[2 * 4], top_lp[2 * 4 * 20];
       rill_step_result r = {counts, tokens, logprobs, top_ids, top_lp};
       rill_status s = rill_step(e == 0 ? p.cpu : p.cuda, &b, &r);
       CHECK_MSG(s == RILL_OK, "%s step %d: %s", dir, step, rill_last_error(e == 0 ? p.cpu : p.cuda));
       if (s != RILL_OK) break;
-      for (int q = 0; q < 2; q++) out_tok[q][e] = tokens[q * 9];
+      for (int q = 0; q < 2; q++) out_tok[q][e] = tokens[q * 4];
     }
     for (int q = 0; q < 2; q++) {
       CHECK_MSG(out_tok[q][0] == out_tok[q][1], "%s step %d seq %d: cpu %d, cuda %d", dir, step, q, out_tok[q][0],
@@ -179,6 +181,30 @@ void greedy_checks(const char *dir) {
     len[0] += step == 0 ? 9 : 1;
     len[1] += step == 0 ? 3 : 1;
   }
+  /* A verify step: sequence 0 feeds its last token and 3 arbitrary drafts, sequence 1 a plain decode; both devices
+   * accept the same drafts and pick the same tokens. */
+  int32_t counts[2][2], toks[2][2 * 4];
+  for (int e = 0; e < 2; e++) {
+    fixture f;
+    const int32_t fed[2] = {4, 1}, ctx[2] = {len[0] + 4, len[1] + 1};
+    fixture_init(&f, 2, fed, ctx);
+    f.tokens[0] = next[0][0];
+    f.tokens[1] = token_at(0, 1, p.vocab);
+    f.tokens[2] = token_at(0, 2, p.vocab);
+    f.tokens[3] = token_at(0, 3, p.vocab);
+    f.tokens[4] = next[1][0];
+    f.draft_counts[0] = 3;
+    rill_step_batch b = fixture_batch(&f);
+    int32_t top_ids[2 * 4 * 20];
+    float logprobs[2 * 4], top_lp[2 * 4 * 20];
+    rill_step_result r = {counts[e], toks[e], logprobs, top_ids, top_lp};
+    rill_status s = rill_step(e == 0 ? p.cpu : p.cuda, &b, &r);
+    CHECK_MSG(s == RILL_OK, "%s verify: %s", dir, rill_last_error(e == 0 ? p.cpu : p.cuda));
+  }
+  CHECK_EQ_INT(counts[0][0], counts[0][1]);
+  CHECK_EQ_INT(counts[1][0], counts[1][1]);
+  for (int i = 0; i < counts[0][0] && i < 4; i++) CHECK_EQ_INT(toks[0][i], toks[1][i]);
+  CHECK_EQ_INT(toks[0][4], toks[1][4]);
   rill_engine_destroy(p.cpu);
   rill_engine_destroy(p.cuda);
 }
