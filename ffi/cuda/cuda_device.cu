@@ -116,7 +116,12 @@ void rill_cuda_destroy(rill_cuda *d) {
   free(d);
 }
 
-static rill_status check_shapes(const rill_model_config *c, char *err, size_t err_cap) {
+static rill_status check_shapes(const rill_model_config *c, const rill_limits *lim, char *err, size_t err_cap) {
+  /* Fed tokens index a grid dimension that CUDA caps at 65535. */
+  if (lim->max_batch_tokens > 65535) {
+    return fail(err, err_cap, RILL_ERR_UNSUPPORTED, "device cuda: max_batch_tokens %d (at most 65535)",
+                lim->max_batch_tokens);
+  }
   const int64_t qd = (int64_t)c->num_heads * c->head_dim;
   if (c->head_dim % 2 != 0 || c->head_dim > 256) {
     return fail(err, err_cap, RILL_ERR_UNSUPPORTED, "device cuda: head_dim %d (supported: even, at most 256)",
@@ -187,7 +192,7 @@ rill_status rill_cuda_create(const rill_cuda_setup *setup, rill_cuda **out, rill
                              size_t err_cap) {
   *out = nullptr;
   const rill_model_config *c = setup->cfg;
-  rill_status s = check_shapes(c, err, err_cap);
+  rill_status s = check_shapes(c, setup->lim, err, err_cap);
   if (s != RILL_OK) return s;
   CU(cudaSetDevice(0));
   cudaDeviceProp prop;
