@@ -511,15 +511,17 @@ def bench(lib, model_dir, table, bw):
             dt = time.perf_counter() - t0
             table.add(f"8B: prefill {plen} tokens", f"{plen / dt:,.0f} tok/s", "info", True)
         ctx = 1024
-        per = (ctx + 64 + bs - 1) // bs
+        # One 1k-token prefill whose blocks every sequence lists (prefix sharing), then each sequence's own blocks for
+        # its decoded tokens: each still reads 1k tokens of KV per step, without 256 separate prefills.
+        shared = list(range(ctx // bs))
+        own = (64 + bs - 1) // bs
+        e.step([{"tokens": [rng.randrange(V) for _ in range(ctx)], "start": 0, "table": shared}])
         for B in (1, 8, 64, 256):
-            if B * per > i.num_blocks:
+            if len(shared) + B * own > i.num_blocks:
                 table.add(f"8B: decode batch {B}", "KV pool too small", "fits", False)
                 continue
-            tabs = [list(range(s * per, (s + 1) * per)) for s in range(B)]
-            for s0 in range(0, B, 8):  # prefill 1k contexts, 8 sequences (8192 tokens) per step
-                e.step([{"tokens": [rng.randrange(V) for _ in range(ctx)], "start": 0, "table": tabs[s]}
-                        for s in range(s0, min(B, s0 + 8))])
+            base = len(shared)
+            tabs = [shared + list(range(base + s * own, base + (s + 1) * own)) for s in range(B)]
             steps = 32
             last = [1] * B
             t0 = time.perf_counter()
