@@ -46,11 +46,21 @@ cudaError_t rill_k_qk_rope_kv(cudaStream_t s, float *qkv, int T, int num_heads, 
                               const int32_t *positions, const int32_t *tok_seq, const int32_t *tables,
                               rill_kv_geom g, int layer, __nv_bfloat16 *kc, __nv_bfloat16 *vc);
 
+/* Split-KV limits: at most kMaxSplits position ranges per token, and T × splits ≤ kSplitTokenBudget (the partials'
+ * scratch: part_ml [budget × num_heads × 2], part_acc [budget × num_heads × head_dim] floats). */
+constexpr int kMaxSplits = 16;
+constexpr int kSplitTokenBudget = 512;
+
+/* How many position ranges to split each token's attention into so about target_blocks blocks run (1 = no split). */
+int rill_attention_splits(int T, int kv_heads, int max_context, int target_blocks);
+
 /* out[t][h] = softmax(q[t][h] · K[0..positions[t]]ᵀ / √D) · V over the token's sequence, read through its block
- * table; q heads h share kv head h / (num_heads / kv_heads). */
+ * table; q heads h share kv head h / (num_heads / kv_heads). With splits > 1 (from rill_attention_splits; max_context
+ * ≥ every positions[t] + 1), ranges of positions run in parallel and a merge kernel combines them. */
 cudaError_t rill_k_attention(cudaStream_t s, const float *qkv, int T, int num_heads, const int32_t *positions,
                              const int32_t *tok_seq, const int32_t *tables, rill_kv_geom g, int layer,
-                             const __nv_bfloat16 *kc, const __nv_bfloat16 *vc, float *out);
+                             const __nv_bfloat16 *kc, const __nv_bfloat16 *vc, float *out, int splits,
+                             int max_context, float *part_ml, float *part_acc);
 
 /* act[t][i] = silu(gu[t][i]) · gu[t][I + i]. */
 cudaError_t rill_k_silu_mul(cudaStream_t s, const float *gu, int T, int I, float *act);

@@ -73,9 +73,12 @@ constexpr int kGroupMaxElems = 2048;  /* query heads per KV head × head_dim hel
 constexpr int kGroupPerThread = kGroupMaxElems / kThreads;
 constexpr int kGroupMaxHeads = 16;
 
+/* Split-KV: with split_len > 0, block z covers positions [z × split_len, (z + 1) × split_len) and writes its unnormalised
+ * partial (running max, sum, weighted values) for merge_kernel; an empty range writes max −∞ and zeros. */
 __global__ void grouped_attention_kernel(const float *qkv, int num_heads, const int32_t *positions,
                                          const int32_t *tok_seq, const int32_t *tables, rill_kv_geom g, int layer,
-                                         const __nv_bfloat16 *kc, const __nv_bfloat16 *vc, float *out) {
+                                         const __nv_bfloat16 *kc, const __nv_bfloat16 *vc, float *out, int split_len,
+                                         float *part_ml, float *part_acc) {
   __shared__ float q[kGroupMaxElems];
   __shared__ __nv_bfloat16 ks[kGroupChunk * kMaxHeadDim];
   __shared__ __nv_bfloat16 vs[kGroupChunk * kMaxHeadDim];
@@ -95,10 +98,12 @@ __global__ void grouped_attention_kernel(const float *qkv, int num_heads, const 
 #pragma unroll
   for (int k = 0; k < kGroupPerThread; k++) acc[k] = 0.0f;
   const int n = positions[t] + 1;
+  const int begin = split_len > 0 ? (int)blockIdx.z * split_len : 0;
+  const int end = split_len > 0 && begin + split_len < n ? begin + split_len : n;
   const int32_t *table = tables + (size_t)tok_seq[t] * g.table_stride;
   const size_t head_stride = (size_t)g.block_size * D;
-  for (int c0 = 0; c0 < n; c0 += kGroupChunk) {
-    const int cnt = n - c0 < kGroupChunk ? n - c0 : kGroupChunk;
+  for (int c0 = begin; c0 < end; c0 += kGroupChunk) {
+    const int cnt = end - c0 < kGroupChunk ? end - c0 : kGroupChunk;
     __syncthreads(); /* the previous chunk's K/V and p are no longer read */
     for (int i = tid; i < cnt * D; i += kThreads) {
       const int j = i / D, d = i % D, pos = c0 + j;
@@ -139,7 +144,20 @@ __global__ void grouped_attention_kernel(const float *qkv, int num_heads, const 
       }
     }
   }
-  __syncthreads(); /* l is final */
+  __syncthreads(); /* m and l are final */
+  if (split_len > 0) {
+    const size_t part = ((size_t)t * num_heads + (size_t)kh * G) * gridDim.z; /* first head of the group, split 0 */
+    if (tid < G) {
+      part_ml[(part + (size_t)tid * gridDim.z + blockIdx.z) * 2] = m[tid];
+      part_ml[(part + (size_t)tid * gridDim.z + blockIdx.z) * 2 + 1] = l[tid];
+    }
+#pragma unroll
+    for (int k = 0; k < kGroupPerThread; k++) {
+      const int i = tid + k * kThreads;
+      if (i < GD) part_acc[(part + (size_t)(i / D) * gridDim.z + blockIdx.z) * D + i % D] = acc[k];
+    }
+    return;
+  }
   float *o = out + (size_t)t * num_heads * D + (size_t)kh * GD;
 #pragma unroll
   for (int k = 0; k < kGroupPerThread; k++) {
@@ -148,16 +166,54 @@ __global__ void grouped_attention_kernel(const float *qkv, int num_heads, const 
   }
 }
 
+/* One block per (token, query head): out = Σ_s e^(m_s − M) acc_s / Σ_s e^(m_s − M) l_s over the splits. */
+__global__ void merge_kernel(int num_heads, int D, int splits, const float *part_ml, const float *part_acc,
+                             float *out) {
+  const int t = blockIdx.x, h = blockIdx.y;
+  const size_t part = ((size_t)t * num_heads + h) * splits;
+  float M = -INFINITY;
+  for (int z = 0; z < splits; z++) M = fmaxf(M, part_ml[(part + z) * 2]);
+  float L = 0.0f;
+  for (int z = 0; z < splits; z++) L += expf(part_ml[(part + z) * 2] - M) * part_ml[(part + z) * 2 + 1];
+  for (int d = threadIdx.x; d < D; d += blockDim.x) {
+    float a = 0.0f;
+    for (int z = 0; z < splits; z++) a += expf(part_ml[(part + z) * 2] - M) * part_acc[(part + z) * D + d];
+    out[((size_t)t * num_heads + h) * D + d] = a / L;
+  }
+}
+
 } // namespace
+
+int rill_attention_splits(int T, int kv_heads, int max_context, int target_blocks) {
+  if (T < 1 || T * kv_heads >= target_blocks) return 1;
+  int splits = (target_blocks + T * kv_heads - 1) / (T * kv_heads);
+  const int chunks = (max_context + kGroupChunk - 1) / kGroupChunk; /* no split shorter than one chunk */
+  if (splits > chunks) splits = chunks;
+  if (splits > kMaxSplits) splits = kMaxSplits;
+  if (T * splits > kSplitTokenBudget) splits = kSplitTokenBudget / T;
+  return splits < 1 ? 1 : splits;
+}
 
 cudaError_t rill_k_attention(cudaStream_t s, const float *qkv, int T, int num_heads, const int32_t *positions,
                              const int32_t *tok_seq, const int32_t *tables, rill_kv_geom g, int layer,
-                             const __nv_bfloat16 *kc, const __nv_bfloat16 *vc, float *out) {
+                             const __nv_bfloat16 *kc, const __nv_bfloat16 *vc, float *out, int splits,
+                             int max_context, float *part_ml, float *part_acc) {
   if (T == 0) return cudaSuccess;
   const int G = num_heads / g.kv_heads;
   if (G <= kGroupMaxHeads && G * g.head_dim <= kGroupMaxElems) {
-    RILL_LAUNCH(grouped_attention_kernel, dim3((unsigned)T, (unsigned)g.kv_heads), kThreads, s, qkv, num_heads,
-                positions, tok_seq, tables, g, layer, kc, vc, out);
+    if (splits <= 1) {
+      RILL_LAUNCH(grouped_attention_kernel, dim3((unsigned)T, (unsigned)g.kv_heads), kThreads, s, qkv, num_heads,
+                  positions, tok_seq, tables, g, layer, kc, vc, out, 0, nullptr, nullptr);
+      return cudaGetLastError();
+    }
+    const int per = (max_context + splits - 1) / splits;
+    const int split_len = (per + kGroupChunk - 1) / kGroupChunk * kGroupChunk;
+    RILL_LAUNCH(grouped_attention_kernel, dim3((unsigned)T, (unsigned)g.kv_heads, (unsigned)splits), kThreads, s, qkv,
+                num_heads, positions, tok_seq, tables, g, layer, kc, vc, out, split_len, part_ml, part_acc);
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+    RILL_LAUNCH(merge_kernel, dim3((unsigned)T, (unsigned)num_heads), 128, s, num_heads, g.head_dim, splits, part_ml,
+                part_acc, out);
     return cudaGetLastError();
   }
   RILL_LAUNCH(attention_kernel, dim3((unsigned)T, (unsigned)num_heads), kThreads, s, qkv, num_heads, positions, tok_seq,
