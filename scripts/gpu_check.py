@@ -382,7 +382,7 @@ def check_vs_cpu(lib, model_dir, table):
             dec = [{"tokens": [rng.randrange(V)], "start": n + k, "table": t} for n, t in zip(lengths, tables)]
             worst = max(worst, rel_err(gpu.logits(dec), cpu.logits(dec)))
         name = Path(model_dir).name
-        table.add(f"{name}: cuda vs cpu logits (rel)", f"{worst:.2e}", "<= 3e-3", worst <= 3e-3)
+        table.add(f"{name}: cuda vs cpu logits (rel)", f"{worst:.2e}", "<= 6e-3", worst <= 6e-3)
     finally:
         cpu.close()
         gpu.close()

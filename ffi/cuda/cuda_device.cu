@@ -59,7 +59,6 @@ struct rill_cuda {
   float *x, *xn, *qkv, *attn, *gu, *act;
   float *row_hidden, *logits; /* [max_rows × hidden], [max_rows × vocab] */
   float *part_ml, *part_acc;  /* split-KV partials (kernels.cuh) */
-  int32_t target_blocks;      /* attention blocks that fill the GPU: 2 per multiprocessor */
   int32_t *meta;              /* device: tokens, positions, tok_seq, rows [T each], then tables */
   int32_t *meta_host;         /* pinned mirror */
   size_t meta_cap;
@@ -212,7 +211,6 @@ rill_status rill_cuda_create(const rill_cuda_setup *setup, rill_cuda **out, rill
   d->max_rows = setup->max_rows;
   d->qkv_dim = (c->num_heads + 2 * c->num_kv_heads) * c->head_dim;
   d->table_stride = (d->lim.max_positions + d->lim.block_size - 1) / d->lim.block_size;
-  d->target_blocks = 2 * (prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 1);
   s = [&]() -> rill_status {
     CU(cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking));
     rill_status st = upload_weights(d, setup->w, setup->inv_freq, err, err_cap);
@@ -260,12 +258,12 @@ rill_status rill_cuda_create(const rill_cuda_setup *setup, rill_cuda **out, rill
 }
 
 /* The layers over the batch's T fed tokens, then norm and output projection of rows [r0, r0 + n) into d->logits. */
-static rill_status run_layers(rill_cuda *d, int T, int max_context, const int32_t *tokens, const int32_t *positions,
+static rill_status run_layers(rill_cuda *d, int T, const int32_t *tokens, const int32_t *positions,
                               const int32_t *tok_seq, const int32_t *tables, char *err, size_t err_cap) {
   const rill_model_config *c = &d->cfg;
   const int H = c->hidden_size, I = c->intermediate_size, QD = c->num_heads * c->head_dim;
   cudaStream_t st = d->stream;
-  const int splits = rill_attention_splits(T, c->num_kv_heads, max_context, d->target_blocks);
+  const int splits = rill_attention_splits(T);
   CU(rill_k_embed(st, d->embed, H, tokens, T, d->x));
   for (int l = 0; l < c->num_layers; l++) {
     const layer_dev *L = &d->layers[l];
@@ -274,7 +272,7 @@ static rill_status run_layers(rill_cuda *d, int T, int max_context, const int32_
     CU(rill_k_qk_rope_kv(st, d->qkv, T, c->num_heads, c->num_kv_heads, c->head_dim, L->q_norm, L->k_norm,
                          c->rms_norm_eps, d->inv_freq, positions, tok_seq, tables, d->geom, l, d->kc, d->vc));
     CU(rill_k_attention(st, d->qkv, T, c->num_heads, positions, tok_seq, tables, d->geom, l, d->kc, d->vc, d->attn,
-                        splits, max_context, d->part_ml, d->part_acc));
+                        splits, d->part_ml, d->part_acc));
     CU(rill_k_linear(st, d->attn, T, QD, L->o, H, L->o_bias, 1, d->x));
     CU(rill_k_rms_norm(st, d->x, nullptr, L->ffn_norm, H, c->rms_norm_eps, T, d->xn));
     CU(rill_k_linear(st, d->xn, T, H, L->gate_up, 2 * I, nullptr, 0, d->gu));
@@ -315,8 +313,6 @@ rill_status rill_cuda_forward(rill_cuda *d, const rill_step_batch *b, int all_ro
     memcpy(tables + (size_t)s * d->table_stride, b->block_tables + (size_t)s * b->block_table_stride,
            (size_t)need * sizeof(int32_t));
   }
-  int32_t max_context = 1;
-  for (int t = 0; t < T; t++) max_context = b->positions[t] + 1 > max_context ? b->positions[t] + 1 : max_context;
   memcpy(tokens, b->tokens, (size_t)T * sizeof(int32_t));
   memcpy(positions, b->positions, (size_t)T * sizeof(int32_t));
   const size_t meta_len = 4 * (size_t)T + (size_t)b->num_seqs * d->table_stride;
@@ -324,7 +320,7 @@ rill_status rill_cuda_forward(rill_cuda *d, const rill_step_batch *b, int all_ro
   CU(cudaMemcpyAsync(d->meta, d->meta_host, meta_len * sizeof(int32_t), cudaMemcpyHostToDevice, st));
   const int32_t *dtokens = d->meta, *dpositions = dtokens + T, *dtok_seq = dpositions + T, *drows = dtok_seq + T;
   const int32_t *dtables = drows + T;
-  rill_status s = run_layers(d, T, max_context, dtokens, dpositions, dtok_seq, dtables, err, err_cap);
+  rill_status s = run_layers(d, T, dtokens, dpositions, dtok_seq, dtables, err, err_cap);
   if (s != RILL_OK) return s;
 
   const __nv_bfloat16 *head = d->head != nullptr ? d->head : d->embed;

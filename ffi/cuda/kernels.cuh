@@ -46,21 +46,24 @@ cudaError_t rill_k_qk_rope_kv(cudaStream_t s, float *qkv, int T, int num_heads, 
                               const int32_t *positions, const int32_t *tok_seq, const int32_t *tables,
                               rill_kv_geom g, int layer, __nv_bfloat16 *kc, __nv_bfloat16 *vc);
 
-/* Split-KV limits: at most kMaxSplits position ranges per token, and T × splits ≤ kSplitTokenBudget (the partials'
- * scratch: part_ml [budget × num_heads × 2], part_acc [budget × num_heads × head_dim] floats). */
+/* Split-KV: steps of at most kSplitMaxTokens fed tokens (decode and verify) split each token's positions into
+ * kMaxSplits ranges whose lengths depend on that token's context alone, so small batches fill the GPU and a token's
+ * logits are the same whatever else is in the step. Scratch for the partials: part_ml [kSplitMaxTokens × kMaxSplits
+ * × num_heads × 2], part_acc [kSplitMaxTokens × kMaxSplits × num_heads × head_dim] floats. */
 constexpr int kMaxSplits = 16;
-constexpr int kSplitTokenBudget = 512;
+constexpr int kSplitMaxTokens = 16;
+constexpr int kSplitTokenBudget = kSplitMaxTokens * kMaxSplits;
 
-/* How many position ranges to split each token's attention into so about target_blocks blocks run (1 = no split). */
-int rill_attention_splits(int T, int kv_heads, int max_context, int target_blocks);
+/* Splits for a step of T fed tokens: kMaxSplits, or 1 (no split) for larger steps. */
+int rill_attention_splits(int T);
 
 /* out[t][h] = softmax(q[t][h] · K[0..positions[t]]ᵀ / √D) · V over the token's sequence, read through its block
- * table; q heads h share kv head h / (num_heads / kv_heads). With splits > 1 (from rill_attention_splits; max_context
- * ≥ every positions[t] + 1), ranges of positions run in parallel and a merge kernel combines them. */
+ * table; q heads h share kv head h / (num_heads / kv_heads). With splits > 1 (rill_attention_splits), ranges of
+ * positions run in parallel and a merge kernel combines them. */
 cudaError_t rill_k_attention(cudaStream_t s, const float *qkv, int T, int num_heads, const int32_t *positions,
                              const int32_t *tok_seq, const int32_t *tables, rill_kv_geom g, int layer,
                              const __nv_bfloat16 *kc, const __nv_bfloat16 *vc, float *out, int splits,
-                             int max_context, float *part_ml, float *part_acc);
+                             float *part_ml, float *part_acc);
 
 /* act[t][i] = silu(gu[t][i]) · gu[t][I + i]. */
 cudaError_t rill_k_silu_mul(cudaStream_t s, const float *gu, int T, int I, float *act);

@@ -73,11 +73,20 @@ constexpr int kGroupMaxElems = 2048;  /* query heads per KV head × head_dim hel
 constexpr int kGroupPerThread = kGroupMaxElems / kThreads;
 constexpr int kGroupMaxHeads = 16;
 
-/* Split-KV: with split_len > 0, block z covers positions [z × split_len, (z + 1) × split_len) and writes its unnormalised
- * partial (running max, sum, weighted values) for merge_kernel; an empty range writes max −∞ and zeros. */
+/* Positions per split of a token with n positions: a function of n alone, so a token's result does not depend on the
+ * batch around it (the merge adds exact zeros for empty splits). */
+__device__ inline int split_length(int n) {
+  const int per = (n + kMaxSplits - 1) / kMaxSplits;
+  const int len = (per + kGroupChunk - 1) / kGroupChunk * kGroupChunk;
+  return len < 2 * kGroupChunk ? 2 * kGroupChunk : len;
+}
+
+/* Split-KV: with gridDim.z > 1, block z covers positions [z × len, (z + 1) × len) (len = split_length(n)) and writes
+ * its unnormalised partial (running max, sum, weighted values) for merge_kernel; an empty range writes max −∞ and
+ * zeros. */
 __global__ void grouped_attention_kernel(const float *qkv, int num_heads, const int32_t *positions,
                                          const int32_t *tok_seq, const int32_t *tables, rill_kv_geom g, int layer,
-                                         const __nv_bfloat16 *kc, const __nv_bfloat16 *vc, float *out, int split_len,
+                                         const __nv_bfloat16 *kc, const __nv_bfloat16 *vc, float *out,
                                          float *part_ml, float *part_acc) {
   __shared__ float q[kGroupMaxElems];
   __shared__ __nv_bfloat16 ks[kGroupChunk * kMaxHeadDim];
@@ -98,8 +107,10 @@ __global__ void grouped_attention_kernel(const float *qkv, int num_heads, const 
 #pragma unroll
   for (int k = 0; k < kGroupPerThread; k++) acc[k] = 0.0f;
   const int n = positions[t] + 1;
-  const int begin = split_len > 0 ? (int)blockIdx.z * split_len : 0;
-  const int end = split_len > 0 && begin + split_len < n ? begin + split_len : n;
+  const bool split = gridDim.z > 1;
+  const int len = split ? split_length(n) : n;
+  const int begin = split ? (int)blockIdx.z * len : 0;
+  const int end = begin + len < n ? begin + len : n;
   const int32_t *table = tables + (size_t)tok_seq[t] * g.table_stride;
   const size_t head_stride = (size_t)g.block_size * D;
   for (int c0 = begin; c0 < end; c0 += kGroupChunk) {
@@ -145,7 +156,7 @@ __global__ void grouped_attention_kernel(const float *qkv, int num_heads, const 
     }
   }
   __syncthreads(); /* m and l are final */
-  if (split_len > 0) {
+  if (split) {
     const size_t part = ((size_t)t * num_heads + (size_t)kh * G) * gridDim.z; /* first head of the group, split 0 */
     if (tid < G) {
       part_ml[(part + (size_t)tid * gridDim.z + blockIdx.z) * 2] = m[tid];
@@ -184,32 +195,22 @@ __global__ void merge_kernel(int num_heads, int D, int splits, const float *part
 
 } // namespace
 
-int rill_attention_splits(int T, int kv_heads, int max_context, int target_blocks) {
-  if (T < 1 || T * kv_heads >= target_blocks) return 1;
-  int splits = (target_blocks + T * kv_heads - 1) / (T * kv_heads);
-  const int chunks = (max_context + kGroupChunk - 1) / kGroupChunk; /* no split shorter than one chunk */
-  if (splits > chunks) splits = chunks;
-  if (splits > kMaxSplits) splits = kMaxSplits;
-  if (T * splits > kSplitTokenBudget) splits = kSplitTokenBudget / T;
-  return splits < 1 ? 1 : splits;
-}
+int rill_attention_splits(int T) { return T <= kSplitMaxTokens ? kMaxSplits : 1; }
 
 cudaError_t rill_k_attention(cudaStream_t s, const float *qkv, int T, int num_heads, const int32_t *positions,
                              const int32_t *tok_seq, const int32_t *tables, rill_kv_geom g, int layer,
                              const __nv_bfloat16 *kc, const __nv_bfloat16 *vc, float *out, int splits,
-                             int max_context, float *part_ml, float *part_acc) {
+                             float *part_ml, float *part_acc) {
   if (T == 0) return cudaSuccess;
   const int G = num_heads / g.kv_heads;
   if (G <= kGroupMaxHeads && G * g.head_dim <= kGroupMaxElems) {
     if (splits <= 1) {
       RILL_LAUNCH(grouped_attention_kernel, dim3((unsigned)T, (unsigned)g.kv_heads), kThreads, s, qkv, num_heads,
-                  positions, tok_seq, tables, g, layer, kc, vc, out, 0, nullptr, nullptr);
+                  positions, tok_seq, tables, g, layer, kc, vc, out, nullptr, nullptr);
       return cudaGetLastError();
     }
-    const int per = (max_context + splits - 1) / splits;
-    const int split_len = (per + kGroupChunk - 1) / kGroupChunk * kGroupChunk;
     RILL_LAUNCH(grouped_attention_kernel, dim3((unsigned)T, (unsigned)g.kv_heads, (unsigned)splits), kThreads, s, qkv,
-                num_heads, positions, tok_seq, tables, g, layer, kc, vc, out, split_len, part_ml, part_acc);
+                num_heads, positions, tok_seq, tables, g, layer, kc, vc, out, part_ml, part_acc);
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
     RILL_LAUNCH(merge_kernel, dim3((unsigned)T, (unsigned)num_heads), 128, s, num_heads, g.head_dim, splits, part_ml,

@@ -19,7 +19,7 @@ namespace {
 
 /* fp32 sums in another order change a key or value by an ulp, which can flip its bf16 rounding in the KV cache; over
  * a few layers that stays well under this bound, while a wrong index (block, head, position) is off by O(1). */
-constexpr double kBound = 3e-3;
+constexpr double kBound = 6e-3;
 double worst_seen = 0.0;
 
 struct pair {
@@ -141,6 +141,50 @@ void logits_checks(const char *dir) {
   rill_engine_destroy(p.cuda);
 }
 
+/* A 300-token context (prefilled in two chunks) decoded beside a short one: decode attention splits the long context
+ * into several ranges and merges them; and the long sequence's decode logits are bitwise the same alone and in the
+ * batch (splits depend on a token's own context only). */
+void long_context_checks(const char *dir) {
+  pair p;
+  if (open_pair(dir, &p)) {
+    const int32_t chunk = 150;
+    for (int c = 0; c < 2; c++) {
+      fixture f;
+      const int32_t fed[2] = {chunk, c == 0 ? 20 : 1}, ctx[2] = {chunk * (c + 1), c == 0 ? 20 : 21};
+      fixture_init(&f, 2, fed, ctx);
+      fill_tokens(&f, p.vocab);
+      compare(&p, &f, dir, c == 0 ? "long prefill 1" : "long prefill 2");
+    }
+    for (int step = 0; step < 3; step++) {
+      fixture both;
+      const int32_t one[2] = {1, 1}, ctx[2] = {2 * chunk + 1 + step, 22 + step};
+      fixture_init(&both, 2, one, ctx);
+      fill_tokens(&both, p.vocab);
+      char what[48];
+      snprintf(what, sizeof what, "long decode %d (split attention)", step);
+      compare(&p, &both, dir, what);
+      /* Rewrite the long sequence's slot alone: its logits must not change bit for bit. */
+      rill_step_batch b2 = fixture_batch(&both);
+      const size_t V = (size_t)p.vocab;
+      float *in_batch = static_cast<float *>(malloc(2 * V * sizeof(float)));
+      float *alone = static_cast<float *>(malloc(V * sizeof(float)));
+      CHECK(rill_forward_logits(p.cuda, &b2, in_batch) == RILL_OK);
+      fixture one_seq = both;
+      one_seq.num_seqs = 1;
+      one_seq.num_tokens = 1;
+      one_seq.query_start[1] = 1;
+      rill_step_batch b1 = fixture_batch(&one_seq);
+      CHECK(rill_forward_logits(p.cuda, &b1, alone) == RILL_OK);
+      CHECK_MSG(memcmp(alone, in_batch, V * sizeof(float)) == 0, "%s: decode logits differ alone and in a batch",
+                dir);
+      free(in_batch);
+      free(alone);
+    }
+  }
+  rill_engine_destroy(p.cpu);
+  rill_engine_destroy(p.cuda);
+}
+
 /* Greedy decoding through rill_step: the two devices pick the same tokens. */
 void greedy_checks(const char *dir) {
   pair p;
@@ -218,6 +262,7 @@ int main() {
                         "tests/fixtures/checkpoints/qwen2-bf16",
                         "tests/fixtures/checkpoints/qwen3-bf16"};
   for (const char *dir : dirs) logits_checks(dir);
+  long_context_checks("models/rill-tiny-chatml");
   greedy_checks("models/rill-tiny-chatml");
   printf("largest logits difference, relative: %.3g (bound %.3g)\n", worst_seen, kBound);
   return check_summary();
