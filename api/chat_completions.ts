@@ -1,11 +1,12 @@
 /**
- * `POST /v1/chat/completions`, streamed and not: request validation, prompt rendering and the generation here; the
- * deltas and frames come from the same stream stages as the Responses pipeline (stream/chat_pipeline.ts).
+ * `POST /v1/chat/completions`, streamed and not: request validation, prompt rendering and the generations here (one
+ * per choice of `n`, api/choice_generations.ts); the deltas and frames come from the same stream stages as the
+ * Responses pipeline (stream/chat_pipeline.ts).
  */
 import type { ChatFormat } from "../formats/chat_format.ts";
-import type { Engine, FinishReason } from "../engine/engine.ts";
+import type { Engine, FinishReason, SamplingParams } from "../engine/engine.ts";
 import type { FunctionTool, PromptInput, ToolChoice } from "../formats/conversation.ts";
-import { chatCompletionSseStream, chatUsage, collectChatCompletion } from "../stream/chat_pipeline.ts";
+import { chatCompletionSseStream, chatUsage, choicesUsage, collectChatCompletion } from "../stream/chat_pipeline.ts";
 import { randomIds } from "../stream/ids.ts";
 import { type ApiError, modelNotFound, serverError, unavailable, unsupportedParameter } from "./errors.ts";
 import {
@@ -15,9 +16,12 @@ import {
   structuredRequest,
 } from "./structured_output.ts";
 import { type Generation, startGeneration, stopOnDisconnect } from "./generation.ts";
+import { startChoices } from "./choice_generations.ts";
+import { choiceSeed, samplingFields } from "./sampling_fields.ts";
 import { parallelToolCallLimit } from "./parallel_tool_calls.ts";
 import { fitPrompt } from "./prompt_fit.ts";
 import type { Metrics } from "./metrics.ts";
+import type { GrammarConstraint } from "../grammar/grammar_constraint.ts";
 import { jsonResponse, sseResponse } from "./http_response.ts";
 import {
   type ChatCompletionBody,
@@ -129,59 +133,88 @@ export class ChatCompletionsService {
     );
     const room = engine.maxModelLen - promptTokens.length;
     const stop = body.stop == null ? [] : typeof body.stop === "string" ? [body.stop] : body.stop;
-    // Compiled before anything is sent: a schema xgrammar rejects is a 400.
-    const constraint = structured === undefined ? undefined : await this.#o.structuredOutputs?.constraint(structured);
     const id = randomIds.next("chatcmpl");
-    const generation = startGeneration(engine, {
-      id,
-      promptTokens,
-      sampling: {
-        temperature: body.temperature ?? defaults.temperature,
-        topP: samplerTopP(body.top_p ?? defaults.topP),
-        topK: defaults.topK,
-        ...(body.seed == null ? {} : { seed: body.seed }),
-        maxTokens: Math.min(body.max_completion_tokens ?? body.max_tokens ?? room, room),
-        stopTokens: format.stopTokens,
-        stopStrings: [...stop, ...callLimit.stopStrings],
-        logprobs: body.logprobs === true ? (body.top_logprobs ?? 0) : -1,
-      },
-      metrics: this.#o.metrics,
-      startedAt,
-      ...(constraint === undefined ? {} : { constraint }),
-    });
-    this.#inFlight.add(generation);
-    generation.done.then(() => this.#inFlight.delete(generation));
-    const pipeline = {
-      tokenizer: engine.tokenizer,
-      parser: callLimit.limit(
+    const n = body.n ?? 1;
+    const sampling: SamplingParams = {
+      temperature: body.temperature ?? defaults.temperature,
+      topP: samplerTopP(body.top_p ?? defaults.topP),
+      ...samplingFields(body, defaults.topK, engine.tokenizer.vocabSize),
+      maxTokens: Math.min(body.max_completion_tokens ?? body.max_tokens ?? room, room),
+      stopTokens: format.stopTokens,
+      stopStrings: [...stop, ...callLimit.stopStrings],
+      logprobs: body.logprobs === true ? (body.top_logprobs ?? 0) : -1,
+    };
+    // Compiled before anything is sent: a schema xgrammar rejects is a 400. Each choice walks its own grammar state.
+    const constraints: (GrammarConstraint | undefined)[] = [];
+    for (let i = 0; i < n; i++) {
+      constraints.push(structured === undefined ? undefined : await this.#o.structuredOutputs?.constraint(structured));
+    }
+    let generations: Generation[];
+    try {
+      generations = startChoices(n, (i) => {
+        const c = constraints[i];
+        return startGeneration(engine, {
+          id: n === 1 ? id : `${id}-${i}`,
+          promptTokens,
+          sampling: body.seed == null ? sampling : { ...sampling, seed: choiceSeed(body.seed, i) },
+          metrics: this.#o.metrics,
+          startedAt,
+          admitted: i > 0,
+          ...(c === undefined ? {} : { constraint: c }),
+        });
+      });
+    } catch (error) {
+      // A full queue (429) before anything started: no grammar is in use.
+      constraints.forEach((c) => c?.dispose());
+      throw error;
+    }
+    const allDone = Promise.all(generations.map((g) => g.done));
+    // A later choice stopped before it started never releases its grammar itself (dispose is idempotent).
+    allDone.then(() => constraints.forEach((c) => c?.dispose()));
+    for (const generation of generations) {
+      this.#inFlight.add(generation);
+      generation.done.then(() => this.#inFlight.delete(generation));
+      stopOnDisconnect(request, generation);
+    }
+    const parser = () =>
+      callLimit.limit(
         // tool_choice none: no tool is callable, so a call the model writes anyway parses as a plain message.
         format.createParser({ toolNames: choice === "none" ? [] : tools.map((t) => t.name), toolChoice: renderChoice }),
-      ),
-      includeLogprobs: body.logprobs === true,
-    };
+      );
     const head = { id, created: Math.floor(Date.now() / 1000), model: modelId };
-    stopOnDisconnect(request, generation);
     trace.responseId = id;
-    trace.count(generation.done);
+    trace.count(allDone.then((totals) => ({
+      promptTokens: totals[0]?.promptTokens ?? 0,
+      outputTokens: totals.reduce((sum, t) => sum + t.outputTokens, 0),
+    })));
     if (body.stream === true) {
-      trace.streamsUntil(generation.done);
-      return sseResponse(chatCompletionSseStream(generation.chunks, {
-        ...pipeline,
+      trace.streamsUntil(allDone);
+      return sseResponse(chatCompletionSseStream(generations.map((g) => ({ chunks: g.chunks, parser: parser() })), {
+        tokenizer: engine.tokenizer,
+        includeLogprobs: body.logprobs === true,
         head,
         includeUsage: body.stream_options?.include_usage === true,
         failure: (reason) => unfinished(reason)?.toJSON() ?? null,
       }));
     }
 
-    const { message, reason, usage } = await collectChatCompletion(generation.chunks, pipeline);
-    const failure = unfinished(reason);
-    if (failure !== null) throw failure;
+    const collected = await Promise.all(generations.map((g) =>
+      collectChatCompletion(g.chunks, {
+        tokenizer: engine.tokenizer,
+        parser: parser(),
+        includeLogprobs: body.logprobs === true,
+      })
+    ));
+    for (const { reason } of collected) {
+      const failure = unfinished(reason);
+      if (failure !== null) throw failure;
+    }
     return jsonResponse({
       ...head,
       object: "chat.completion",
       system_fingerprint: null,
-      choices: [{
-        index: 0,
+      choices: collected.map(({ message, reason }, index) => ({
+        index,
         message: {
           role: "assistant",
           content: message.content === "" && message.toolCalls.length > 0 ? null : message.content,
@@ -197,8 +230,8 @@ export class ChatCompletionsService {
         },
         logprobs: body.logprobs === true ? { content: message.logprobs, refusal: null } : null,
         finish_reason: message.finishReason(reason),
-      }],
-      usage: chatUsage(usage),
+      })),
+      usage: chatUsage(choicesUsage(collected.map((c) => c.usage))),
     });
   }
 }

@@ -4,13 +4,15 @@
  * Honoured: messages (system/developer/user/assistant/tool, text content, assistant `tool_calls` and
  * `reasoning_content`), function tools, tool_choice, parallel_tool_calls, max_tokens / max_completion_tokens,
  * temperature, top_p, seed, stop, logprobs/top_logprobs, stream, stream_options.include_usage, reasoning_effort,
- * n = 1, zero penalties, response_format text. Accepted as hints that hold trivially (nothing to echo): metadata,
+ * n (1..MAX_CHOICES), presence/frequency penalties, logit_bias, vLLM's top_k/min_p/repetition_penalty
+ * (api/sampling_fields.ts), response_format. Accepted as hints that hold trivially (nothing to echo): metadata,
  * user, safety_identifier, prompt_cache_key, verbosity, service_tier auto/default. Anything else is a 400 naming it.
  */
 import { z } from "zod";
 import type { ConversationMessage, FunctionTool, ToolChoice } from "../formats/conversation.ts";
 import { invalidRequest, unsupportedParameter } from "./errors.ts";
 import { checkToolSchema } from "./json_limits.ts";
+import { MAX_CHOICES, SamplingFieldShape } from "./sampling_fields.ts";
 
 const nullish = <T extends z.ZodType>(schema: T) => schema.nullable().optional();
 
@@ -63,7 +65,7 @@ export const ChatCompletionSchema = z.strictObject({
   top_p: nullish(z.number().min(0).max(1)),
   seed: nullish(z.number().int()),
   stop: nullish(z.union([z.string(), z.array(z.string()).max(4)])),
-  n: nullish(z.number().int().min(1)),
+  n: nullish(z.number().int().min(1).max(MAX_CHOICES)),
   logprobs: nullish(z.boolean()),
   top_logprobs: nullish(z.number().int().min(0).max(20)),
   stream: nullish(z.boolean()),
@@ -72,9 +74,7 @@ export const ChatCompletionSchema = z.strictObject({
     include_obfuscation: nullish(z.boolean()),
   })),
   reasoning_effort: nullish(z.enum(["none", "minimal", "low", "medium", "high", "xhigh"])),
-  frequency_penalty: nullish(z.number().min(-2).max(2)),
-  presence_penalty: nullish(z.number().min(-2).max(2)),
-  logit_bias: nullish(z.record(z.string(), z.number())),
+  ...SamplingFieldShape,
   response_format: nullish(z.looseObject({
     type: z.enum(["text", "json_object", "json_schema"]),
     json_schema: nullish(z.looseObject({})),
@@ -114,13 +114,6 @@ function contentText(content: z.output<typeof Content> | null | undefined, param
 
 /** Rejects what rill cannot honour, naming the parameter. */
 export function checkChatSupported(body: ChatCompletionBody): void {
-  if (body.n != null && body.n !== 1) throw unsupportedParameter("n", "Only n = 1 is supported");
-  for (const key of ["frequency_penalty", "presence_penalty"] as const) {
-    if (body[key] != null && body[key] !== 0) throw unsupportedParameter(key, `'${key}' is not supported (only 0)`);
-  }
-  if (body.logit_bias != null && Object.keys(body.logit_bias).length > 0) {
-    throw unsupportedParameter("logit_bias", "'logit_bias' is not supported");
-  }
   if (body.store === true) throw unsupportedParameter("store", "Stored chat completions are not supported");
   if (body.service_tier != null && body.service_tier !== "auto" && body.service_tier !== "default") {
     throw unsupportedParameter("service_tier", `Service tier '${body.service_tier}' is not available`);

@@ -39,6 +39,9 @@ export interface ServeConfig {
   readonly dataDir: string;
   /** Stored responses are deleted this many seconds after creation (0: kept forever). */
   readonly storeTtl: number;
+  /** The key sealing `encrypted_content` (reasoning_key.ts), or a file holding it; neither: kept in the data dir. */
+  readonly reasoningKey: string | undefined;
+  readonly reasoningKeyFile: string | undefined;
   readonly maxNumSeqs: number;
   readonly maxQueue: number;
   readonly maxModelLen: number | undefined;
@@ -52,7 +55,9 @@ export interface ServeConfig {
   readonly shutdownTimeout: number;
   readonly logFormat: LogFormat;
   readonly logLevel: "debug" | "info" | "warn" | "error";
-  readonly speculative: "ngram" | "none";
+  readonly speculative: "ngram" | "draft" | "none";
+  /** Checkpoint of the draft model (`--speculative draft`, native backend only). */
+  readonly draftModel: string | undefined;
   readonly numSpeculativeTokens: number;
   /** ONNX sessions one step is split across (main thread + workers), or "auto" (see resolveShards). */
   readonly shards: number | "auto";
@@ -176,6 +181,21 @@ const SPECS: readonly OptionSpec[] = [
     fallback: "30d",
   },
   {
+    flag: "reasoning-key",
+    env: "RILL_REASONING_KEY",
+    value: "KEY",
+    help: "Key (32 bytes: 64 hex digits or base64) sealing `encrypted_content` of reasoning and compaction items " +
+      "(default: generated once and kept in the data directory as reasoning.key).",
+    fallback: undefined,
+  },
+  {
+    flag: "reasoning-key-file",
+    env: "RILL_REASONING_KEY_FILE",
+    value: "PATH",
+    help: "Read the reasoning key from this file.",
+    fallback: undefined,
+  },
+  {
     flag: "max-num-seqs",
     env: "RILL_MAX_NUM_SEQS",
     value: "N",
@@ -242,9 +262,17 @@ const SPECS: readonly OptionSpec[] = [
   {
     flag: "speculative",
     env: "RILL_SPECULATIVE",
-    value: "ngram|none",
-    help: "Speculative decoding method.",
+    value: "ngram|draft|none",
+    help: "Speculative decoding method: prompt-lookup n-gram drafts, or a draft model (--draft-model).",
     fallback: "none",
+  },
+  {
+    flag: "draft-model",
+    env: "RILL_DRAFT_MODEL",
+    value: "DIR",
+    help: "Checkpoint directory of a smaller model with the same tokenizer that proposes the drafts of " +
+      "--speculative draft (native backend).",
+    fallback: undefined,
   },
   {
     flag: "num-speculative-tokens",
@@ -384,6 +412,14 @@ export function parseServeArgs(
   const numKvBlocks = get("num-kv-blocks");
   const gpuMemoryFraction = get("gpu-memory-fraction");
   const port = integer("port", get("port")!, 0);
+  const speculative = choice("speculative", get("speculative")!, ["ngram", "draft", "none"] as const);
+  const draftModel = get("draft-model");
+  if (speculative === "draft" && draftModel === undefined) {
+    throw new CliError("--speculative draft needs --draft-model DIR");
+  }
+  if (speculative !== "draft" && draftModel !== undefined) {
+    throw new CliError(`--draft-model is used only with --speculative draft (got --speculative ${speculative})`);
+  }
   if (port > 65535) throw new CliError(`--port must be at most 65535, got ${port}`);
   return {
     modelDir: positional[0] ?? env("RILL_MODEL_DIR") ?? DEFAULT_MODEL_DIR,
@@ -405,6 +441,8 @@ export function parseServeArgs(
     apiKeyFile: get("api-key-file"),
     dataDir: get("data-dir")!,
     storeTtl: durationSeconds("store-ttl", get("store-ttl")!),
+    reasoningKey: get("reasoning-key"),
+    reasoningKeyFile: get("reasoning-key-file"),
     maxNumSeqs: integer("max-num-seqs", get("max-num-seqs")!, 1),
     maxQueue: integer("max-queue", get("max-queue")!, 0),
     maxModelLen: maxModelLen === undefined ? undefined : integer("max-model-len", maxModelLen, 1),
@@ -414,7 +452,8 @@ export function parseServeArgs(
     idleTimeout: integer("idle-timeout", get("idle-timeout")!, 1),
     logFormat: choice("log-format", get("log-format")!, ["text", "json"] as const),
     logLevel: choice("log-level", get("log-level")!, ["debug", "info", "warn", "error"] as const),
-    speculative: choice("speculative", get("speculative")!, ["ngram", "none"] as const),
+    speculative,
+    draftModel,
     numSpeculativeTokens: integer("num-speculative-tokens", get("num-speculative-tokens")!, 1),
     shards: autoOrCount("shards", get("shards")!),
     maxConnections: get("max-connections") === "auto" ? "auto" : integer("max-connections", get("max-connections")!, 1),

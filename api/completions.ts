@@ -1,11 +1,12 @@
 /**
  * The legacy `POST /v1/completions`: raw text continuation, no chat template and no output parsing. Each prompt of
- * the request is one generation and one choice (`index` = the prompt's position); they run concurrently. Special
+ * the request is answered by `n` generations and choices (`index` = prompt position × n + choice); they run
+ * concurrently, a prompt's later choices sharing its prefill (api/choice_generations.ts). Special
  * tokens the model writes are not text (as vLLM's default `skip_special_tokens`). Streamed, every chunk carries the
  * text of one choice; each choice ends with a chunk holding its `finish_reason`, then the usage chunk when
  * `stream_options.include_usage` asks for it, then `data: [DONE]`.
  */
-import type { Engine, EngineChunk, FinishReason } from "../engine/engine.ts";
+import type { Engine, EngineChunk, FinishReason, SamplingParams } from "../engine/engine.ts";
 import type { ChatFormat } from "../formats/chat_format.ts";
 import type { Tokenizer } from "../model/tokenizer.ts";
 import { IncrementalDetokenizer } from "../parsers/detokenizer.ts";
@@ -13,6 +14,8 @@ import { randomIds } from "../stream/ids.ts";
 import { checkCompletionSupported, completionPrompts, CompletionSchema } from "./completions_schema.ts";
 import { type ApiError, contextLengthExceeded, modelNotFound, serverError, unavailable } from "./errors.ts";
 import { type Generation, startGeneration, stopOnDisconnect } from "./generation.ts";
+import { startChoices } from "./choice_generations.ts";
+import { choiceSeed, samplingFields } from "./sampling_fields.ts";
 import { jsonResponse, sseResponse } from "./http_response.ts";
 import type { Metrics } from "./metrics.ts";
 import type { SamplingDefaults } from "./sampling_defaults.ts";
@@ -71,9 +74,10 @@ async function readText(
   return { reason: "abort", promptTokens: 0, outputTokens };
 }
 
-function usageOf(ends: readonly ChoiceEnd[]) {
-  const prompt = ends.reduce((n, e) => n + e.promptTokens, 0);
-  const completion = ends.reduce((n, e) => n + e.outputTokens, 0);
+/** Each prompt counts once however many choices answer it (`n` consecutive choices per prompt). */
+function usageOf(ends: readonly ChoiceEnd[], n: number) {
+  const prompt = ends.reduce((sum, e, i) => i % n === 0 ? sum + e.promptTokens : sum, 0);
+  const completion = ends.reduce((sum, e) => sum + e.outputTokens, 0);
   return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
 }
 
@@ -109,26 +113,29 @@ export class CompletionsService {
     });
     const stop = body.stop == null ? [] : typeof body.stop === "string" ? [body.stop] : body.stop;
     const id = randomIds.next("cmpl");
+    const n = body.n ?? 1;
     const generations: Generation[] = [];
     try {
-      for (const [i, promptTokens] of prompts.entries()) {
+      for (const [p, promptTokens] of prompts.entries()) {
         const room = engine.maxModelLen - promptTokens.length;
-        generations.push(startGeneration(engine, {
-          id: prompts.length === 1 ? id : `${id}-${i}`,
-          promptTokens,
-          sampling: {
-            temperature: body.temperature ?? defaults.temperature,
-            topP: samplerTopP(body.top_p ?? defaults.topP),
-            topK: defaults.topK,
-            ...(body.seed == null ? {} : { seed: body.seed }),
-            maxTokens: Math.min(body.max_tokens ?? DEFAULT_MAX_TOKENS, room),
-            stopTokens: format.stopTokens,
-            stopStrings: stop,
-            logprobs: -1,
-          },
-          metrics: this.#o.metrics,
-          startedAt,
-        }));
+        const sampling: SamplingParams = {
+          temperature: body.temperature ?? defaults.temperature,
+          topP: samplerTopP(body.top_p ?? defaults.topP),
+          ...samplingFields(body, defaults.topK, tokenizer.vocabSize),
+          maxTokens: Math.min(body.max_tokens ?? DEFAULT_MAX_TOKENS, room),
+          stopTokens: format.stopTokens,
+          stopStrings: stop,
+          logprobs: -1,
+        };
+        generations.push(...startChoices(n, (c) =>
+          startGeneration(engine, {
+            id: prompts.length * n === 1 ? id : `${id}-${p * n + c}`,
+            promptTokens,
+            sampling: body.seed == null ? sampling : { ...sampling, seed: choiceSeed(body.seed, c) },
+            metrics: this.#o.metrics,
+            startedAt,
+            admitted: c > 0,
+          })));
       }
     } catch (error) {
       // A full queue for a later prompt: the ones already started are let go.
@@ -142,7 +149,7 @@ export class CompletionsService {
     }
     const head = { id, object: "text_completion", created: Math.floor(Date.now() / 1000), model: modelId };
     if (body.stream === true) {
-      return sseResponse(this.#stream(generations, head, body.stream_options?.include_usage === true));
+      return sseResponse(this.#stream(generations, n, head, body.stream_options?.include_usage === true));
     }
 
     const texts = generations.map(() => "");
@@ -162,12 +169,13 @@ export class CompletionsService {
         logprobs: null,
         finish_reason: end.reason === "length" ? "length" : "stop",
       })),
-      usage: usageOf(ends),
+      usage: usageOf(ends, n),
     });
   }
 
   #stream(
     generations: readonly Generation[],
+    n: number,
     head: Record<string, unknown>,
     includeUsage: boolean,
   ): ReadableStream<Uint8Array> {
@@ -198,7 +206,9 @@ export class CompletionsService {
         Promise.all(runs).then((ends) => {
           if (includeUsage) {
             send(
-              `data: ${JSON.stringify({ ...head, system_fingerprint: null, choices: [], usage: usageOf(ends) })}\n\n`,
+              `data: ${
+                JSON.stringify({ ...head, system_fingerprint: null, choices: [], usage: usageOf(ends, n) })
+              }\n\n`,
             );
           }
           send("data: [DONE]\n\n");

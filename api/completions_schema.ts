@@ -3,11 +3,13 @@
  * list of token ids, or a list of token-id lists (each list element is one prompt, answered by one choice).
  *
  * Honoured: prompt, max_tokens (default 16, as OpenAI), temperature, top_p, seed, stop, stream,
- * stream_options.include_usage, n = 1, best_of = 1, zero penalties. Refused with a 400 naming the parameter: `echo`,
- * `logprobs`, `suffix`, `n` > 1, `best_of` > 1, non-zero penalties, `logit_bias`.
+ * stream_options.include_usage, n (1..MAX_CHOICES choices per prompt), best_of = 1, presence/frequency penalties,
+ * logit_bias, vLLM's top_k/min_p/repetition_penalty (api/sampling_fields.ts). Refused with a 400 naming the
+ * parameter: `echo`, `logprobs`, `suffix`, `best_of` > 1.
  */
 import { z } from "zod";
 import { invalidRequest, unsupportedParameter } from "./errors.ts";
+import { MAX_CHOICES, SamplingFieldShape } from "./sampling_fields.ts";
 
 const nullish = <T extends z.ZodType>(schema: T) => schema.nullable().optional();
 
@@ -21,7 +23,7 @@ export const CompletionSchema = z.strictObject({
   top_p: nullish(z.number().min(0).max(1)),
   seed: nullish(z.number().int()),
   stop: nullish(z.union([z.string(), z.array(z.string()).max(4)])),
-  n: nullish(z.number().int().min(1)),
+  n: nullish(z.number().int().min(1).max(MAX_CHOICES)),
   best_of: nullish(z.number().int().min(1)),
   stream: nullish(z.boolean()),
   stream_options: nullish(z.strictObject({
@@ -31,9 +33,7 @@ export const CompletionSchema = z.strictObject({
   echo: nullish(z.boolean()),
   logprobs: nullish(z.number().int().min(0).max(5)),
   suffix: nullish(z.string()),
-  frequency_penalty: nullish(z.number().min(-2).max(2)),
-  presence_penalty: nullish(z.number().min(-2).max(2)),
-  logit_bias: nullish(z.record(z.string(), z.number())),
+  ...SamplingFieldShape,
   user: nullish(z.string()),
 });
 
@@ -44,15 +44,8 @@ export function checkCompletionSupported(body: CompletionBody): void {
   if (body.echo === true) throw unsupportedParameter("echo", "'echo' is not supported");
   if (body.logprobs != null) throw unsupportedParameter("logprobs", "'logprobs' is not supported on /v1/completions");
   if (body.suffix != null && body.suffix !== "") throw unsupportedParameter("suffix", "'suffix' is not supported");
-  if (body.n != null && body.n !== 1) throw unsupportedParameter("n", "Only n = 1 is supported");
   if (body.best_of != null && body.best_of !== 1) {
     throw unsupportedParameter("best_of", "Only best_of = 1 is supported");
-  }
-  for (const key of ["frequency_penalty", "presence_penalty"] as const) {
-    if (body[key] != null && body[key] !== 0) throw unsupportedParameter(key, `'${key}' is not supported (only 0)`);
-  }
-  if (body.logit_bias != null && Object.keys(body.logit_bias).length > 0) {
-    throw unsupportedParameter("logit_bias", "'logit_bias' is not supported");
   }
 }
 

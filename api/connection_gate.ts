@@ -9,6 +9,8 @@
  * - broken framing is answered 400 here (counted as a client error, never reaching the 5xx count);
  * - an accept that fails (too many open files, …) is logged and retried after a pause: never fatal.
  * A connection whose client goes away is closed on the server side at once, so the request's signal aborts.
+ * Once the server answers `101 Switching Protocols` (WebSocket mode) the connection is a plain tunnel: its bytes are
+ * no longer HTTP, so neither direction is scanned and no timeout applies (the WebSocket's own pings keep it honest).
  */
 import { FramingError, MessageScanner } from "./http_framing.ts";
 
@@ -71,6 +73,8 @@ class Relay {
   bodySince: number | null = null;
   lastActivity = performance.now();
   closed = false;
+  /** After a 101: bytes pass unscanned and untimed. */
+  tunnel = false;
 
   constructor(client: Deno.Conn) {
     this.client = client;
@@ -212,6 +216,11 @@ export class ConnectionGate {
       if (n === null) return relay.close();
       const bytes = buffer.subarray(0, n);
       relay.lastActivity = performance.now();
+      if (relay.tunnel) {
+        await writeAll(inner, bytes).catch(() => relay.close());
+        if (relay.closed) return;
+        continue;
+      }
       let events;
       try {
         events = relay.requests.push(bytes);
@@ -255,7 +264,13 @@ export class ConnectionGate {
       if (n === null) return relay.close();
       const bytes = buffer.subarray(0, n);
       try {
-        for (const event of relay.responses.push(bytes)) if (event.type === "end") relay.pending--;
+        if (!relay.tunnel) {
+          for (const event of relay.responses.push(bytes)) {
+            if (event.type === "end") relay.pending--;
+            // Set before the 101 reaches the client, so its first frame already passes as tunnel bytes.
+            else if (event.type === "upgrade") relay.tunnel = true;
+          }
+        }
       } catch {
         // The inner server is Deno's own HTTP; should its framing ever surprise the scanner, stop timing idleness.
         relay.pending = Number.POSITIVE_INFINITY;
@@ -269,6 +284,7 @@ export class ConnectionGate {
   #sweep(): void {
     const now = performance.now();
     for (const relay of this.#relays) {
+      if (relay.tunnel) continue;
       let which: "header" | "body" | "idle" | null = null;
       if (relay.headSince !== null && now - relay.headSince > this.#o.headerTimeoutMs) which = "header";
       else if (relay.bodySince !== null && now - relay.bodySince > this.#o.bodyTimeoutMs) which = "body";

@@ -4,7 +4,8 @@
  * Consecutive assistant-side items (reasoning, assistant messages, function calls) form one assistant turn, in the
  * order the Responses API emits them: reasoning, then text, then tool calls. A new reasoning item after text or calls,
  * or text after calls, starts a new turn. A `function_call_output` becomes a tool message carrying the name of the
- * call it answers (looked up by `call_id` among the earlier items).
+ * call it answers (looked up by `call_id` among the earlier items). A compaction item becomes a user message that
+ * carries its summary (the earlier conversation it replaces), after SUMMARY_HEADER.
  */
 import type { ConversationMessage, ToolCall } from "../formats/conversation.ts";
 import type { ContentPart, InputItem } from "./responses_schema.ts";
@@ -14,6 +15,9 @@ interface PendingTurn {
   reasoning: string;
   toolCalls: ToolCall[];
 }
+
+/** Opens the summary of a compaction item in the prompt, so the model reads it as the conversation so far. */
+export const SUMMARY_HEADER = "Summary of the conversation so far:\n\n";
 
 export function partsText(parts: readonly ContentPart[]): string {
   let text = "";
@@ -68,6 +72,12 @@ export function itemsToMessages(items: readonly InputItem[]): ConversationMessag
         out.push({ role: "tool", callId: item.call_id, content: item.output, ...(name === undefined ? {} : { name }) });
         break;
       }
+      case "compaction":
+        // Opened by openSealedItems before this runs; a compaction item without its summary is a server bug.
+        if (item.summary === undefined) throw new TypeError("compaction item reached the conversation sealed");
+        flush();
+        out.push({ role: "user", content: SUMMARY_HEADER + item.summary });
+        break;
       case "web_search_call":
       case "code_interpreter_call":
       case "mcp_call":

@@ -23,6 +23,11 @@ export interface Generation {
   stop(): void;
   /** Resolves when the finish chunk passed or the stream was cancelled, with the generation's token counts. */
   readonly done: Promise<GenerationTotals>;
+  /**
+   * Resolves once the prompt is prefilled (the first step's tokens passed) or the generation ended: from then on the
+   * prompt's full blocks are in the prefix cache.
+   */
+  readonly prefilled: Promise<void>;
 }
 
 export interface GenerationOptions {
@@ -36,6 +41,8 @@ export interface GenerationOptions {
   readonly onCancel?: () => void;
   /** The output grammar of this generation, released once it is done. */
   readonly constraint?: TokenConstraint & { dispose(): void };
+  /** A later choice of a request already admitted: never refused by a full queue (GenerateRequest.admitted). */
+  readonly admitted?: boolean;
 }
 
 export function startGeneration(engine: Engine, options: GenerationOptions): Generation {
@@ -46,6 +53,7 @@ export function startGeneration(engine: Engine, options: GenerationOptions): Gen
     sampling: options.sampling,
     signal: abort.signal,
     ...(options.constraint === undefined ? {} : { constraint: options.constraint }),
+    ...(options.admitted === true ? { admitted: true } : {}),
   });
   let firstTokenAt: number | null = null;
   let lastTokenAt: number | null = null;
@@ -53,6 +61,8 @@ export function startGeneration(engine: Engine, options: GenerationOptions): Gen
   let settled = false;
   let resolveDone!: (totals: GenerationTotals) => void;
   const done = new Promise<GenerationTotals>((resolve) => resolveDone = resolve);
+  let resolvePrefilled!: () => void;
+  const prefilled = new Promise<void>((resolve) => resolvePrefilled = resolve);
   const settle = (promptTokens: number, aborted: boolean) => {
     if (settled) return;
     settled = true;
@@ -64,6 +74,7 @@ export function startGeneration(engine: Engine, options: GenerationOptions): Gen
       aborted,
     });
     resolveDone({ promptTokens, outputTokens });
+    resolvePrefilled();
   };
   const stop = () => {
     // After the finish chunk the engine has let the sequence go already (the pipeline cancels its source once the
@@ -80,6 +91,7 @@ export function startGeneration(engine: Engine, options: GenerationOptions): Gen
       if (chunk.type === "step") {
         const now = performance.now();
         firstTokenAt ??= now;
+        resolvePrefilled();
         lastTokenAt = now;
         outputTokens += chunk.tokens.length;
       } else {
@@ -96,7 +108,7 @@ export function startGeneration(engine: Engine, options: GenerationOptions): Gen
     const constraint = options.constraint;
     done.then(() => constraint.dispose());
   }
-  return { chunks, abort, done, stop };
+  return { chunks, abort, done, stop, prefilled };
 }
 
 /**

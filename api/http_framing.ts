@@ -3,7 +3,8 @@
  * where each message's head ends and where the message ends, without buffering or copying the body. The connection
  * gate uses it to time requests (header, body and idle timeouts) and to know when a connection has no request in
  * progress. It understands exactly what framing needs (RFC 9112 §6): Content-Length, chunked transfer coding,
- * bodiless responses (1xx, 204, 304, HEAD), and responses delimited by the connection's close.
+ * bodiless responses (1xx, 204, 304, HEAD), responses delimited by the connection's close, and the end of HTTP at a
+ * `101 Switching Protocols` (a WebSocket upgrade).
  */
 
 export type Direction = "request" | "response";
@@ -17,7 +18,9 @@ export interface MessageHead {
 
 export type FramingEvent =
   | { readonly type: "head"; readonly head: MessageHead }
-  | { readonly type: "end" };
+  | { readonly type: "end" }
+  /** A `101 Switching Protocols` response: what follows on the connection (both ways) is no longer HTTP. */
+  | { readonly type: "upgrade" };
 
 /** Thrown for framing the scanner cannot follow (the peer is answered 400 and the connection closed). */
 export class FramingError extends Error {
@@ -194,6 +197,13 @@ export class MessageScanner {
     const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(startLine)?.[1] ?? NaN);
     if (!Number.isInteger(status)) throw new FramingError("malformed status line");
     events.push({ type: "head", head: { startLine, method: null, status } });
+    if (status === 101) {
+      // The upgrade answers its request; the connection now carries the new protocol until it closes.
+      this.#methods.shift();
+      events.push({ type: "upgrade" });
+      this.#state = { kind: "until-close" };
+      return;
+    }
     // An interim response precedes the real one and answers nothing by itself.
     if (status >= 100 && status < 200) return;
     const method = this.#methods.shift() ?? "GET";

@@ -20,8 +20,10 @@
  *   response; the history is rebuilt by walking the chain. Deleting (or expiring) a response first writes the full
  *   history into the responses that continue it, so no chain ever breaks.
  * - The file uses incremental auto-vacuum: deletions give their pages back at the next sweep.
+ * - The Conversations API's conversations live in the same file (conversation_store.ts), sharing its transactions.
  */
 import { DatabaseSync, type StatementSync } from "node:sqlite";
+import { ConversationStore } from "./conversation_store.ts";
 import { responseFailed } from "../stream/builders.ts";
 import { Sequencer } from "../stream/sequencer.ts";
 import type { Response } from "../stream/types.ts";
@@ -127,6 +129,8 @@ export class ResponseStore {
   readonly #ttlSeconds: number;
   readonly #clock: () => number;
   #leaseTimer: ReturnType<typeof setInterval> | undefined;
+  /** The Conversations API's conversations and their items. */
+  readonly conversations: ConversationStore;
 
   private constructor(db: DatabaseSync, options: StoreOptions) {
     this.#db = db;
@@ -183,6 +187,7 @@ export class ResponseStore {
     this.#selectInputItem = db.prepare(
       "SELECT item_id, item FROM input_items WHERE item_id = ? ORDER BY rowid DESC LIMIT 1",
     );
+    this.conversations = new ConversationStore(db, (body) => this.#transaction(body));
   }
 
   /** Opens (creating if needed) a store at a file path, or an in-memory one for ":memory:". */

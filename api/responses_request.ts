@@ -3,11 +3,15 @@
  * prompt tokens, SamplingParams, the ResponseTemplate the Response object echoes, and what the store keeps.
  *
  * What "honour" means per field (anything else of the spec is a 400 naming the param):
- * - `input`: messages, function calls and outputs, and reasoning become the conversation; hosted-tool call items
+ * - `input`: messages, function calls and outputs, reasoning, and compaction items (their sealed summary, as a user
+ *   message) become the conversation; hosted-tool call items
  *   rill's parsers emit (web_search_call, code_interpreter_call, mcp_call) are accepted when replayed but add nothing
  *   to the prompt (no result exists for them). An `item_reference` stands for the stored item with that id (an
  *   output or input item of a stored response; 404 when none has it). Images, files and other item types are
  *   rejected.
+ * - `conversation` (an id or `{id}`): the Conversations API conversation's items come before `input` (404 naming
+ *   `conversation` when it does not exist; 400 together with `previous_response_id`); an input item repeating an id
+ *   the conversation holds is a 400. The turn is appended when the response ends (responses_service.ts).
  * - `tools`: function tools are offered to the model. Hosted/non-function tool types (`web_search`, `custom`,
  *   `local_shell`, `namespace`, …) are accepted and echoed but never offered: rill runs no hosted tools.
  * - `tool_choice`: none/auto/required/{type:function,name} go to the chat format; `allowed_tools` restricts the offered
@@ -15,12 +19,15 @@
  * - `reasoning.effort`: none/minimal → low, xhigh/max → high (the nearest level a harmony model has).
  *   `reasoning.summary` is accepted: rill streams the raw reasoning as `reasoning_text` and writes no summaries.
  * - `include`: `message.output_text.logprobs` turns logprobs on (with `top_logprobs` alternatives);
- *   `reasoning.encrypted_content` is accepted: rill encrypts nothing, reasoning travels in clear in `content`,
- *   which clients replay. Other include values are rejected.
+ *   `reasoning.encrypted_content` adds to each reasoning item its text sealed under the server key
+ *   (reasoning_seal.ts), besides the clear `content`. Input reasoning items with `encrypted_content` are rendered
+ *   from the opened blob, compaction items from their sealed summary (sealed_items.ts); a blob that does not verify
+ *   is a 400 naming it. Other include values are rejected.
  * - `text.verbosity`, `prompt_cache_key`, `prompt_cache_retention: in_memory`, `safety_identifier`, `user`,
  *   `client_metadata` are hints that hold trivially; they are accepted (and echoed where the Response has the
  *   field). `max_tool_calls` caps the tool calls of the response, and `parallel_tool_calls: false` ends the turn
  *   after the first call (parallel_tool_calls.ts).
+ * - `presence_penalty`, `frequency_penalty` are applied (over the generated tokens) and echoed.
  * - `truncation: "auto"` drops the oldest conversation messages until the prompt fits; `disabled` (default) answers
  *   400 `context_length_exceeded` when the prompt leaves no room to generate.
  */
@@ -33,6 +40,8 @@ import type { IdPrefix } from "../stream/ids.ts";
 import { invalidRequest, modelNotFound, notFound, unsupportedParameter } from "./errors.ts";
 import { samplerTopP, type SamplingDefaults } from "./sampling_defaults.ts";
 import { itemsToMessages } from "./conversation_items.ts";
+import { openSealedItems } from "./sealed_items.ts";
+import type { ReasoningSeal } from "./reasoning_seal.ts";
 import { parallelToolCallLimit, type ToolCallLimit } from "./parallel_tool_calls.ts";
 import { normalizeTools } from "./normalize_tools.ts";
 import { fitPrompt } from "./prompt_fit.ts";
@@ -76,9 +85,13 @@ export interface RequestContext {
   readonly defaults: SamplingDefaults;
   readonly previous: PreviousLookup;
   readonly item: ItemLookup;
+  /** A conversation's items, oldest first; undefined for an unknown conversation. */
+  readonly conversationItems: (id: string) => Record<string, unknown>[] | undefined;
   /** True when the served model can decode under a grammar (structured outputs, strict tools). */
   readonly constrainedDecoding: boolean;
-  readonly newId: (prefix: Extract<IdPrefix, "resp" | "msg" | "fco" | "fc" | "rs">) => string;
+  readonly newId: (prefix: Extract<IdPrefix, "resp" | "msg" | "fco" | "fc" | "rs" | "cmp">) => string;
+  /** Seals and opens `encrypted_content` under the server key, bound to this model. */
+  readonly seal: ReasoningSeal;
   readonly now: () => number;
 }
 
@@ -88,7 +101,11 @@ export interface PreparedPrompt {
   readonly toolNames: readonly string[];
   /** This request's own input items, normalised to wire form with ids (for `input_items`). */
   readonly inputItems: Record<string, unknown>[];
+  /** The whole conversation as typed items (earlier responses', then this request's), sealed content opened. */
+  readonly items: readonly InputItem[];
   readonly conversation: StoredConversation;
+  /** The Conversations API conversation the response belongs to (`conversation`), if any. */
+  readonly conversationId?: string;
   /** What the output is constrained to (text.format, strict or forced tools); undefined when nothing is. */
   readonly structured?: StructuredRequest;
 }
@@ -97,6 +114,8 @@ export interface PreparedResponse extends PreparedPrompt {
   readonly sampling: SamplingParams;
   readonly template: ResponseTemplate;
   readonly includeLogprobs: boolean;
+  /** include `reasoning.encrypted_content`: reasoning items carry their sealed text. */
+  readonly sealReasoning: boolean;
   readonly stream: boolean;
   readonly background: boolean;
   readonly store: boolean;
@@ -115,11 +134,8 @@ const EFFORT: Record<string, "low" | "medium" | "high"> = {
 };
 
 function checkUnsupported(body: CreateResponseBody | InputTokensBody): void {
-  if (body.conversation != null) {
-    if (body.previous_response_id != null) {
-      throw invalidRequest("'previous_response_id' cannot be used together with 'conversation'", "conversation");
-    }
-    throw unsupportedParameter("conversation", "The Conversations API is not supported; use previous_response_id");
+  if (body.conversation != null && body.previous_response_id != null) {
+    throw invalidRequest("'previous_response_id' cannot be used together with 'conversation'", "conversation");
   }
   if (body.reasoning?.mode != null) throw unsupportedParameter("reasoning.mode", "'reasoning.mode' is not supported");
   // rill's formats keep only the current tool loop's reasoning in the prompt (harmony's rule): "auto" and
@@ -243,7 +259,7 @@ function setupTools(body: CreateResponseBody | InputTokensBody): ToolSetup {
 }
 
 /** Wire form with an id, as `input_items` returns it. */
-function withId(item: InputItem, ctx: RequestContext): Record<string, unknown> {
+export function withId(item: InputItem, ctx: Pick<RequestContext, "newId">): Record<string, unknown> {
   switch (item.type) {
     case "message":
       return {
@@ -260,6 +276,8 @@ function withId(item: InputItem, ctx: RequestContext): Record<string, unknown> {
       return { ...item, id: item.id ?? ctx.newId("fco"), status: "completed" };
     case "reasoning":
       return { ...item, id: item.id ?? ctx.newId("rs") };
+    case "compaction":
+      return { type: "compaction", id: item.id ?? ctx.newId("cmp"), encrypted_content: item.encrypted_content };
     case "web_search_call":
     case "code_interpreter_call":
     case "mcp_call":
@@ -287,7 +305,7 @@ function resolveReference(raw: unknown, index: number, ctx: RequestContext): unk
 }
 
 /** The stored conversation before `previous_response_id`'s output, then that output, as wire items. */
-function previousItems(
+export function previousItems(
   body: { previous_response_id?: string | null | undefined },
   ctx: RequestContext,
 ): Record<string, unknown>[] {
@@ -303,6 +321,31 @@ function previousItems(
   const before = conversation?.version === 1 ? conversation.items : [];
   const output = Array.isArray(stored.response.output) ? stored.response.output as Record<string, unknown>[] : [];
   return [...before, ...output];
+}
+
+/** The `conversation` parameter's id (a string, or `{id}`). */
+function conversationIdOf(body: CreateResponseBody | InputTokensBody): string | undefined {
+  const conversation = body.conversation;
+  if (conversation == null) return undefined;
+  return typeof conversation === "string" ? conversation : conversation.id;
+}
+
+/**
+ * Items appended to a conversation must not repeat an id it holds, nor one another's (OpenAI's rule; the store
+ * enforces it too).
+ */
+function checkNewIds(held: readonly Record<string, unknown>[], own: readonly Record<string, unknown>[]): void {
+  const ids = new Set(held.map((item) => item.id));
+  own.forEach((item, i) => {
+    if (ids.has(item.id)) {
+      throw invalidRequest(
+        `Duplicate item found with id ${String(item.id)}. Remove duplicate items from your input and try again.`,
+        `input[${i}].id`,
+        "invalid_value",
+      );
+    }
+    ids.add(item.id);
+  });
 }
 
 /** A function_call_output must answer a function call earlier in the conversation (as OpenAI and Chat require). */
@@ -328,7 +371,8 @@ export async function preparePrompt(
 ): Promise<PreparedPrompt> {
   checkUnsupported(body);
   const tools = setupTools(body);
-  if (body.input === undefined && body.previous_response_id == null) {
+  const conversationId = conversationIdOf(body);
+  if (body.input === undefined && body.previous_response_id == null && conversationId === undefined) {
     throw invalidRequest("Missing required parameter: 'input'", "input", "missing_required_parameter");
   }
   // Thousands of items take tens of milliseconds to parse: other streams get turns in between.
@@ -343,16 +387,37 @@ export async function preparePrompt(
     }
   }
   const inputItems = own.map((item) => withId(item, ctx));
-  const before = previousItems(body, ctx);
+  let before: Record<string, unknown>[];
+  if (conversationId === undefined) {
+    before = previousItems(body, ctx);
+  } else {
+    const items = ctx.conversationItems(conversationId);
+    if (items === undefined) throw notFound(`Conversation with id '${conversationId}' not found.`, "conversation");
+    before = items;
+  }
   await loop.maybeYield();
   // Stored items were validated when they were stored; parsing again gives the typed form.
   const history: InputItem[] = [];
+  const historyParam = conversationId === undefined ? "previous_response_id" : "conversation";
   for (const [i, raw] of before.entries()) {
-    history.push(parseInputItem(raw, ["previous_response_id", i]));
+    history.push(parseInputItem(raw, [historyParam, i]));
     await loop.maybeYield();
   }
   checkCallOutputs(history, own);
-  const messages = itemsToMessages([...history, ...own]);
+  if (conversationId !== undefined) checkNewIds(before, inputItems);
+  // Stored reasoning with clear text is rendered from it, which stays readable when the server key changes; stored
+  // items that carry only a sealed blob (a client's reasoning input, compaction items) are opened.
+  const opened = [
+    ...openSealedItems(
+      history.map((item) =>
+        item.type === "reasoning" && (item.content ?? []).length > 0 ? { ...item, encrypted_content: null } : item
+      ),
+      ctx.seal,
+      (i) => `${historyParam}[${i}]`,
+    ),
+    ...openSealedItems(own, ctx.seal, (i) => `input[${i}]`),
+  ];
+  const messages = itemsToMessages(opened);
   const effort = body.reasoning?.effort;
   const choice = tools.offered.length === 0 && typeof tools.choice === "string" ? "none" : tools.choice;
   const structured = structuredFor(body, tools.offered, choice, ctx);
@@ -379,8 +444,13 @@ export async function preparePrompt(
     // tool_choice none: no tool is callable, so a call the model writes anyway parses as a plain message.
     toolNames: choice === "none" ? [] : tools.offered.map((t) => t.name),
     inputItems,
+    items: opened,
     // By reference: a chain of N turns stores each turn's own items once, not the whole history again per turn.
-    conversation: { version: 2, previous: body.previous_response_id ?? null, items: inputItems },
+    // A response in a conversation keeps the history it saw, whatever later happens to the conversation's items.
+    conversation: conversationId === undefined
+      ? { version: 2, previous: body.previous_response_id ?? null, items: inputItems }
+      : { version: 1, items: [...before, ...inputItems] },
+    ...(conversationId === undefined ? {} : { conversationId }),
     ...(structured === undefined ? {} : { structured }),
   };
 }
@@ -438,6 +508,8 @@ export async function prepareResponse(body: CreateResponseBody, ctx: RequestCont
     stopTokens: ctx.format.stopTokens,
     stopStrings: toolCallLimit.stopStrings,
     logprobs: includeLogprobs ? (body.top_logprobs ?? 0) : -1,
+    ...(body.presence_penalty == null ? {} : { presencePenalty: body.presence_penalty }),
+    ...(body.frequency_penalty == null ? {} : { frequencyPenalty: body.frequency_penalty }),
   };
   const store = body.store ?? true;
   const background = body.background ?? false;
@@ -454,6 +526,7 @@ export async function prepareResponse(body: CreateResponseBody, ctx: RequestCont
     maxOutputTokens: body.max_output_tokens ?? null,
     metadata: body.metadata ?? {},
     previousResponseId: body.previous_response_id ?? null,
+    ...(prepared.conversationId === undefined ? {} : { conversation: { id: prepared.conversationId } }),
     store,
     background,
     text: { format: body.text?.format ?? { type: "text" }, verbosity: body.text?.verbosity ?? "medium" },
@@ -461,9 +534,8 @@ export async function prepareResponse(body: CreateResponseBody, ctx: RequestCont
     truncation: body.truncation ?? "disabled",
     user: body.user ?? null,
     topLogprobs: body.top_logprobs ?? 0,
-    // rill applies no penalties (a non-zero one is refused), so the ones in effect are 0.
-    presencePenalty: 0,
-    frequencyPenalty: 0,
+    presencePenalty: body.presence_penalty ?? 0,
+    frequencyPenalty: body.frequency_penalty ?? 0,
     maxToolCalls: body.max_tool_calls ?? null,
     safetyIdentifier: body.safety_identifier ?? null,
     promptCacheKey: body.prompt_cache_key ?? null,
@@ -474,6 +546,7 @@ export async function prepareResponse(body: CreateResponseBody, ctx: RequestCont
     sampling,
     template,
     includeLogprobs,
+    sealReasoning: body.include?.includes("reasoning.encrypted_content") ?? false,
     stream: body.stream ?? false,
     background,
     store,

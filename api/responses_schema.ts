@@ -62,6 +62,13 @@ const ReasoningItem = z.looseObject({
   status: nullish(z.string()),
 });
 
+/** A compaction item (`POST /v1/responses/compact`): its summary is sealed in `encrypted_content`. */
+const CompactionItem = z.looseObject({
+  type: z.literal("compaction"),
+  id: nullish(z.string()),
+  encrypted_content: z.string(),
+});
+
 /**
  * Hosted-tool calls rill's own parsers emit (harmony `browser.*`, `python`, MCP). Clients such as Codex replay the
  * whole output history, so these are accepted as input; they carry no result a model could read, so they add
@@ -83,7 +90,15 @@ export type FunctionCallInput = z.output<typeof FunctionCallItem>;
 export type FunctionCallOutputInput = { type: "function_call_output"; id?: string; call_id: string; output: string };
 export type ReasoningInput = z.output<typeof ReasoningItem>;
 export type HostedCallInput = z.output<typeof HostedCallItem>;
-export type InputItem = MessageInput | FunctionCallInput | FunctionCallOutputInput | ReasoningInput | HostedCallInput;
+/** `summary` is filled in by the server once `encrypted_content` is opened (sealed_items.ts), never by clients. */
+export type CompactionInput = { type: "compaction"; id?: string; encrypted_content: string; summary?: string };
+export type InputItem =
+  | MessageInput
+  | FunctionCallInput
+  | FunctionCallOutputInput
+  | ReasoningInput
+  | HostedCallInput
+  | CompactionInput;
 
 /** Item types of the spec that rill recognises but cannot take as input (it never produces or runs them). */
 const UNSUPPORTED_ITEM_TYPES = new Set([
@@ -103,7 +118,6 @@ const UNSUPPORTED_ITEM_TYPES = new Set([
   "shell_call_output",
   "apply_patch_call",
   "apply_patch_call_output",
-  "compaction",
 ]);
 
 function parseContentParts(
@@ -192,6 +206,14 @@ export function parseInputItem(raw: unknown, base: Path): InputItem {
     case "code_interpreter_call":
     case "mcp_call":
       return parseOrThrow(HostedCallItem, raw, base);
+    case "compaction": {
+      const item = parseOrThrow(CompactionItem, raw, base);
+      return {
+        type: "compaction",
+        encrypted_content: item.encrypted_content,
+        ...(item.id == null ? {} : { id: item.id }),
+      };
+    }
     default:
       if (typeof type === "string" && UNSUPPORTED_ITEM_TYPES.has(type)) {
         throw unsupportedParameter(
@@ -271,7 +293,7 @@ const ToolChoiceSchema = z.union([
   z.looseObject({ type: z.string() }),
 ]);
 
-const Metadata = z.record(z.string().max(64, "metadata keys are at most 64 characters"), z.string().max(512))
+export const Metadata = z.record(z.string().max(64, "metadata keys are at most 64 characters"), z.string().max(512))
   .refine((m) => Object.keys(m).length <= 16, "metadata has at most 16 pairs");
 
 export const INCLUDE_VALUES = [
@@ -317,6 +339,8 @@ export const CreateResponseSchema = z.strictObject({
   temperature: nullish(z.number().min(0).max(2)),
   top_p: nullish(z.number().min(0).max(1)),
   top_logprobs: nullish(z.number().int().min(0).max(20)),
+  presence_penalty: nullish(z.number().min(-2).max(2)),
+  frequency_penalty: nullish(z.number().min(-2).max(2)),
   include: nullish(z.array(z.enum(INCLUDE_VALUES))),
   metadata: nullish(Metadata),
   store: nullish(z.boolean()),

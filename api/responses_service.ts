@@ -18,20 +18,31 @@ import {
   responseSseStream,
 } from "../stream/pipeline.ts";
 import { buildResponse } from "../stream/response_template.ts";
+import type { Response as ResponseObject } from "../stream/types.ts";
 import { type IdSource, randomIds } from "../stream/ids.ts";
 import { invalidRequest, modelNotFound, notFound, shuttingDown } from "./errors.ts";
 import { startGeneration, stopOnDisconnect } from "./generation.ts";
 import type { Metrics } from "./metrics.ts";
 import { ResponseRecorder } from "./response_recorder.ts";
+import { asConversationItem } from "./conversations_service.ts";
 import type { ResponseStore } from "./response_store.ts";
 import { tailEvents } from "./event_tail.ts";
 import { RequestTrace } from "./request_trace.ts";
 import { CreateResponseSchema, InputTokensSchema } from "./responses_schema.ts";
-import { preparePrompt, prepareResponse, type RequestContext } from "./responses_request.ts";
+import {
+  preparePrompt,
+  prepareResponse,
+  previousItems,
+  type PreviousLookup,
+  type RequestContext,
+} from "./responses_request.ts";
 import type { SamplingDefaults } from "./sampling_defaults.ts";
 import { checkQuery, parseOrThrow } from "./validation.ts";
 import type { StructuredOutputs } from "./structured_output.ts";
 import { jsonResponse, sseResponse } from "./http_response.ts";
+import type { ResponseStreamEvent } from "../stream/types.ts";
+import type { ReasoningSeal } from "./reasoning_seal.ts";
+import { keptUserMessages, summaryRequest, summaryText } from "./response_compaction.ts";
 
 export interface ResponsesServiceOptions {
   readonly engine: Engine;
@@ -40,12 +51,30 @@ export interface ResponsesServiceOptions {
   readonly store: ResponseStore;
   readonly metrics: Metrics;
   readonly defaults: SamplingDefaults;
+  /** Seals reasoning and compaction `encrypted_content` under the server key. */
+  readonly seal: ReasoningSeal;
   /** Grammar-constrained decoding for this model; absent when its tokenizer cannot be described to xgrammar. */
   readonly structuredOutputs?: StructuredOutputs;
   /** Item ids of generated output (tests: deterministic). */
   readonly ids?: IdSource;
   /** Internal failures that must not reach clients (e.g. a store write failing mid-stream). */
   readonly onError?: (error: unknown) => void;
+}
+
+/** One response of `ResponsesService.stream`. */
+export interface StreamedResponse {
+  readonly id: string;
+  /** Every item before this response's output, in wire form: what a continuation of it puts before that output. */
+  readonly history: readonly Record<string, unknown>[];
+  /**
+   * The next step's sequenced events (each batch recorded, and stored when `store` is on), or null once the stream
+   * ended after its terminal event (or early, once stopped).
+   */
+  read(): Promise<readonly ResponseStreamEvent[] | null>;
+  /** The client went away: aborts the generation, and the response ends "cancelled". */
+  stop(): void;
+  /** The latest Response snapshot: after the stream ended, the final one. */
+  final(): ResponseObject;
 }
 
 interface BackgroundRun {
@@ -71,6 +100,7 @@ export class ResponsesService {
   readonly #foreground = new Map<string, AbortController>();
   #shuttingDown = false;
   readonly #abortAs = (): AbortAsError | undefined => this.#shuttingDown ? SHUTDOWN : undefined;
+  readonly #sealReasoning = (text: string): string => this.#o.seal.sealReasoning(text);
 
   constructor(options: ResponsesServiceOptions) {
     this.#o = options;
@@ -85,10 +115,12 @@ export class ResponsesService {
         if (stored === undefined) return undefined;
         return { response: stored.response, conversation: { version: 1, items: options.store.conversationItems(id) } };
       },
-      item: (id) => options.store.item(id),
+      item: (id) => options.store.item(id) ?? options.store.conversations.anyItem(id),
+      conversationItems: (id) => options.store.conversations.items(id),
       newId: (prefix) => randomIds.next(prefix),
       now: nowSeconds,
       constrainedDecoding: options.structuredOutputs !== undefined,
+      seal: options.seal,
     };
   }
 
@@ -115,14 +147,14 @@ export class ResponsesService {
     for (const abort of this.#foreground.values()) abort.abort();
   }
 
-  async create(
-    body: Record<string, unknown>,
-    request: Request,
-    startedAt: number,
-    trace: RequestTrace = new RequestTrace(),
-  ): Promise<Response> {
+  /**
+   * What every create shares, whatever carries its events: the request prepared against `ctx` (whose `previous`
+   * lookup the WebSocket mode widens to its socket's recent responses), the generation started, the initial
+   * response stored when `store` is on, and the pipeline's options.
+   */
+  async #start(body: Record<string, unknown>, ctx: RequestContext, startedAt: number, trace: RequestTrace) {
     const parsed = parseOrThrow(CreateResponseSchema, body);
-    const prep = await prepareResponse(parsed, this.#ctx);
+    const prep = await prepareResponse(parsed, ctx);
     const { engine, format, store } = this.#o;
     const initial = buildResponse(prep.template, {
       status: prep.background ? "queued" : "in_progress",
@@ -135,8 +167,13 @@ export class ResponsesService {
     const constraint = prep.structured === undefined
       ? undefined
       : await this.#o.structuredOutputs?.constraint(prep.structured);
-    const recorder = new ResponseRecorder(initial, prep.store ? store : null, {
-      onEnd: () => this.#foreground.delete(id),
+    const recorder: ResponseRecorder = new ResponseRecorder(initial, prep.store ? store : null, {
+      onEnd: () => {
+        this.#foreground.delete(id);
+        if (prep.conversationId !== undefined) {
+          this.#appendTurn(prep.conversationId, prep.inputItems, recorder.snapshot);
+        }
+      },
       onStoreError: (error) => this.#o.onError?.(error),
     });
     const generation = startGeneration(engine, {
@@ -165,9 +202,20 @@ export class ResponsesService {
       ),
       includeLogprobs: prep.includeLogprobs,
       abortAs: this.#abortAs,
+      ...(prep.sealReasoning ? { sealReasoning: this.#sealReasoning } : {}),
       ...(this.#o.ids === undefined ? {} : { ids: this.#o.ids }),
     };
+    return { prep, initial, recorder, generation, pipeline };
+  }
 
+  async create(
+    body: Record<string, unknown>,
+    request: Request,
+    startedAt: number,
+    trace: RequestTrace = new RequestTrace(),
+  ): Promise<Response> {
+    const { prep, initial, recorder, generation, pipeline } = await this.#start(body, this.#ctx, startedAt, trace);
+    const id = prep.template.id;
     if (prep.background) {
       const events = responseEventStream(generation.chunks, pipeline);
       const finished = (async () => {
@@ -199,6 +247,69 @@ export class ResponsesService {
       return jsonResponse(response);
     } finally {
       recorder.cancel();
+    }
+  }
+
+  /**
+   * A streamed create whose events go to the caller as objects (WebSocket mode, responses_socket.ts) rather than as
+   * SSE bytes. `previous` is consulted before the store for `previous_response_id`. The events are pulled, so a
+   * consumer that stops reading holds the generation back exactly as a slow SSE client does; `stop()` is the
+   * client going away (the response ends cancelled). `background` is refused by the caller before this.
+   */
+  async stream(
+    body: Record<string, unknown>,
+    previous: PreviousLookup,
+    startedAt: number,
+    trace: RequestTrace = new RequestTrace(),
+  ): Promise<StreamedResponse> {
+    const ctx: RequestContext = { ...this.#ctx, previous: (id) => previous(id) ?? this.#ctx.previous(id) };
+    const { prep, recorder, generation, pipeline } = await this.#start(
+      { ...body, stream: true },
+      ctx,
+      startedAt,
+      trace,
+    );
+    const id = prep.template.id;
+    this.#foreground.set(id, generation.abort);
+    trace.count(generation.done);
+    // A conversation's turn carries its whole history; a previous_response_id chain refers to it.
+    const history = prep.conversation.version === 1
+      ? prep.conversation.items
+      : [...previousItems({ previous_response_id: prep.conversation.previous }, ctx), ...prep.inputItems];
+    const reader = responseEventStream(generation.chunks, pipeline).getReader();
+    return {
+      id,
+      history,
+      async read() {
+        const { done, value } = await reader.read();
+        if (done) {
+          recorder.cancel();
+          return null;
+        }
+        recorder.record(value);
+        return value;
+      },
+      stop() {
+        generation.stop();
+        reader.cancel().catch(() => {});
+      },
+      final: () => recorder.snapshot,
+    };
+  }
+
+  /**
+   * A response made in a conversation adds its input and output items to it when it ends `completed` or
+   * `incomplete`, before its terminal event is sent (so the client's next turn sees them). A failed or cancelled
+   * response adds nothing: the conversation stays as it was, and the turn can be retried. A conversation deleted
+   * meanwhile is left deleted.
+   */
+  #appendTurn(conversationId: string, input: readonly Record<string, unknown>[], response: ResponseObject): void {
+    if (response.status !== "completed" && response.status !== "incomplete") return;
+    const output = response.output as unknown as readonly Record<string, unknown>[];
+    try {
+      this.#o.store.conversations.append(conversationId, [...input.map(asConversationItem), ...output], "skip");
+    } catch (error) {
+      this.#o.onError?.(error);
     }
   }
 
@@ -297,6 +408,54 @@ export class ResponsesService {
     const page = this.#o.store.listInputItems(id, { limit, order, ...(after === null ? {} : { after }) });
     if (page === undefined) throw notFound(`Response with id '${id}' not found.`);
     return jsonResponse({ object: "list", ...page });
+  }
+
+  /** `POST /v1/responses/compact` (response_compaction.ts). Nothing is stored. */
+  async compact(
+    body: Record<string, unknown>,
+    request: Request,
+    startedAt: number,
+    trace: RequestTrace = new RequestTrace(),
+  ): Promise<Response> {
+    const prep = await prepareResponse(summaryRequest(body), this.#ctx);
+    const { engine, format } = this.#o;
+    const id = prep.template.id;
+    trace.responseId = id;
+    const generation = startGeneration(engine, {
+      id,
+      promptTokens: prep.promptTokens,
+      sampling: prep.sampling,
+      metrics: this.#o.metrics,
+      startedAt,
+    });
+    this.#foreground.set(id, generation.abort);
+    stopOnDisconnect(request, generation);
+    trace.count(generation.done);
+    try {
+      const { response } = await collectResponse(generation.chunks, {
+        template: prep.template,
+        tokenizer: engine.tokenizer,
+        parser: format.createParser({ toolNames: [], toolChoice: "none" }),
+        abortAs: this.#abortAs,
+        ...(this.#o.ids === undefined ? {} : { ids: this.#o.ids }),
+      });
+      if (response.status === "failed" && this.#shuttingDown) throw shuttingDown();
+      const summary = summaryText(response);
+      const compaction = {
+        id: this.#ctx.newId("cmp"),
+        type: "compaction",
+        encrypted_content: this.#o.seal.sealCompaction(summary),
+      };
+      return jsonResponse({
+        id,
+        object: "response.compaction",
+        created_at: prep.template.createdAt,
+        output: [...keptUserMessages(prep.items, () => this.#ctx.newId("msg")), compaction],
+        usage: response.usage,
+      });
+    } finally {
+      this.#foreground.delete(id);
+    }
   }
 
   async inputTokens(body: Record<string, unknown>): Promise<Response> {

@@ -11,9 +11,14 @@ export type RouteMatch =
   | { readonly route: "/v1/models/{id}"; readonly id: string }
   | { readonly route: "/v1/responses" }
   | { readonly route: "/v1/responses/input_tokens" }
+  | { readonly route: "/v1/responses/compact" }
   | { readonly route: "/v1/responses/{id}"; readonly id: string }
   | { readonly route: "/v1/responses/{id}/input_items"; readonly id: string }
   | { readonly route: "/v1/responses/{id}/cancel"; readonly id: string }
+  | { readonly route: "/v1/conversations" }
+  | { readonly route: "/v1/conversations/{id}"; readonly id: string }
+  | { readonly route: "/v1/conversations/{id}/items"; readonly id: string }
+  | { readonly route: "/v1/conversations/{id}/items/{item_id}"; readonly id: string; readonly itemId: string }
   | { readonly route: "/v1/chat/completions" }
   | { readonly route: "/v1/completions" }
   | { readonly route: "/tokenize" }
@@ -41,8 +46,10 @@ const TABLE: readonly Entry[] = [
   { pattern: /^\/version$/, route: "/version", methods: ["GET"] },
   { pattern: /^\/v1\/models$/, route: "/v1/models", methods: ["GET"] },
   { pattern: new RegExp(`^/v1/models/${MODEL_ID}$`), route: "/v1/models/{id}", methods: ["GET"] },
-  { pattern: /^\/v1\/responses$/, route: "/v1/responses", methods: ["POST"] },
+  // GET is WebSocket mode (responses_socket.ts).
+  { pattern: /^\/v1\/responses$/, route: "/v1/responses", methods: ["POST", "GET"] },
   { pattern: /^\/v1\/responses\/input_tokens$/, route: "/v1/responses/input_tokens", methods: ["POST"] },
+  { pattern: /^\/v1\/responses\/compact$/, route: "/v1/responses/compact", methods: ["POST"] },
   { pattern: new RegExp(`^/v1/responses/${ID}$`), route: "/v1/responses/{id}", methods: ["GET", "DELETE"] },
   {
     pattern: new RegExp(`^/v1/responses/${ID}/input_items$`),
@@ -50,6 +57,22 @@ const TABLE: readonly Entry[] = [
     methods: ["GET"],
   },
   { pattern: new RegExp(`^/v1/responses/${ID}/cancel$`), route: "/v1/responses/{id}/cancel", methods: ["POST"] },
+  { pattern: /^\/v1\/conversations$/, route: "/v1/conversations", methods: ["POST"] },
+  {
+    pattern: new RegExp(`^/v1/conversations/${ID}$`),
+    route: "/v1/conversations/{id}",
+    methods: ["GET", "POST", "DELETE"],
+  },
+  {
+    pattern: new RegExp(`^/v1/conversations/${ID}/items$`),
+    route: "/v1/conversations/{id}/items",
+    methods: ["GET", "POST"],
+  },
+  {
+    pattern: new RegExp(`^/v1/conversations/${ID}/items/${ID}$`),
+    route: "/v1/conversations/{id}/items/{item_id}",
+    methods: ["GET", "DELETE"],
+  },
   { pattern: /^\/v1\/chat\/completions$/, route: "/v1/chat/completions", methods: ["POST"] },
   { pattern: /^\/v1\/completions$/, route: "/v1/completions", methods: ["POST"] },
   { pattern: /^\/tokenize$/, route: "/tokenize", methods: ["POST"] },
@@ -66,9 +89,14 @@ export function matchRoute(method: string, pathname: string): RouteLookup {
     const asMethod = method === "HEAD" && entry.methods.includes("GET") ? "GET" : method;
     if (!entry.methods.includes(asMethod)) return { kind: "method", route: entry.route, allow: entry.methods };
     const id = m[1] === undefined ? undefined : decodeId(m[1]);
+    const itemId = m[2] === undefined ? undefined : decodeId(m[2]);
     return {
       kind: "match",
-      match: (id === undefined ? { route: entry.route } : { route: entry.route, id }) as RouteMatch,
+      match: (id === undefined
+        ? { route: entry.route }
+        : itemId === undefined
+        ? { route: entry.route, id }
+        : { route: entry.route, id, itemId }) as RouteMatch,
     };
   }
   return { kind: "none" };

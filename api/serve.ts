@@ -15,6 +15,7 @@ import { ResponseStore } from "./response_store.ts";
 import type { SamplingDefaults } from "./sampling_defaults.ts";
 import { readDoSample, samplingDefaults } from "./sampling_defaults.ts";
 import { createServer } from "./server.ts";
+import { resolveReasoningKey } from "./reasoning_key.ts";
 
 /** A ready engine and what the server needs to know about its model. */
 export interface ServedModel {
@@ -72,6 +73,7 @@ export async function loadServedModel(config: ServeConfig, logger: Logger): Prom
         prefixCache: config.prefixCache,
         ...(config.numKvBlocks === undefined ? {} : { numKvBlocks: config.numKvBlocks }),
         ...(config.gpuMemoryFraction === undefined ? {} : { gpuMemoryFraction: config.gpuMemoryFraction }),
+        ...(config.draftModel === undefined ? {} : { draftModelDir: config.draftModel }),
         ...(modelBytes === undefined ? {} : { modelBytes }),
       },
     }).finally(() => source.release());
@@ -133,6 +135,7 @@ export function resolveApiKey(config: ServeConfig): string | undefined {
  */
 export async function serveModel(config: ServeConfig, model: ServedModel, logger: Logger): Promise<number> {
   const apiKey = resolveApiKey(config);
+  const reasoningKey = resolveReasoningKey(config);
   const store = openStore(config.dataDir, config.storeTtl);
   // Rows a crashed server left in flight are failed now, not when someone happens to read them.
   const recovered = store.startLease();
@@ -149,6 +152,7 @@ export async function serveModel(config: ServeConfig, model: ServedModel, logger
       hostname: config.host,
       port: config.port,
       defaults: model.defaults,
+      reasoningKey,
       ...(apiKey === undefined ? {} : { apiKey }),
       ...(config.maxConnections === "auto" ? {} : { maxConnections: config.maxConnections }),
       headerTimeoutMs: config.headerTimeout * 1000,

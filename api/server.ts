@@ -6,10 +6,11 @@
 import { StructuredOutputs } from "./structured_output.ts";
 import type { ChatFormat } from "../formats/chat_format.ts";
 import type { Engine } from "../engine/engine.ts";
-import type { IdSource } from "../stream/ids.ts";
+import { type IdSource, randomIds } from "../stream/ids.ts";
 import { ApiKeyCheck } from "./auth.ts";
 import { ChatCompletionsService } from "./chat_completions.ts";
 import { CompletionsService } from "./completions.ts";
+import { ConversationsService } from "./conversations_service.ts";
 import { Cors } from "./cors.ts";
 import { requestId } from "./request_id.ts";
 import { VERSION } from "./version.ts";
@@ -32,6 +33,8 @@ import type { ResponseStore } from "./response_store.ts";
 import type { SamplingDefaults } from "./sampling_defaults.ts";
 import { OPENAI_DEFAULTS } from "./sampling_defaults.ts";
 import { ResponsesService } from "./responses_service.ts";
+import { ResponsesSocket } from "./responses_socket.ts";
+import { ReasoningSeal } from "./reasoning_seal.ts";
 import { matchRoute, type RouteMatch } from "./routes.ts";
 
 export interface ServerOptions {
@@ -69,6 +72,8 @@ export interface ServerOptions {
   readonly allowedOrigins?: readonly string[];
   /** Serve /metrics without the API key. */
   readonly metricsPublic?: boolean;
+  /** 32 bytes sealing `encrypted_content` (reasoning_key.ts). Default: random, valid for this server's life. */
+  readonly reasoningKey?: Uint8Array;
 }
 
 export interface AccessLogEntry {
@@ -168,8 +173,14 @@ export function createServer(options: ServerOptions): RillServer {
     store: options.store,
     metrics,
     defaults,
+    seal: new ReasoningSeal(options.reasoningKey ?? crypto.getRandomValues(new Uint8Array(32)), options.modelId),
     ...(options.ids === undefined ? {} : { ids: options.ids }),
     ...(options.onError === undefined ? {} : { onError: options.onError }),
+  });
+  const conversations = new ConversationsService({
+    store: options.store,
+    newId: (prefix) => randomIds.next(prefix),
+    now: () => Math.floor(Date.now() / 1000),
   });
   const chat = new ChatCompletionsService({
     ...structured,
@@ -193,6 +204,32 @@ export function createServer(options: ServerOptions): RillServer {
     maxModelLen: options.engine.maxModelLen,
   });
   let draining = false;
+  /** Open WebSocket-mode connections, closed at shutdown once their responses ended. */
+  const sockets = new Set<ResponsesSocket>();
+  /** `GET /v1/responses` with `Upgrade: websocket`: the connection becomes a ResponsesSocket. */
+  const openSocket = (request: Request, requestId: string): Response => {
+    if (request.headers.get("upgrade")?.toLowerCase() !== "websocket") {
+      throw new ApiError({
+        status: 426,
+        type: "invalid_request_error",
+        message: "GET /v1/responses is WebSocket mode: send 'Upgrade: websocket' (or POST to create a response)",
+        code: "upgrade_required",
+        headers: { upgrade: "websocket", connection: "Upgrade" },
+      });
+    }
+    const { socket, response } = Deno.upgradeWebSocket(request);
+    const handler = new ResponsesSocket(socket, {
+      start: (body, previous, startedAt, trace) => responses.stream(body, previous, startedAt, trace),
+      maxMessageChars: maxBody,
+      refuse: () => draining ? unavailable("The server is shutting down") : null,
+      ...(options.onError === undefined ? {} : { onError: options.onError }),
+      onResponse: (entry) =>
+        options.onRequest?.({ method: "WEBSOCKET", route: "/v1/responses", streamed: true, requestId, ...entry }),
+    });
+    sockets.add(handler);
+    handler.finished.then(() => sockets.delete(handler));
+    return response;
+  };
   const model = {
     id: options.modelId,
     object: "model",
@@ -207,6 +244,7 @@ export function createServer(options: ServerOptions): RillServer {
     url: URL,
     startedAt: number,
     trace: RequestTrace,
+    requestId: string,
   ): Promise<Response> {
     switch (match.route) {
       case "/health":
@@ -223,9 +261,12 @@ export function createServer(options: ServerOptions): RillServer {
         if (match.id !== options.modelId) throw modelNotFound(match.id, options.modelId);
         return jsonResponse(model);
       case "/v1/responses":
+        if (request.method !== "POST") return openSocket(request, requestId);
         return await responses.create(await readJsonBody(request, maxBody), request, startedAt, trace);
       case "/v1/responses/input_tokens":
         return await responses.inputTokens(await readJsonBody(request, maxBody));
+      case "/v1/responses/compact":
+        return await responses.compact(await readJsonBody(request, maxBody), request, startedAt, trace);
       case "/v1/responses/{id}":
         return request.method === "DELETE"
           ? await responses.delete(match.id, url)
@@ -234,6 +275,21 @@ export function createServer(options: ServerOptions): RillServer {
         return responses.inputItems(match.id, url);
       case "/v1/responses/{id}/cancel":
         return await responses.cancel(match.id, url);
+      case "/v1/conversations":
+        // The SDK's `conversations.create()` sends no body at all: that is an empty conversation.
+        return conversations.create(request.body === null ? {} : await readJsonBody(request, maxBody), url);
+      case "/v1/conversations/{id}":
+        if (request.method === "DELETE") return conversations.delete(match.id, url);
+        if (request.method === "POST") return conversations.update(match.id, await readJsonBody(request, maxBody), url);
+        return conversations.retrieve(match.id, url);
+      case "/v1/conversations/{id}/items":
+        return request.method === "POST"
+          ? conversations.createItems(match.id, await readJsonBody(request, maxBody), url)
+          : conversations.listItems(match.id, url);
+      case "/v1/conversations/{id}/items/{item_id}":
+        return request.method === "DELETE"
+          ? conversations.deleteItem(match.id, match.itemId, url)
+          : conversations.retrieveItem(match.id, match.itemId, url);
       case "/v1/chat/completions":
         return await chat.create(await readJsonBody(request, maxBody), request, startedAt, trace);
       case "/v1/completions":
@@ -252,7 +308,8 @@ export function createServer(options: ServerOptions): RillServer {
   async function handle(request: Request): Promise<Response> {
     const startedAt = performance.now();
     const url = new URL(request.url);
-    const found = matchRoute(request.method, url.pathname);
+    const method = request.method;
+    const found = matchRoute(method, url.pathname);
     const route = found.kind === "match" ? found.match.route : found.kind === "method" ? found.route : "unmatched";
     const id = requestId(request);
     const trace = new RequestTrace();
@@ -270,7 +327,7 @@ export function createServer(options: ServerOptions): RillServer {
         // Draining: the listener stays open until the running requests are done, and a new request is told to go
         // elsewhere (503 + Retry-After) instead of being refused at the socket.
         if (draining && found.match.route !== "/health") throw unavailable("The server is shutting down");
-        response = await dispatch(found.match, request, url, startedAt, trace);
+        response = await dispatch(found.match, request, url, startedAt, trace, id);
       } catch (error) {
         // Only what became the generic 500 is unexpected, and logged.
         const api = toApiError(error);
@@ -281,12 +338,13 @@ export function createServer(options: ServerOptions): RillServer {
       }
     }
     response.headers.set("x-request-id", id);
-    cors.decorate(request, response);
+    // An upgraded request can no longer be read (Deno closes it), and CORS does not govern WebSockets.
+    if (response.status !== 101) cors.decorate(request, response);
     metrics.countRequest(route, response.status);
     const status = response.status;
     const log = () =>
       options.onRequest?.({
-        method: request.method,
+        method,
         route,
         status,
         ms: performance.now() - startedAt,
@@ -384,6 +442,9 @@ export function createServer(options: ServerOptions): RillServer {
       chat.abortAll();
       completions.abortAll();
       while (!idle()) await sleep(10);
+      // A client that never answers the close handshake holds no one up: the gate closes its connection later.
+      for (const socket of sockets) socket.close(1001, "The server is shutting down");
+      await Promise.race([Promise.all([...sockets].map((socket) => socket.finished)), sleep(1000)]);
       // Only now does the listener close (Deno's shutdown also waits for the responses being written, and closes
       // idle keep-alive connections).
       stopping = true;

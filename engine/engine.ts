@@ -66,6 +66,8 @@ export interface SamplingParams {
   readonly frequencyPenalty?: number;
   /** Divides positive / multiplies negative logits of every token in the history (1 or absent: off). */
   readonly repetitionPenalty?: number;
+  /** Token id → bias added to its logit before sampling (with the penalties); ids are in the vocabulary. */
+  readonly logitBias?: ReadonlyMap<number, number>;
 }
 
 export interface GenerateRequest {
@@ -79,6 +81,11 @@ export interface GenerateRequest {
    * allows, and each accepted token advances it. Owned by the caller, who releases it after the stream ends.
    */
   readonly constraint?: TokenConstraint;
+  /**
+   * A later part of a request the server already admitted (choice i > 0 of `n`): it is queued even when the waiting
+   * queue is at its bound, so a request that started is never half refused. A request adds at most `n - 1` such.
+   */
+  readonly admitted?: boolean;
 }
 
 export interface EngineStats {

@@ -1,7 +1,13 @@
 /**
  * rill's Engine: continuous batching over any Backend (engine/step_batch.ts), paged KV through the scheduler's block
- * manager, stop handling and n-gram speculative decoding. The backend samples and verifies drafts itself; the engine
- * owns the numbers (who runs, what each feeds, block tables, sampling parameters) and the text rules.
+ * manager, stop handling and speculative decoding (n-gram drafts, or a draft model inside a backend that has one). The
+ * backend samples and verifies drafts itself; the engine owns the numbers (who runs, what each feeds, block tables,
+ * sampling parameters) and the text rules.
+ *
+ * Draft-model speculation: every sampled entry asks the backend for k proposals (`proposeCounts`), which the step
+ * returns as the draft model's greedy continuation of the accepted tokens; they become the sequence's drafts in its
+ * next step. The draft model writes its own KV for k positions past the step's context, so those lookahead slots are
+ * allocated first (from free blocks only: when none are free the sequence proposes fewer, never preempts anyone).
  *
  * Step loop (one iteration = one engine step = one backend call with one packed batch):
  *   1. aborted sequences (signal or stream cancel) leave with finish "abort" and give their blocks back;
@@ -35,7 +41,8 @@ export interface EngineOptions {
   readonly maxQueue?: number;
   /** Context length; defaults to, and is capped by, the backend's maxPositions. */
   readonly maxModelLen?: number;
-  readonly speculative?: "ngram" | "none";
+  /** "draft" needs a backend with a draft model (`info.proposesDrafts`). */
+  readonly speculative?: "ngram" | "draft" | "none";
   /** Drafts per step when speculating (default 4, capped by the backend's maxDrafts). */
   readonly numSpeculativeTokens?: number;
   readonly ngram?: NgramProposerOptions;
@@ -89,6 +96,9 @@ class Sequence {
   generated = 0;
   /** Drafts proposed for the coming step (the plan may use fewer). */
   proposal: number[] = [];
+  /** The draft model's last proposal, a continuation of `tokens[0 .. draftFor)`. */
+  draftProposal: number[] = [];
+  draftFor = -1;
   /** Logprobs of tokens held back by the stop matcher, released in the same FIFO order. */
   heldLogprobs: TokenLogprob[] = [];
   admitted = false;
@@ -140,6 +150,8 @@ export class LlmEngine implements Engine {
   readonly #scheduler: Scheduler<Sequence>;
   readonly #builder: StepBatchBuilder;
   readonly #proposer: NgramProposer | undefined;
+  /** Whether the backend's draft model proposes the drafts. */
+  readonly #draft: boolean;
   readonly #k: number;
   #nextId = 1;
   #loop: Promise<void> | undefined;
@@ -186,9 +198,12 @@ export class LlmEngine implements Engine {
     if (!(Number.isInteger(k) && k >= 1)) throw new RangeError("numSpeculativeTokens must be at least 1");
     // The backend verifies at most maxDrafts per step; a backend built without drafts turns speculation off.
     this.#k = Math.min(k, info.maxDrafts);
-    this.#proposer = (options.speculative ?? "none") === "ngram" && this.#k > 0
-      ? new NgramProposer(options.ngram)
-      : undefined;
+    const speculative = options.speculative ?? "none";
+    this.#proposer = speculative === "ngram" && this.#k > 0 ? new NgramProposer(options.ngram) : undefined;
+    if (speculative === "draft" && !info.proposesDrafts) {
+      throw new RangeError("speculative draft needs a backend with a draft model (--backend native --draft-model DIR)");
+    }
+    this.#draft = speculative === "draft" && this.#k > 0;
   }
 
   generate(request: GenerateRequest): ReadableStream<EngineChunk> {
@@ -196,7 +211,7 @@ export class LlmEngine implements Engine {
     const stops = [...request.sampling.stopTokens, ...this.#eos];
     const seq = new Sequence(this.#nextId++, request, this.maxModelLen, stops, this.tokenizer);
     const invalid = this.#validate(seq);
-    if (invalid === undefined) this.#scheduler.enqueue(seq); // throws QueueFullError before a stream exists
+    if (invalid === undefined) this.#scheduler.enqueue(seq, request.admitted === true); // throws QueueFullError before a stream exists
     return new ReadableStream<EngineChunk>({
       start: (controller) => {
         seq.controller = controller;
@@ -325,10 +340,13 @@ export class LlmEngine implements Engine {
   /** Drafts the sequence would like to verify this step, at most `most` (the plan may still take fewer). */
   #propose(seq: Sequence, most: number): number {
     seq.proposal = [];
-    if (this.#proposer === undefined) return 0;
+    if (this.#proposer === undefined && !this.#draft) return 0;
     const sp = seq.request.sampling;
     const k = Math.min(this.#k, most, sp.maxTokens - seq.generated - 1, this.maxModelLen - seq.length);
-    if (k > 0) seq.proposal = this.#proposer.propose(seq.tokens, seq.length, k);
+    if (k > 0) {
+      if (this.#proposer !== undefined) seq.proposal = this.#proposer.propose(seq.tokens, seq.length, k);
+      else if (seq.draftFor === seq.length) seq.proposal = seq.draftProposal.slice(0, k);
+    }
     const constraint = seq.request.constraint;
     if (constraint !== undefined && seq.proposal.length > 0) {
       // Drafts the grammar forbids could never be accepted: keep only the allowed prefix, so every mask row of the
@@ -356,6 +374,7 @@ export class LlmEngine implements Engine {
       seq.admitted = true;
       const sp = seq.request.sampling;
       const contextLen = e.start + e.count + e.drafts;
+      const propose = this.#draft && e.sample ? this.#lookahead(seq, contextLen) : 0;
       b.add({
         seqId: seq.id,
         tokens: seq.tokens,
@@ -363,7 +382,8 @@ export class LlmEngine implements Engine {
         to: e.start + e.count,
         drafts: e.drafts > 0 ? seq.proposal.slice(0, e.drafts) : [],
         sample: e.sample,
-        blocks: this.#blocks.blockTable(seq.id).slice(0, Math.ceil(contextLen / this.#blocks.blockSize)),
+        blocks: this.#blocks.blockTable(seq.id).slice(0, Math.ceil((contextLen + propose) / this.#blocks.blockSize)),
+        propose,
         temperature: sp.temperature,
         topP: sp.topP,
         topK: sp.topK,
@@ -373,6 +393,7 @@ export class LlmEngine implements Engine {
         repetitionPenalty: sp.repetitionPenalty ?? 1,
         seed: seq.seed,
         logprobs: sp.logprobs,
+        ...(sp.logitBias === undefined ? {} : { logitBias: sp.logitBias }),
         promptLength: seq.promptLength,
         ...(seq.request.constraint === undefined ? {} : { constraint: seq.request.constraint }),
       });
@@ -424,12 +445,32 @@ export class LlmEngine implements Engine {
         return;
       }
       this.#accept(seq, produced, logprobs);
+      if (seq.done) return;
       // Accepted drafts are in the KV now; the last accepted token is fed next step.
-      if (!seq.done) this.#scheduler.commit(seq, fedEnd + n - 1);
+      this.#scheduler.commit(seq, fedEnd + n - 1);
+      const proposed = result.proposedCounts?.[i] ?? 0;
+      if (this.#draft && proposed > 0 && result.proposed !== undefined) {
+        const KD = this.backend.info.maxDrafts;
+        seq.draftProposal = Array.from(result.proposed.subarray(i * KD, i * KD + proposed));
+        seq.draftFor = seq.length;
+      }
     });
     this.#metrics.peakBlocksInUse = Math.max(this.#metrics.peakBlocksInUse, this.#blocks.numUsedBlocks);
     this.#metrics.steps++;
     this.#metrics.stepSeconds += (performance.now() - started) / 1000;
+  }
+
+  /**
+   * How many proposals a sampled entry reaching `contextLen` asks the draft model for: what its next step could
+   * verify, and no more lookahead slots than the pool can give without preempting (a partly full last block counts).
+   */
+  #lookahead(seq: Sequence, contextLen: number): number {
+    const sp = seq.request.sampling;
+    const k = Math.min(this.#k, this.maxModelLen - contextLen, sp.maxTokens - seq.generated - 1);
+    if (k <= 0) return 0;
+    if (this.#blocks.ensureCapacity(seq.id, contextLen + k)) return k;
+    const held = this.#blocks.blockTable(seq.id).length * this.#blocks.blockSize;
+    return Math.max(0, Math.min(k, held - contextLen));
   }
 
   /** Runs produced tokens through limits and stop rules; emits this step's chunk and, if it ends, the finish. */

@@ -1,5 +1,5 @@
 /**
- * The host sampling rule (docs/backend-step.md, "Sampling, specified once"): penalties, allowed-token mask, greedy
+ * The host sampling rule (docs/backend-step.md, "Sampling, specified once"): penalties, logit bias, allowed-token mask, greedy
  * with ties to the lowest id, temperature, top-k, top-p, min-p, and an inverse-CDF draw in ascending id order from
  * Philox (docs/random.md). This is the CPU reference every other backend's sampler is compared with.
  *
@@ -36,6 +36,12 @@ export interface PenaltyHistory {
   readonly generated: ReadonlyMap<number, number>;
   /** Every distinct token of prompt and generated text. */
   readonly seen: ReadonlySet<number>;
+}
+
+/** A sequence's logit bias: `values[j]` is added to the logit of token `ids[j]`. */
+export interface LogitBiasRow {
+  readonly ids: Int32Array;
+  readonly values: Float32Array;
 }
 
 /** Index of the largest value; ties go to the lowest index. */
@@ -111,8 +117,14 @@ export class Sampler {
     }
   }
 
-  /** Raw logits with penalties and the mask applied (steps 1–3 of the rule), in the scratch vector. */
-  adjusted(row: Float32Array, params: RowSampling, history?: PenaltyHistory, mask?: Uint32Array): Float64Array {
+  /** Raw logits with penalties, logit bias and the mask applied (steps 1–3 of the rule), in the scratch vector. */
+  adjusted(
+    row: Float32Array,
+    params: RowSampling,
+    history?: PenaltyHistory,
+    mask?: Uint32Array,
+    bias?: LogitBiasRow,
+  ): Float64Array {
     this.#scratch(row.length);
     const work = this.#work;
     work.set(row);
@@ -127,6 +139,9 @@ export class Sampler {
           work[t] = v > 0 ? v / repetitionPenalty : v * repetitionPenalty;
         }
       }
+    }
+    if (bias !== undefined) {
+      for (let j = 0; j < bias.ids.length; j++) work[bias.ids[j]!] = work[bias.ids[j]!]! + bias.values[j]!;
     }
     if (mask !== undefined) {
       let any = false;
@@ -178,10 +193,11 @@ export class Sampler {
     position: number,
     history?: PenaltyHistory,
     mask?: Uint32Array,
+    bias?: LogitBiasRow,
   ): number {
-    const plain = history === undefined && mask === undefined;
+    const plain = history === undefined && mask === undefined && bias === undefined;
     if (params.temperature <= 0 && plain) return argmax(row);
-    const adjusted = this.adjusted(row, params, history, mask);
+    const adjusted = this.adjusted(row, params, history, mask, bias);
     if (params.temperature <= 0) return argmax(adjusted);
     const p = this.distribution(adjusted, params);
     return inverseCdf(p, philoxUniform(params.seed, position, 0));

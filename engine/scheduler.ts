@@ -143,15 +143,18 @@ export class Scheduler<T extends Schedulable> {
     };
   }
 
-  /** Queues a fresh sequence (1 ≤ length ≤ maxModelLen); throws QueueFullError when the queue is full. */
-  enqueue(seq: T): void {
+  /**
+   * Queues a fresh sequence (1 ≤ length ≤ maxModelLen); throws QueueFullError when the queue is full, unless the
+   * sequence belongs to a request already admitted (`admitted`).
+   */
+  enqueue(seq: T, admitted = false): void {
     if (!(seq.length >= 1 && seq.length <= this.options.maxModelLen)) {
       throw new RangeError(
         `sequence ${seq.id} has ${seq.length} tokens; the context length is ${this.options.maxModelLen}`,
       );
     }
     const freeSlots = Math.max(0, this.options.maxNumSeqs - this.#running.length);
-    if (this.#waiting.length - freeSlots >= this.options.maxQueue) {
+    if (!admitted && this.#waiting.length - freeSlots >= this.options.maxQueue) {
       throw new QueueFullError(`waiting queue is full (${this.options.maxQueue} requests)`);
     }
     seq.computedLength = 0;

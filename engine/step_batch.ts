@@ -50,6 +50,18 @@ export interface StepBatch {
   readonly historyStart: Int32Array;
   readonly history: Int32Array;
   readonly historyPromptLens: Int32Array;
+  /** numSeqs + 1 entries: sequence i's logit bias is `biasIds/biasValues[biasStart[i] .. biasStart[i + 1])`. */
+  readonly biasStart: Int32Array;
+  /** Token ids (distinct within a sequence, in the vocabulary). */
+  readonly biasIds: Int32Array;
+  /** Finite values added to those tokens' logits, after the penalties and before the mask. */
+  readonly biasValues: Float32Array;
+  /**
+   * Draft tokens the backend's draft model should propose after each sequence's accepted tokens (0..maxDrafts, only
+   * on sampled sequences; absent or all 0: none). The block table must then cover contextLens[i] + proposeCounts[i]
+   * positions: the draft model writes its own KV for them. Only backends with `proposesDrafts` accept nonzero counts.
+   */
+  readonly proposeCounts?: Int32Array;
 }
 
 /** Caller-owned result buffers; row i of each has room for maxDrafts + 1 tokens. */
@@ -62,6 +74,10 @@ export interface StepResult {
   /** numSeqs × (maxDrafts + 1) × maxTopLogprobs, most likely first, ties to the lower id. */
   readonly topIds: Int32Array;
   readonly topLogprobs: Float32Array;
+  /** Draft tokens proposed per sequence (written when the batch has proposeCounts). */
+  readonly proposedCounts?: Int32Array;
+  /** numSeqs × maxDrafts: the draft model's greedy continuation of the accepted tokens. */
+  readonly proposed?: Int32Array;
 }
 
 export interface BackendInfo {
@@ -79,6 +95,8 @@ export interface BackendInfo {
   readonly maxTopLogprobs: number;
   /** True when sequences may share identical prefix blocks (the engine then runs a prefix cache). */
   readonly sharesPrefixBlocks: boolean;
+  /** True when the backend runs a draft model that proposes drafts (`proposeCounts`); absent means false. */
+  readonly proposesDrafts?: boolean;
 }
 
 /**

@@ -1,7 +1,7 @@
 /**
  * Packs one engine step into the struct-of-arrays StepBatch (docs/backend-step.md). Every buffer is allocated once,
  * at the backend's largest batch (maxSeqs sequences, maxBatchTokens tokens), and reused step after step; only the
- * penalty history grows, and only when a request uses penalties.
+ * penalty history and the logit-bias lists grow, and only when a request uses them.
  */
 import type { BackendInfo, StepBatch, StepResult } from "./step_batch.ts";
 import { fillDraftMasks, maskWords, type TokenConstraint } from "./token_constraint.ts";
@@ -27,10 +27,17 @@ export interface StepEntry {
   readonly repetitionPenalty: number;
   readonly seed: bigint;
   readonly logprobs: number;
+  /** Token id → bias added to its logit (absent or empty: none). */
+  readonly logitBias?: ReadonlyMap<number, number>;
   /** Prompt length, for the penalties' history (the known tokens up to `to`). */
   readonly promptLength: number;
   /** Grammar of a constrained sequence: its mask rows (one per sampled position) are filled from it. */
   readonly constraint?: TokenConstraint;
+  /**
+   * Drafts the backend's draft model should propose after this step's accepted tokens (default 0); `blocks` must then
+   * cover contextLen + propose positions.
+   */
+  readonly propose?: number;
 }
 
 const MIN_POSITIVE_F32 = 1.401298464324817e-45;
@@ -48,12 +55,17 @@ export class StepBatchBuilder {
   readonly blockTables: Int32Array;
   readonly sampling;
   readonly maskRowStart: Int32Array;
+  readonly proposeCounts: Int32Array;
   /** Mask rows, allocated at their largest (maxSeqs × (maxDrafts + 1) rows) on the first constrained entry. */
   #allowedMask = new Uint32Array(0);
   #maskRows = 0;
   readonly historyStart: Int32Array;
   readonly historyPromptLens: Int32Array;
   #history = new Int32Array(0);
+  readonly biasStart: Int32Array;
+  #biasIds = new Int32Array(0);
+  #biasValues = new Float32Array(0);
+  #biasLength = 0;
   readonly result: StepResult;
   #numSeqs = 0;
   #numTokens = 0;
@@ -85,8 +97,10 @@ export class StepBatchBuilder {
       logprobs: new Int32Array(B),
     };
     this.maskRowStart = new Int32Array(B).fill(-1);
+    this.proposeCounts = new Int32Array(B);
     this.historyStart = new Int32Array(B + 1);
     this.historyPromptLens = new Int32Array(B);
+    this.biasStart = new Int32Array(B + 1);
     const W = info.maxDrafts + 1;
     this.result = {
       counts: new Int32Array(B),
@@ -94,6 +108,8 @@ export class StepBatchBuilder {
       logprobs: new Float32Array(B * W),
       topIds: new Int32Array(B * W * info.maxTopLogprobs),
       topLogprobs: new Float32Array(B * W * info.maxTopLogprobs),
+      proposedCounts: new Int32Array(B),
+      proposed: new Int32Array(B * info.maxDrafts),
     };
   }
 
@@ -110,6 +126,7 @@ export class StepBatchBuilder {
     this.#numSeqs = 0;
     this.#numTokens = 0;
     this.#historyLength = 0;
+    this.#biasLength = 0;
     this.#maskRows = 0;
   }
 
@@ -154,6 +171,7 @@ export class StepBatchBuilder {
     s.seeds[i] = e.seed;
     s.logprobs[i] = Math.min(e.logprobs, this.info.maxTopLogprobs);
     this.maskRowStart[i] = -1;
+    this.proposeCounts[i] = e.propose ?? 0;
     if (e.constraint !== undefined && e.sample) {
       const words = maskWords(this.info.vocabSize);
       if (this.#allowedMask.length === 0) {
@@ -180,6 +198,25 @@ export class StepBatchBuilder {
       this.historyPromptLens[i] = Math.min(e.promptLength, e.to);
     } else this.historyPromptLens[i] = 0;
     this.historyStart[i + 1] = this.#historyLength;
+    this.biasStart[i] = this.#biasLength;
+    if (e.sample && e.logitBias !== undefined && e.logitBias.size > 0) {
+      const need = this.#biasLength + e.logitBias.size;
+      if (need > this.#biasIds.length) {
+        const size = Math.max(need, this.#biasIds.length * 2);
+        const ids = new Int32Array(size);
+        const values = new Float32Array(size);
+        ids.set(this.#biasIds.subarray(0, this.#biasLength));
+        values.set(this.#biasValues.subarray(0, this.#biasLength));
+        this.#biasIds = ids;
+        this.#biasValues = values;
+      }
+      for (const [id, value] of e.logitBias) {
+        this.#biasIds[this.#biasLength] = id;
+        this.#biasValues[this.#biasLength] = value;
+        this.#biasLength++;
+      }
+    }
+    this.biasStart[i + 1] = this.#biasLength;
     this.#numSeqs = i + 1;
   }
 
@@ -202,6 +239,10 @@ export class StepBatchBuilder {
       historyStart: this.historyStart,
       history: this.#history,
       historyPromptLens: this.historyPromptLens,
+      biasStart: this.biasStart,
+      biasIds: this.#biasIds,
+      biasValues: this.#biasValues,
+      proposeCounts: this.proposeCounts,
     };
   }
 }

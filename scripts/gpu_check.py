@@ -55,7 +55,8 @@ class Info(C.Structure):
         "max_drafts", "max_top_logprobs", "shares_prefix_blocks", "num_layers", "hidden_size", "num_heads",
         "num_kv_heads", "head_dim", "threads")] + [
         ("weight_bytes", C.c_int64), ("kv_bytes", C.c_int64), ("device", C.c_char * 32), ("isa", C.c_char * 32),
-        ("dtype", C.c_char * 16), ("kv_dtype", C.c_char * 16), ("architecture", C.c_char * 64)]
+        ("dtype", C.c_char * 16), ("kv_dtype", C.c_char * 16), ("architecture", C.c_char * 64),
+        ("draft_weight_bytes", C.c_int64)]
 
 
 I32P, F32P, U8P, U64P, U32P = (C.POINTER(C.c_int32), C.POINTER(C.c_float), C.POINTER(C.c_uint8),
@@ -65,22 +66,29 @@ I32P, F32P, U8P, U64P, U32P = (C.POINTER(C.c_int32), C.POINTER(C.c_float), C.POI
 class StepBatch(C.Structure):
     _fields_ = [
         ("num_seqs", C.c_int32), ("num_tokens", C.c_int32), ("block_table_stride", C.c_int32),
-        ("num_mask_rows", C.c_int32), ("history_len", C.c_int32),
+        ("num_mask_rows", C.c_int32), ("history_len", C.c_int32), ("bias_len", C.c_int32),
         ("seq_ids", I32P), ("tokens", I32P), ("positions", I32P), ("query_start", I32P), ("context_lens", I32P),
         ("draft_counts", I32P), ("sample_flags", U8P), ("block_tables", I32P), ("temperature", F32P),
         ("top_p", F32P), ("top_k", I32P), ("min_p", F32P), ("presence_penalty", F32P),
         ("frequency_penalty", F32P), ("repetition_penalty", F32P), ("seeds", U64P), ("logprobs", I32P),
         ("mask_row_start", I32P), ("allowed_mask", U32P), ("history_start", I32P), ("history", I32P),
-        ("history_prompt_lens", I32P),
+        ("history_prompt_lens", I32P), ("bias_start", I32P), ("bias_ids", I32P), ("bias_values", F32P),
+        ("propose_counts", I32P),
     ]
 
 
 class StepResult(C.Structure):
-    _fields_ = [("counts", I32P), ("tokens", I32P), ("logprobs", F32P), ("top_ids", I32P), ("top_logprobs", F32P)]
+    _fields_ = [("counts", I32P), ("tokens", I32P), ("logprobs", F32P), ("top_ids", I32P), ("top_logprobs", F32P),
+                ("proposed_counts", I32P), ("proposed", I32P)]
+
+
+ABI_VERSION = 3  # the rill.h these structs mirror
 
 
 def load_library():
     lib = C.CDLL(str(LIB))
+    if lib.rill_abi_version() != ABI_VERSION:
+        raise RuntimeError(f"library ABI {lib.rill_abi_version()}, this script mirrors ABI {ABI_VERSION}: update it")
     lib.rill_engine_create.argtypes = [C.c_char_p, C.POINTER(Options), C.POINTER(C.c_void_p)]
     lib.rill_engine_create.restype = C.c_int
     lib.rill_engine_destroy.argtypes = [C.c_void_p]
@@ -153,13 +161,17 @@ class Engine:
         a["mask_row_start"] = np.full(B, -1, np.int32)
         a["history_start"] = np.zeros(B + 1, np.int32)
         a["history_prompt_lens"] = np.zeros(B, np.int32)
+        a["bias_start"] = np.zeros(B + 1, np.int32)
         b = StepBatch()
-        b.num_seqs, b.num_tokens, b.block_table_stride, b.num_mask_rows, b.history_len = B, T, stride, 0, 0
+        b.num_seqs, b.num_tokens, b.block_table_stride, b.num_mask_rows, b.history_len, b.bias_len = B, T, stride, 0, 0, 0
         ctypes_of = {np.int32: I32P, np.float32: F32P, np.uint8: U8P, np.uint64: U64P}
         for k, v in a.items():
             setattr(b, k, v.ctypes.data_as(ctypes_of[v.dtype.type]))
         b.allowed_mask = None
         b.history = None
+        b.bias_ids = None
+        b.bias_values = None
+        b.propose_counts = None
         return b, a, T
 
     def logits(self, seqs):
@@ -180,7 +192,7 @@ class Engine:
         bufs = (np.zeros(B, np.int32), np.zeros(B * K1, np.int32), np.zeros(B * K1, np.float32),
                 np.zeros(B * K1 * max(L, 1), np.int32), np.zeros(B * K1 * max(L, 1), np.float32))
         r = StepResult(bufs[0].ctypes.data_as(I32P), bufs[1].ctypes.data_as(I32P), bufs[2].ctypes.data_as(F32P),
-                       bufs[3].ctypes.data_as(I32P), bufs[4].ctypes.data_as(F32P))
+                       bufs[3].ctypes.data_as(I32P), bufs[4].ctypes.data_as(F32P), None, None)
         return (b, keep, bufs, r, B, K1)
 
     def run(self, prepared):

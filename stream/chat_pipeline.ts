@@ -26,7 +26,7 @@ export interface ChatPipelineOptions {
   readonly ids?: IdSource;
 }
 
-export interface ChatStreamOptions extends ChatPipelineOptions {
+export interface ChatStreamOptions extends Omit<ChatPipelineOptions, "parser"> {
   readonly head: { readonly id: string; readonly created: number; readonly model: string };
   /** `stream_options.include_usage`. */
   readonly includeUsage: boolean;
@@ -87,61 +87,124 @@ export async function collectChatCompletion(
   }
 }
 
-/** The streamed completion as SSE bytes: one write per engine step that produced deltas. */
+/** One choice of a streamed completion: its engine stream and its own parser. */
+export interface ChatChoiceSource {
+  readonly chunks: ReadableStream<EngineChunk>;
+  readonly parser: OutputParser;
+}
+
+/**
+ * Usage of several choices answering one prompt: the prompt (and what the prefix cache served of it) counts once,
+ * the output tokens of every choice add up.
+ */
+export function choicesUsage(usages: readonly Usage[]): Usage {
+  const first = usages[0];
+  if (first === undefined) throw new RangeError("choicesUsage: no choice");
+  const output = usages.reduce((n, u) => n + u.output_tokens, 0);
+  return {
+    input_tokens: first.input_tokens,
+    input_tokens_details: { ...first.input_tokens_details },
+    output_tokens: output,
+    output_tokens_details: {
+      reasoning_tokens: usages.reduce((n, u) => n + u.output_tokens_details.reasoning_tokens, 0),
+    },
+    total_tokens: first.input_tokens + output,
+  };
+}
+
+interface ChoiceState {
+  readonly reader: ChatReader;
+  readonly core: ChatDeltaCore;
+  pending: Promise<{ readonly index: number; readonly parsed: ParsedChunk[] }> | null;
+  done: boolean;
+}
+
+/**
+ * The streamed completion as SSE bytes: one write per engine step that produced deltas. With several choices each
+ * frame carries its choice's `index`, choices interleave as their steps arrive, each ends with its own
+ * `finish_reason`, and the usage frame (when asked for) and `[DONE]` follow the last. A choice that fails sends the
+ * error frame and ends the stream (the other choices are cancelled).
+ */
 export function chatCompletionSseStream(
-  chunks: ReadableStream<EngineChunk>,
+  choices: readonly ChatChoiceSource[],
   options: ChatStreamOptions,
 ): ReadableStream<Uint8Array> {
   const { head, includeUsage, includeLogprobs } = options;
   const utf8 = new TextEncoder();
   const prefix = `{"id":${JSON.stringify(head.id)},"object":"chat.completion.chunk","created":${head.created},` +
-    `"model":${JSON.stringify(head.model)},"system_fingerprint":null,"choices":[{"index":0,`;
+    `"model":${JSON.stringify(head.model)},"system_fingerprint":null,"choices":[{"index":`;
   const suffix = includeUsage ? `}],"usage":null}` : `}]}`;
-  const frame = (delta: ChatDelta, lps: readonly Logprob[] | null, finish: string | null) =>
-    `data: ${prefix}"delta":${JSON.stringify(delta)},"logprobs":${
+  const frame = (index: number, delta: ChatDelta, lps: readonly Logprob[] | null, finish: string | null) =>
+    `data: ${prefix}${index},"delta":${JSON.stringify(delta)},"logprobs":${
       lps === null ? "null" : JSON.stringify({ content: lps, refusal: null })
     },"finish_reason":${finish === null ? "null" : JSON.stringify(finish)}${suffix}\n\n`;
-  const reader = new ChatReader(chunks, options);
-  const core = new ChatDeltaCore(options.ids);
+  const states: ChoiceState[] = choices.map((c) => ({
+    reader: new ChatReader(c.chunks, { ...options, parser: c.parser }),
+    core: new ChatDeltaCore(options.ids),
+    pending: null,
+    done: false,
+  }));
+  const usages: Usage[] = [];
   let done = false;
+  const cancelAll = (reason: unknown) => Promise.all(states.map((s) => s.reader.cancel(reason))).then(() => {});
+  const next = (): Promise<{ readonly index: number; readonly parsed: ParsedChunk[] }> => {
+    states.forEach((s, index) => {
+      if (!s.done && s.pending === null) s.pending = s.reader.next().then((parsed) => ({ index, parsed }));
+    });
+    return Promise.race(states.flatMap((s) => s.pending === null ? [] : [s.pending]));
+  };
   return new ReadableStream<Uint8Array>({
     start(controller) {
-      controller.enqueue(utf8.encode(frame({ role: "assistant", content: "" }, includeLogprobs ? [] : null, null)));
+      let text = "";
+      states.forEach((_, i) => text += frame(i, { role: "assistant", content: "" }, includeLogprobs ? [] : null, null));
+      controller.enqueue(utf8.encode(text));
     },
     async pull(controller) {
       if (done) return;
       let text = "";
       // With highWaterMark 0 a pull that enqueues nothing is never repeated: read until there is something to send.
       while (text === "" && !done) {
-        for (const p of await reader.next()) {
+        const { index, parsed } = await next();
+        const state = states[index]!;
+        state.pending = null;
+        for (const p of parsed) {
           if (p.type === "segments") {
-            for (const d of core.push(p.segments)) text += frame(d.delta, includeLogprobs ? d.logprobs : null, null);
+            for (const d of state.core.push(p.segments)) {
+              text += frame(index, d.delta, includeLogprobs ? d.logprobs : null, null);
+            }
             continue;
           }
-          done = true;
+          state.done = true;
           const failure = options.failure(p.reason);
           if (failure !== null) {
+            done = true;
             text += `data: ${JSON.stringify(failure)}\n\n`;
+            await cancelAll("another choice failed");
           } else {
-            text += frame({}, null, core.finishReason(p.reason));
-            if (includeUsage) {
-              text += `data: ${
-                JSON.stringify({
-                  ...head,
-                  object: "chat.completion.chunk",
-                  system_fingerprint: null,
-                  choices: [],
-                  usage: chatUsage(p.usage),
-                })
-              }\n\n`;
+            text += frame(index, {}, null, state.core.finishReason(p.reason));
+            usages.push(p.usage);
+            if (states.every((s) => s.done)) {
+              done = true;
+              if (includeUsage) {
+                text += `data: ${
+                  JSON.stringify({
+                    ...head,
+                    object: "chat.completion.chunk",
+                    system_fingerprint: null,
+                    choices: [],
+                    usage: chatUsage(choicesUsage(usages)),
+                  })
+                }\n\n`;
+              }
             }
           }
-          text += "data: [DONE]\n\n";
+          if (done) text += "data: [DONE]\n\n";
+          break;
         }
       }
       if (text !== "") controller.enqueue(utf8.encode(text));
       if (done) controller.close();
     },
-    cancel: (reason) => reader.cancel(reason),
+    cancel: cancelAll,
   }, { highWaterMark: 0 });
 }

@@ -38,6 +38,8 @@ export interface EmitterOptions {
   readonly ids: IdSource;
   /** Unix seconds, for `completed_at`. */
   readonly clock?: () => number;
+  /** Seals a closed reasoning item's text into its `encrypted_content` (include `reasoning.encrypted_content`). */
+  readonly sealReasoning?: (text: string) => string;
 }
 
 const NO_LOGPROBS: readonly Logprob[] = Object.freeze([]);
@@ -58,6 +60,7 @@ export class ResponseEmitter {
   readonly #template: ResponseTemplate;
   readonly #ids: IdSource;
   readonly #clock: () => number;
+  readonly #seal: ((text: string) => string) | undefined;
   readonly #output: OutputItem[] = [];
   #open: OpenItem | null = null;
   /** The open item was closed implicitly (end of generation); whether it was cut depends on the finish reason. */
@@ -73,6 +76,7 @@ export class ResponseEmitter {
     this.#template = options.template;
     this.#ids = options.ids;
     this.#clock = options.clock ?? (() => Math.floor(Date.now() / 1000));
+    this.#seal = options.sealReasoning;
   }
 
   /** True once a finish was handled; later pushes are ignored. */
@@ -270,7 +274,10 @@ export class ResponseEmitter {
     this.#pendingLogprobs = null;
     const { ref, text } = open;
     const logprobs = open.logprobs ?? NO_LOGPROBS;
-    const item = itemOf(open, text, status, logprobs);
+    const plain = itemOf(open, text, status, logprobs);
+    const item = plain.type === "reasoning" && this.#seal !== undefined
+      ? { ...plain, encrypted_content: this.#seal(text) }
+      : plain;
     switch (open.kind.type) {
       case "message": {
         // The part object sent in content_part.done is the very one inside the done item.

@@ -14,8 +14,10 @@ export type IdPrefix =
   | "ci"
   | "cntr"
   | "mcp"
+  | "cmp"
   | "chatcmpl"
-  | "cmpl";
+  | "cmpl"
+  | "conv";
 
 /** Mints identifiers. The emitter calls it once per item, at `output_item.added`, and never re-mints. */
 export interface IdSource {

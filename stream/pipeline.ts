@@ -42,6 +42,8 @@ export interface PipelineOptions {
   readonly clock?: () => number;
   /** An abort the server caused is reported as this error (`error` + `response.failed`) instead of cancelling. */
   readonly abortAs?: () => AbortAsError | undefined;
+  /** See EmitterOptions.sealReasoning. */
+  readonly sealReasoning?: (text: string) => string;
 }
 
 interface Cores {
@@ -59,6 +61,7 @@ function cores(options: PipelineOptions): Cores {
       template: options.template,
       ids: options.ids ?? randomIds,
       ...(options.clock === undefined ? {} : { clock: options.clock }),
+      ...(options.sealReasoning === undefined ? {} : { sealReasoning: options.sealReasoning }),
     }),
     sequencer: new Sequencer(),
   };

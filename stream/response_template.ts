@@ -22,6 +22,8 @@ export interface ResponseTemplate {
   readonly maxOutputTokens: number | null;
   readonly metadata: Readonly<Record<string, string>>;
   readonly previousResponseId: string | null;
+  /** The Conversations API conversation the response belongs to; the key is absent when there is none. */
+  readonly conversation?: { readonly id: string };
   readonly store: boolean;
   readonly background: boolean;
   /** E.g. {format:{type:"text"}}. */
@@ -74,6 +76,7 @@ export function buildResponse(t: ResponseTemplate, s: ResponseState): Response {
     max_tool_calls: t.maxToolCalls,
     max_output_tokens: t.maxOutputTokens,
     previous_response_id: t.previousResponseId,
+    ...(t.conversation === undefined ? {} : { conversation: t.conversation }),
     reasoning: t.reasoning,
     text: t.text,
     truncation: t.truncation,

@@ -51,6 +51,8 @@ export interface ReasoningItem {
   readonly status: ItemStatus;
   readonly summary: readonly { readonly type: "summary_text"; readonly text: string }[];
   readonly content: readonly ReasoningTextPart[];
+  /** The text sealed by the server (include `reasoning.encrypted_content`); clients send it back as is. */
+  readonly encrypted_content?: string;
 }
 export interface FunctionCallItem {
   readonly id: string;
@@ -123,6 +125,7 @@ export interface Response {
   readonly max_tool_calls: number | null;
   readonly max_output_tokens: number | null;
   readonly previous_response_id: string | null;
+  readonly conversation?: { readonly id: string } | null;
   readonly reasoning: unknown;
   readonly text: unknown;
   readonly truncation: "auto" | "disabled";

@@ -44,6 +44,9 @@ export function packBatch(entries: readonly PackEntry[], blockSize = 16): StepBa
     historyStart: new Int32Array(B + 1),
     history: new Int32Array(0),
     historyPromptLens: new Int32Array(B),
+    biasStart: new Int32Array(B + 1),
+    biasIds: new Int32Array(0),
+    biasValues: new Float32Array(0),
   };
   let t = 0;
   entries.forEach((e, i) => {

@@ -32,6 +32,13 @@ export function checkStepBatch(batch: StepBatch, info: BackendInfo): void {
   need("maskRowStart", batch.maskRowStart, B);
   need("historyStart", batch.historyStart, B + 1);
   need("historyPromptLens", batch.historyPromptLens, B);
+  need("biasStart", batch.biasStart, B + 1);
+  if (batch.proposeCounts !== undefined && !info.proposesDrafts) {
+    // This path has no draft model: a request for proposals is a caller bug, not something to ignore silently.
+    for (let i = 0; i < B; i++) {
+      if (batch.proposeCounts[i] !== 0) fail("proposeCounts", `this backend has no draft model (sequence ${i})`);
+    }
+  }
   const s = batch.sampling;
   for (
     const [name, arr] of [
@@ -52,6 +59,10 @@ export function checkStepBatch(batch: StepBatch, info: BackendInfo): void {
   if (batch.queryStart[0] !== 0) fail("queryStart", "queryStart[0] must be 0");
   if (batch.queryStart[B] !== T) fail("queryStart", `queryStart[${B}] is ${batch.queryStart[B]}, numTokens is ${T}`);
   if (batch.historyStart[0] !== 0) fail("historyStart", "historyStart[0] must be 0");
+  if (batch.biasStart[0] !== 0) fail("biasStart", "biasStart[0] must be 0");
+  if (batch.biasValues.length < batch.biasIds.length) {
+    fail("biasValues", `has ${batch.biasValues.length} entries, biasIds has ${batch.biasIds.length}`);
+  }
   const words = Math.ceil(info.vocabSize / 32);
   const maskRows = Math.floor(batch.allowedMask.length / words);
   const seen = new Set<number>();
@@ -119,6 +130,16 @@ export function checkStepBatch(batch: StepBatch, info: BackendInfo): void {
     for (let h = h0; h < h1; h++) {
       const tok = batch.history[h]!;
       if (tok < 0 || tok >= info.vocabSize) fail("history", `token ${tok} is outside the vocabulary`);
+    }
+    const b0 = batch.biasStart[i]!;
+    const b1 = batch.biasStart[i + 1]!;
+    if (b1 < b0 || b1 > batch.biasIds.length) {
+      fail("biasStart", `sequence ${i}: ${b0}..${b1} is not a range of biasIds`);
+    }
+    for (let b = b0; b < b1; b++) {
+      const tok = batch.biasIds[b]!;
+      if (tok < 0 || tok >= info.vocabSize) fail("biasIds", `token ${tok} is outside the vocabulary`);
+      if (!Number.isFinite(batch.biasValues[b]!)) fail("biasValues", `${batch.biasValues[b]} is not finite`);
     }
   }
 }

@@ -55,6 +55,11 @@ export interface BackendOptions {
   readonly prefixCache?: boolean;
   /** Most drafts verified per step (default 4). */
   readonly maxDrafts?: number;
+  /**
+   * A draft model's checkpoint directory (same vocabulary): the native backend loads it next to the target and
+   * proposes drafts inside each step (the engine's `speculative: "draft"`). ONNX refuses it.
+   */
+  readonly draftModelDir?: string;
   /** The ONNX graph's bytes instead of reading onnxPath (a self-contained model embedded in a binary). */
   readonly modelBytes?: Uint8Array;
   /** Cores to plan threads for (default navigator.hardwareConcurrency). */
@@ -110,6 +115,9 @@ async function createOnnxBackend(model: BackendModel, options: BackendOptions): 
   const device = options.device ?? "auto";
   if (device === "cuda") {
     throw new BackendUnavailableError("--backend onnx runs on the CPU only; use --device cpu or auto");
+  }
+  if (options.draftModelDir !== undefined) {
+    throw new BackendUnavailableError("--speculative draft needs --backend native (ONNX runs no draft model)");
   }
   const dtype = options.dtype ?? "auto";
   if (dtype !== "auto") {
@@ -182,6 +190,7 @@ async function createNativeBackend(model: BackendModel, options: BackendOptions)
       maxDrafts: options.maxDrafts ?? 4,
       maxTopLogprobs: MAX_TOP_LOGPROBS,
       maxModelLen: options.maxModelLen,
+      ...(options.draftModelDir === undefined ? {} : { draftModelDir: options.draftModelDir }),
     });
   } catch (e) {
     throw new BackendUnavailableError(`--backend native: ${e instanceof Error ? e.message.split("\n")[0] : e}`);
@@ -191,7 +200,8 @@ async function createNativeBackend(model: BackendModel, options: BackendOptions)
     backend,
     `native ${i.device} (${i.isa}), ${i.dtype} weights, ${i.kvDtype} KV, ${i.threads} thread${
       i.threads === 1 ? "" : "s"
-    }, ${i.numBlocks} blocks of ${i.blockSize}`,
+    }, ${i.numBlocks} blocks of ${i.blockSize}` +
+      (i.draftWeightBytes > 0 ? `, draft model ${options.draftModelDir} (${i.draftWeightBytes} weight bytes)` : ""),
   );
   return backend;
 }

@@ -60,6 +60,11 @@ export class HostSampledBackend implements Backend {
         params.repetitionPenalty !== 1;
       const history = batch.history.subarray(h0, h1);
       const promptLen = batch.historyPromptLens[i]!;
+      const b0 = batch.biasStart[i]!;
+      const b1 = batch.biasStart[i + 1]!;
+      const bias = b1 > b0
+        ? { ids: batch.biasIds.subarray(b0, b1), values: batch.biasValues.subarray(b0, b1) }
+        : undefined;
       const maskStart = batch.maskRowStart[i]!;
       const nTop = batch.sampling.logprobs[i]!;
       const accepted: number[] = [];
@@ -71,7 +76,7 @@ export class HostSampledBackend implements Backend {
         const mask = maskStart < 0
           ? undefined
           : batch.allowedMask.subarray((maskStart + r) * words, (maskStart + r + 1) * words);
-        const token = this.#sampler.sample(logits, params, position, pen, mask);
+        const token = this.#sampler.sample(logits, params, position, pen, mask, bias);
         const slot = i * width + accepted.length;
         result.tokens[slot] = token;
         if (nTop >= 0) {

@@ -21,12 +21,13 @@ import type { Backend, BackendInfo, StepBatch, StepResult } from "../step_batch.
 /** Field offsets and sizes of the ABI structs, in bytes. */
 export const LAYOUT = {
   stepBatch: {
-    size: 200,
+    size: 232,
     num_seqs: 0,
     num_tokens: 4,
     block_table_stride: 8,
     num_mask_rows: 12,
     history_len: 16,
+    bias_len: 20,
     seq_ids: 24,
     tokens: 32,
     positions: 40,
@@ -49,8 +50,21 @@ export const LAYOUT = {
     history_start: 176,
     history: 184,
     history_prompt_lens: 192,
+    bias_start: 200,
+    bias_ids: 208,
+    bias_values: 216,
+    propose_counts: 224,
   },
-  stepResult: { size: 40, counts: 0, tokens: 8, logprobs: 16, top_ids: 24, top_logprobs: 32 },
+  stepResult: {
+    size: 56,
+    counts: 0,
+    tokens: 8,
+    logprobs: 16,
+    top_ids: 24,
+    top_logprobs: 32,
+    proposed_counts: 40,
+    proposed: 48,
+  },
   options: {
     size: 80,
     device: 0,
@@ -69,7 +83,7 @@ export const LAYOUT = {
     gpu_memory_fraction: 76,
   },
   info: {
-    size: 240,
+    size: 248,
     abi_version: 0,
     vocab_size: 4,
     max_positions: 8,
@@ -93,11 +107,12 @@ export const LAYOUT = {
     dtype: 144,
     kv_dtype: 160,
     architecture: 176,
+    draft_weight_bytes: 240,
   },
 } as const;
 
 /** The ABI version this binding speaks (RILL_ABI_VERSION in rill.h). */
-export const ABI_VERSION = 1;
+export const ABI_VERSION = 3;
 
 const SYMBOLS = {
   rill_abi_version: { parameters: [], result: "i32" },
@@ -199,6 +214,8 @@ export interface NativeInfo extends BackendInfo {
   readonly dtype: string;
   readonly kvDtype: string;
   readonly architecture: string;
+  /** Bytes of the draft model's weights; 0 without one. */
+  readonly draftWeightBytes: number;
 }
 
 export interface NativeOptions {
@@ -207,6 +224,7 @@ export interface NativeOptions {
   /** Weights as held: "fp32", "bf16", "int8"; default the checkpoint's. */
   readonly dtype?: string;
   readonly kvDtype?: string;
+  /** A smaller checkpoint with the same vocabulary that proposes drafts inside each step (`proposeCounts`). */
   readonly draftModelDir?: string;
   /** CPU threads; 0 or absent = all cores. */
   readonly threads?: number;
@@ -255,6 +273,8 @@ function decodeInfo(bytes: Uint8Array): NativeInfo {
     dtype: text(L.dtype, 16),
     kvDtype: text(L.kv_dtype, 16),
     architecture: text(L.architecture, 64),
+    draftWeightBytes: Number(v.getBigInt64(L.draft_weight_bytes, true)),
+    proposesDrafts: v.getBigInt64(L.draft_weight_bytes, true) > 0n,
   };
 }
 
@@ -284,8 +304,15 @@ function batchArrays(b: StepBatch): readonly ArrayBufferView[] {
     b.historyStart,
     b.history,
     b.historyPromptLens,
+    b.biasStart,
+    b.biasIds,
+    b.biasValues,
+    b.proposeCounts ?? NO_PROPOSALS,
   ];
 }
+
+/** Stands for an absent optional array: its address is 0, which the library reads as NULL. */
+const NO_PROPOSALS = new Int32Array(0);
 
 const sameArrays = (a: readonly ArrayBufferView[], b: readonly ArrayBufferView[]) =>
   a.length === b.length && a.every((x, i) => x === b[i]);
@@ -313,6 +340,7 @@ class BatchStruct {
     // The capacities of the mask and history buffers: the library validates every index against them.
     this.#view.setInt32(L.num_mask_rows, Math.floor(batch.allowedMask.length / words), true);
     this.#view.setInt32(L.history_len, batch.history.length, true);
+    this.#view.setInt32(L.bias_len, Math.min(batch.biasIds.length, batch.biasValues.length), true);
     return this.bytes as Uint8Array<ArrayBuffer>;
   }
 }
@@ -323,7 +351,15 @@ class ResultStruct {
   readonly #view = new DataView(this.bytes.buffer);
 
   fill(result: StepResult): Uint8Array<ArrayBuffer> {
-    const arrays = [result.counts, result.tokens, result.logprobs, result.topIds, result.topLogprobs];
+    const arrays = [
+      result.counts,
+      result.tokens,
+      result.logprobs,
+      result.topIds,
+      result.topLogprobs,
+      result.proposedCounts ?? NO_PROPOSALS,
+      result.proposed ?? NO_PROPOSALS,
+    ];
     if (!sameArrays(arrays, this.#arrays)) {
       this.#arrays = arrays;
       arrays.forEach((array, k) => this.#view.setBigUint64(8 * k, address(array), true));
@@ -367,6 +403,7 @@ function checkSizes(batch: StepBatch, result: StepResult | undefined, info: Back
     ["historyStart", batch.historyStart, B + 1],
     ["historyPromptLens", batch.historyPromptLens, B],
   ];
+  if (batch.proposeCounts !== undefined) need.push(["proposeCounts", batch.proposeCounts, B]);
   if (result !== undefined) {
     const K1 = info.maxDrafts + 1;
     need.push(
@@ -376,6 +413,15 @@ function checkSizes(batch: StepBatch, result: StepResult | undefined, info: Back
       ["result.topIds", result.topIds, B * K1 * info.maxTopLogprobs],
       ["result.topLogprobs", result.topLogprobs, B * K1 * info.maxTopLogprobs],
     );
+    if (batch.proposeCounts !== undefined) {
+      if (result.proposedCounts === undefined || result.proposed === undefined) {
+        throw new Error("invalid batch: proposeCounts needs result.proposedCounts and result.proposed");
+      }
+      need.push(
+        ["result.proposedCounts", result.proposedCounts, B],
+        ["result.proposed", result.proposed, B * info.maxDrafts],
+      );
+    }
   }
   for (const [name, array, length] of need) {
     if (array.length < length) throw new Error(`invalid batch: ${name} has ${array.length} entries, needs ${length}`);

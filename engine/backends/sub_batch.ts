@@ -10,10 +10,12 @@ export function subBatch(batch: StepBatch, indices: readonly number[], vocabSize
   const words = Math.ceil(vocabSize / 32);
   let T = 0;
   let H = 0;
+  let K = 0;
   let maskRows = 0;
   for (const i of indices) {
     T += batch.queryStart[i + 1]! - batch.queryStart[i]!;
     H += batch.historyStart[i + 1]! - batch.historyStart[i]!;
+    K += batch.biasStart[i + 1]! - batch.biasStart[i]!;
     if (batch.maskRowStart[i]! >= 0) maskRows += batch.draftCounts[i]! + 1;
   }
   const s = batch.sampling;
@@ -45,7 +47,11 @@ export function subBatch(batch: StepBatch, indices: readonly number[], vocabSize
     historyStart: new Int32Array(B + 1),
     history: new Int32Array(H),
     historyPromptLens: new Int32Array(B),
+    biasStart: new Int32Array(B + 1),
+    biasIds: new Int32Array(K),
+    biasValues: new Float32Array(K),
   };
+  let k = 0;
   let t = 0;
   let h = 0;
   let m = 0;
@@ -79,6 +85,13 @@ export function subBatch(batch: StepBatch, indices: readonly number[], vocabSize
     h += h1 - h0;
     out.historyStart[j + 1] = h;
     out.historyPromptLens[j] = batch.historyPromptLens[i]!;
+    const b0 = batch.biasStart[i]!;
+    const b1 = batch.biasStart[i + 1]!;
+    out.biasStart[j] = k;
+    out.biasIds.set(batch.biasIds.subarray(b0, b1), k);
+    out.biasValues.set(batch.biasValues.subarray(b0, b1), k);
+    k += b1 - b0;
+    out.biasStart[j + 1] = k;
   });
   return out;
 }

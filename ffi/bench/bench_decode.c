@@ -4,8 +4,13 @@
  * bandwidth). Uses only the public ABI.
  *
  *   bench_decode MODEL_DIR [--dtype fp32|bf16|int8|all] [--threads N] [--prompt P] [--steps S] [--reps R]
+ *                [--temperature T]
+ *   bench_decode --bandwidth [--threads N]
  *
- * Prints one line per measurement; medians over R repetitions.
+ * Prints one line per measurement; medians over R repetitions. Decoding is greedy unless --temperature T > 0 (then
+ * sampled with the API's defaults otherwise: no top-p, top-k or min-p, so every row exponentiates and sums the whole
+ * vocabulary). --bandwidth prints only the best read bandwidth of 5 passes over 512 MB, in GB/s, with N threads
+ * (default: all cores).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -15,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "rill.h"
 
@@ -115,7 +121,7 @@ typedef struct seqs {
 
 typedef struct batch_buf {
   int32_t *seq_ids, *tokens, *positions, *query_start, *context_lens, *draft_counts, *block_tables, *top_k, *logprobs,
-      *mask_row_start, *history_start, *history_prompt_lens;
+      *mask_row_start, *history_start, *history_prompt_lens, *bias_start;
   uint8_t *sample_flags;
   float *temperature, *top_p, *min_p, *pp, *fp, *rp;
   uint64_t *seeds;
@@ -140,6 +146,7 @@ static void bb_alloc(batch_buf *b, int K1, int L) {
   b->mask_row_start = calloc(MAXB, 4);
   b->history_start = calloc(MAXB + 1, 4);
   b->history_prompt_lens = calloc(MAXB, 4);
+  b->bias_start = calloc(MAXB + 1, 4);
   b->sample_flags = calloc(MAXB, 1);
   b->temperature = calloc(MAXB, 4);
   b->top_p = calloc(MAXB, 4);
@@ -156,6 +163,8 @@ static void bb_alloc(batch_buf *b, int K1, int L) {
 }
 
 /* One step: sequence i feeds fed[i] tokens after ctx[i] cached ones, in its own run of blocks. */
+static float g_temperature = 0.0f;
+
 static rill_status step(rill_engine *e, batch_buf *bb, int n, const int *fed, int32_t *ctx, int block_size,
                         int blocks_per_seq) {
   rill_info info;
@@ -172,7 +181,9 @@ static rill_status step(rill_engine *e, batch_buf *bb, int n, const int *fed, in
     ctx[i] += fed[i];
     bb->context_lens[i] = ctx[i];
     bb->sample_flags[i] = 1;
+    bb->temperature[i] = g_temperature;
     bb->top_p[i] = 1.0f;
+    bb->seeds[i] = 1234u + (uint64_t)i;
     bb->rp[i] = 1.0f;
     bb->logprobs[i] = -1;
     bb->mask_row_start[i] = -1;
@@ -188,8 +199,8 @@ static rill_status step(rill_engine *e, batch_buf *bb, int n, const int *fed, in
       .temperature = bb->temperature, .top_p = bb->top_p, .top_k = bb->top_k, .min_p = bb->min_p,
       .presence_penalty = bb->pp, .frequency_penalty = bb->fp, .repetition_penalty = bb->rp, .seeds = bb->seeds,
       .logprobs = bb->logprobs, .mask_row_start = bb->mask_row_start, .history_start = bb->history_start,
-      .history_prompt_lens = bb->history_prompt_lens};
-  rill_step_result r = {bb->counts, bb->out_tokens, bb->out_lp, bb->top_ids, bb->top_lp};
+      .history_prompt_lens = bb->history_prompt_lens, .bias_start = bb->bias_start};
+  rill_step_result r = {bb->counts, bb->out_tokens, bb->out_lp, bb->top_ids, bb->top_lp, NULL, NULL};
   return rill_step(e, &b, &r);
 }
 
@@ -215,6 +226,13 @@ static int tied(const char *dir) {
 }
 
 int main(int argc, char **argv) {
+  if (argc >= 2 && strcmp(argv[1], "--bandwidth") == 0) {
+    int threads = argc >= 4 && strcmp(argv[2], "--threads") == 0 ? atoi(argv[3]) : 0;
+    if (threads < 1) threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (threads < 1 || threads > 64) threads = 1;
+    printf("read bandwidth %.3f GB/s (%d threads)\n", read_bandwidth(threads), threads);
+    return 0;
+  }
   if (argc < 2) {
     fprintf(stderr, "usage: bench_decode MODEL_DIR [--dtype fp32|bf16|int8|all] [--threads N] [--prompt P] "
                     "[--steps S] [--reps R]\n");
@@ -228,6 +246,7 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--prompt") == 0) prompt = atoi(argv[i + 1]);
     else if (strcmp(argv[i], "--steps") == 0) steps = atoi(argv[i + 1]);
     else if (strcmp(argv[i], "--reps") == 0) reps = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "--temperature") == 0) g_temperature = (float)atof(argv[i + 1]);
   }
   if (reps > 15) reps = 15;
   const char *dtypes[3] = {"fp32", "bf16", "int8"};

@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-#define RILL_ABI_VERSION 1
+#define RILL_ABI_VERSION 3
 
 #if defined(_WIN32)
 #define RILL_API __declspec(dllexport)
@@ -45,7 +45,7 @@ typedef struct rill_options {
   const char *device;          /* "cpu" (default), "cuda", "auto" */
   const char *dtype;           /* weights: "fp32", "bf16", "int8"; NULL = bf16 for bf16 checkpoints, else fp32 */
   const char *kv_dtype;        /* "fp32" (default on cpu) or "bf16" */
-  const char *draft_model_dir; /* reserved for a draft model; the CPU device answers RILL_ERR_UNSUPPORTED */
+  const char *draft_model_dir; /* a smaller checkpoint with the target's vocabulary that proposes drafts; NULL = none */
   int32_t threads;             /* CPU threads; 0 = all cores */
   int32_t block_size;          /* tokens per KV block; 0 = 16 */
   int32_t num_blocks;          /* KV pool size in blocks; 0 = from kv_bytes */
@@ -83,6 +83,7 @@ typedef struct rill_info {
   char dtype[16];       /* weights as held: "fp32", "bf16", "int8" */
   char kv_dtype[16];
   char architecture[64];
+  int64_t draft_weight_bytes; /* 0 without a draft model */
 } rill_info;
 
 /*
@@ -95,6 +96,7 @@ typedef struct rill_step_batch {
   int32_t block_table_stride;
   int32_t num_mask_rows;           /* rows in allowed_mask */
   int32_t history_len;             /* entries in history */
+  int32_t bias_len;                /* entries in bias_ids and bias_values */
   const int32_t *seq_ids;          /* [B] */
   const int32_t *tokens;           /* [T] */
   const int32_t *positions;        /* [T] */
@@ -117,6 +119,12 @@ typedef struct rill_step_batch {
   const int32_t *history_start;    /* [B + 1] */
   const int32_t *history;          /* [history_len]; may be NULL when history_len is 0 */
   const int32_t *history_prompt_lens; /* [B] */
+  const int32_t *bias_start;       /* [B + 1]: sequence i's logit bias is entries bias_start[i] .. bias_start[i + 1] */
+  const int32_t *bias_ids;         /* [bias_len]; may be NULL when bias_len is 0 */
+  const float *bias_values;        /* [bias_len]; added to the logits of bias_ids, after the penalties */
+  const int32_t *propose_counts;   /* [B]; may be NULL (no proposals). Draft tokens the draft model proposes after
+                                      this step's accepted tokens (0..max_drafts; only on sampled sequences; needs a
+                                      draft model and block tables covering context_lens[i] + propose_counts[i]) */
 } rill_step_batch;
 
 typedef struct rill_step_result {
@@ -125,6 +133,8 @@ typedef struct rill_step_result {
   float *logprobs;       /* [B * K1] */
   int32_t *top_ids;      /* [B * K1 * L] */
   float *top_logprobs;   /* [B * K1 * L] */
+  int32_t *proposed_counts; /* [B]; may be NULL when the batch proposes nothing: draft tokens written per sequence */
+  int32_t *proposed;        /* [B * max_drafts]: the draft model's greedy continuation of the accepted tokens */
 } rill_step_result;
 
 RILL_API int32_t rill_abi_version(void);
@@ -135,14 +145,21 @@ RILL_API rill_status rill_engine_create(const char *model_dir, const rill_option
 RILL_API void rill_engine_destroy(rill_engine *engine);
 RILL_API rill_status rill_engine_info(const rill_engine *engine, rill_info *out);
 
-/* Runs one step. Thread-compatible, not thread-safe: one step at a time per engine. */
+/*
+ * Runs one step. Thread-compatible, not thread-safe: one step at a time per engine.
+ * With a draft model, the draft model first processes the same fed tokens into its own KV pool (same block ids, same
+ * block size), so it has seen everything the target has; then, for each sequence with propose_counts[i] = k > 0, it
+ * feeds the last accepted token at position P = context_lens[i] - draft_counts[i] + counts[i] - 1 and proposes k
+ * greedy tokens autoregressively (all such sequences batched), writing draft KV at positions P .. P + k - 1, which
+ * the block table must cover (the caller allocates k lookahead slots). Rollback stays implicit.
+ */
 RILL_API rill_status rill_step(rill_engine *engine, const rill_step_batch *batch, rill_step_result *result);
 
 /* Forgets per-sequence state the device keeps beyond the KV blocks (none on the CPU device); unknown ids are fine. */
 RILL_API rill_status rill_release(rill_engine *engine, int32_t seq_id);
 
 /* Raw logits for testing and golden comparisons: like rill_step, but writes the logits of every fed position
- * ([T * V] floats) instead of sampling. The KV cache is written as in a step. */
+ * ([T * V] floats) instead of sampling. The KV cache (and the draft model's, if any) is written as in a step. */
 RILL_API rill_status rill_forward_logits(rill_engine *engine, const rill_step_batch *batch, float *logits_out);
 
 /* The last error of this engine (or "" if none); valid until the next call on the engine. */

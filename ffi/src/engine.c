@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "draft.h"
 #include "rope.h"
 #include "safetensors.h"
 #include "sample.h"
@@ -54,12 +55,20 @@ static void free_buffers(rill_engine *e) {
   free(e->row_hidden);
   free(e->logits);
   free(e->sample_scratch);
+  free(e->dr_tokens);
+  free(e->dr_positions);
+  free(e->dr_query_start);
+  free(e->dr_context_lens);
+  free(e->dr_left);
+  free(e->dr_cur_tok);
+  free(e->dr_cur_pos);
 }
 
 RILL_API void rill_engine_destroy(rill_engine *e) {
   if (e == NULL) return;
   rill_cuda_destroy(e->cuda);
-  rill_pool_destroy(e->pool);
+  rill_engine_destroy(e->draft);
+  if (e->owns_pool) rill_pool_destroy(e->pool);
   rill_kv_pool_destroy(&e->kv);
   rill_model_weights_free(&e->w);
   free_buffers(e);
@@ -97,8 +106,8 @@ static rill_status alloc_buffers(rill_engine *e) {
   e->rows = malloc(T * sizeof(int32_t));
   e->row_hidden = alloc_floats((size_t)e->max_rows * H);
   e->logits = alloc_floats((size_t)e->max_rows * (size_t)c->vocab_size);
-  size_t sb = rill_sample_scratch_bytes(c->vocab_size);
-  e->sample_scratch = aligned_alloc(64, (sb + 63) & ~(size_t)63);
+  size_t sb = rill_sample_pool_scratch_bytes(c->vocab_size, (int)threads, e->lim.max_seqs);
+  e->sample_scratch = sb == 0 ? NULL : aligned_alloc(64, (sb + 63) & ~(size_t)63);
   if (e->x == NULL || e->xn == NULL || e->qkv == NULL || e->attn == NULL || e->proj == NULL || e->gu == NULL ||
       e->act == NULL || e->rope_cos == NULL || e->rope_sin == NULL || e->slot_block == NULL ||
       e->slot_in_block == NULL || e->tok_seq == NULL || e->xq == NULL || e->xs == NULL || e->inv_freq == NULL ||
@@ -135,8 +144,8 @@ static rill_status read_options(const rill_options *o, rill_engine *e) {
     return set_global(RILL_ERR_INVALID_ARGUMENT, "gpu_memory_fraction %g: out of range 0..1",
                       (double)o->gpu_memory_fraction);
   }
-  if (o->draft_model_dir != NULL) {
-    return set_global(RILL_ERR_UNSUPPORTED, "draft_model_dir: a draft model is not supported by this build yet");
+  if (o->draft_model_dir != NULL && o->draft_model_dir[0] == '\0') {
+    return set_global(RILL_ERR_INVALID_ARGUMENT, "draft_model_dir: empty path");
   }
   rill_wtype wt;
   if (o->dtype != NULL && parse_wtype(o->dtype, &wt) != RILL_OK) {
@@ -168,6 +177,8 @@ static rill_status read_options(const rill_options *o, rill_engine *e) {
   return RILL_OK;
 }
 
+static rill_status attach_draft(rill_engine *e, const char *dir, const rill_options *o);
+
 /* What every device reports the same way; device, isa, dtypes and byte counts are the caller's. */
 static void fill_info(rill_engine *e, int threads) {
   const rill_model_config *c = &e->cfg;
@@ -191,15 +202,15 @@ static void fill_info(rill_engine *e, int threads) {
   snprintf(i->architecture, sizeof i->architecture, "%s", c->architecture);
 }
 
-/* The CUDA half of rill_engine_create: the host keeps config, limits and the sampler's buffers; weights go to the
- * device and the host copy is freed. */
-static rill_status create_on_cuda(rill_engine *e, const rill_options *o, int threads, rill_engine **out) {
+/* The CUDA half of engine_create: the host keeps config, limits and the sampler's buffers; weights go to the device
+ * and the host copy is freed. On failure the engine is destroyed. */
+static rill_status create_on_cuda(rill_engine *e, const rill_options *o, int threads) {
   rill_cuda_setup setup = {.cfg = &e->cfg, .w = &e->w, .inv_freq = NULL, .lim = &e->lim, .num_blocks = o->num_blocks,
                            .kv_bytes = o->kv_bytes, .gpu_memory_fraction = o->gpu_memory_fraction,
                            .max_rows = e->max_rows};
   e->inv_freq = alloc_floats((size_t)e->cfg.head_dim / 2);
-  size_t sb = rill_sample_scratch_bytes(e->cfg.vocab_size);
-  e->sample_scratch = aligned_alloc(64, (sb + 63) & ~(size_t)63);
+  size_t sb = rill_sample_pool_scratch_bytes(e->cfg.vocab_size, rill_pool_threads(e->pool), e->lim.max_seqs);
+  e->sample_scratch = sb == 0 ? NULL : aligned_alloc(64, (sb + 63) & ~(size_t)63);
   if (e->inv_freq == NULL || e->sample_scratch == NULL) {
     rill_engine_destroy(e);
     return set_global(RILL_ERR_OUT_OF_MEMORY, "out of memory for step buffers");
@@ -220,18 +231,26 @@ static rill_status create_on_cuda(rill_engine *e, const rill_options *o, int thr
   snprintf(e->info.isa, sizeof e->info.isa, "%s", ci.isa);
   snprintf(e->info.dtype, sizeof e->info.dtype, "bf16");
   snprintf(e->info.kv_dtype, sizeof e->info.kv_dtype, "bf16");
+  return RILL_OK;
+}
+
+/* The end of engine_create on every device: the draft model, if any, then the handle. */
+static rill_status finish_create(rill_engine *e, const rill_options *o, rill_engine **out) {
+  if (o->draft_model_dir != NULL) {
+    rill_status s = attach_draft(e, o->draft_model_dir, o);
+    if (s != RILL_OK) {
+      rill_engine_destroy(e);
+      return s;
+    }
+  }
   *out = e;
   return RILL_OK;
 }
 
-RILL_API rill_status rill_engine_create(const char *model_dir, const rill_options *options, rill_engine **out) {
-  global_err[0] = '\0';
-  if (out == NULL) return set_global(RILL_ERR_INVALID_ARGUMENT, "out: NULL");
-  *out = NULL;
-  if (model_dir == NULL) return set_global(RILL_ERR_INVALID_ARGUMENT, "model_dir: NULL");
-  rill_options defaults;
-  memset(&defaults, 0, sizeof defaults);
-  const rill_options *o = options != NULL ? options : &defaults;
+/* One engine for model_dir; `shared_pool` non-NULL: borrow that thread pool (the draft model shares its target's);
+ * `rows_cap` > 0: at most that many logits rows per forward (a draft model needs one per sequence). */
+static rill_status engine_create(const char *model_dir, const rill_options *o, rill_pool *shared_pool,
+                                 int32_t rows_cap, rill_engine **out) {
   rill_engine *e = calloc(1, sizeof *e);
   if (e == NULL) return set_global(RILL_ERR_OUT_OF_MEMORY, "out of memory");
   rill_status s = read_options(o, e);
@@ -275,10 +294,16 @@ RILL_API rill_status rill_engine_create(const char *model_dir, const rill_option
   e->qkv_dim = (c->num_heads + 2 * c->num_kv_heads) * c->head_dim;
 
   int threads = o->threads > 0 ? o->threads : rill_cpu_count();
-  s = rill_pool_create(threads, &e->pool);
-  if (s != RILL_OK) {
-    free(e);
-    return set_global(s, "cannot start %d threads", threads);
+  if (shared_pool != NULL) {
+    e->pool = shared_pool;
+    threads = rill_pool_threads(shared_pool);
+  } else {
+    s = rill_pool_create(threads, &e->pool);
+    if (s != RILL_OK) {
+      free(e);
+      return set_global(s, "cannot start %d threads", threads);
+    }
+    e->owns_pool = 1;
   }
   rill_checkpoint *ck = NULL;
   s = rill_checkpoint_open(model_dir, &ck, global_err, sizeof global_err);
@@ -298,7 +323,11 @@ RILL_API rill_status rill_engine_create(const char *model_dir, const rill_option
 
   int64_t rows = (int64_t)e->lim.max_seqs * (e->lim.max_drafts + 1);
   e->max_rows = (int32_t)(rows < e->lim.max_batch_tokens ? rows : e->lim.max_batch_tokens);
-  if (want_cuda) return create_on_cuda(e, o, threads, out);
+  if (rows_cap > 0 && rows_cap < e->max_rows) e->max_rows = rows_cap;
+  if (want_cuda) {
+    s = create_on_cuda(e, o, threads);
+    return s != RILL_OK ? s : finish_create(e, o, out);
+  }
 
   bool kv_bf16 = o->kv_dtype != NULL && strcmp(o->kv_dtype, "bf16") == 0;
   size_t block_bytes = rill_kv_block_bytes(c->num_layers, e->lim.block_size, c->num_kv_heads, c->head_dim, kv_bf16);
@@ -342,8 +371,58 @@ RILL_API rill_status rill_engine_create(const char *model_dir, const rill_option
   snprintf(e->info.isa, sizeof e->info.isa, "%s", e->k->isa);
   snprintf(e->info.dtype, sizeof e->info.dtype, "%s", wtype_name(wt));
   snprintf(e->info.kv_dtype, sizeof e->info.kv_dtype, "%s", kv_bf16 ? "bf16" : "fp32");
-  *out = e;
+  return finish_create(e, o, out);
+}
+
+/* Loads the draft model with the target's pool geometry (same block ids and block size, same limits), so the step's
+ * block tables address both pools; refuses a different vocabulary before reading any weights. */
+static rill_status attach_draft(rill_engine *e, const char *dir, const rill_options *o) {
+  char msg[RILL_ERR_CAP];
+  rill_model_config dc;
+  rill_status s = rill_model_config_read(dir, &dc, msg, sizeof msg);
+  if (s != RILL_OK) return set_global(s, "draft model: %.480s", msg);
+  if (dc.vocab_size != e->cfg.vocab_size) {
+    return set_global(RILL_ERR_INVALID_ARGUMENT,
+                      "draft_model_dir %.300s: vocabulary of %d tokens, the target's has %d (a draft model needs the "
+                      "target's tokenizer)",
+                      dir, dc.vocab_size, e->cfg.vocab_size);
+  }
+  rill_options d = *o;
+  d.draft_model_dir = NULL;
+  d.device = "cpu"; /* a draft beside a CUDA target runs on the host */
+  d.block_size = e->lim.block_size;
+  d.num_blocks = e->lim.num_blocks;
+  d.max_model_len = e->lim.max_positions;
+  s = engine_create(dir, &d, e->pool, e->lim.max_seqs, &e->draft);
+  if (s != RILL_OK) {
+    snprintf(msg, sizeof msg, "%s", global_err);
+    return set_global(s, "draft model: %.480s", msg);
+  }
+  const size_t B = (size_t)e->lim.max_seqs + 1;
+  e->dr_tokens = malloc(B * sizeof(int32_t));
+  e->dr_positions = malloc(B * sizeof(int32_t));
+  e->dr_query_start = malloc(B * sizeof(int32_t));
+  e->dr_context_lens = malloc(B * sizeof(int32_t));
+  e->dr_left = malloc(B * sizeof(int32_t));
+  e->dr_cur_tok = malloc(B * sizeof(int32_t));
+  e->dr_cur_pos = malloc(B * sizeof(int32_t));
+  if (e->dr_tokens == NULL || e->dr_positions == NULL || e->dr_query_start == NULL || e->dr_context_lens == NULL ||
+      e->dr_left == NULL || e->dr_cur_tok == NULL || e->dr_cur_pos == NULL) {
+    return set_global(RILL_ERR_OUT_OF_MEMORY, "out of memory for the draft model's step buffers");
+  }
+  e->info.draft_weight_bytes = (int64_t)e->draft->w.bytes;
+  e->info.kv_bytes += (int64_t)e->draft->kv.bytes;
   return RILL_OK;
+}
+
+RILL_API rill_status rill_engine_create(const char *model_dir, const rill_options *options, rill_engine **out) {
+  global_err[0] = '\0';
+  if (out == NULL) return set_global(RILL_ERR_INVALID_ARGUMENT, "out: NULL");
+  *out = NULL;
+  if (model_dir == NULL) return set_global(RILL_ERR_INVALID_ARGUMENT, "model_dir: NULL");
+  rill_options defaults;
+  memset(&defaults, 0, sizeof defaults);
+  return engine_create(model_dir, options != NULL ? options : &defaults, NULL, 0, out);
 }
 
 RILL_API rill_status rill_engine_info(const rill_engine *e, rill_info *out) {
@@ -370,13 +449,30 @@ RILL_API rill_status rill_step(rill_engine *e, const rill_step_batch *b, rill_st
   }
   rill_status s = check_batch(e, b);
   if (s != RILL_OK) return s;
+  if (b->propose_counts != NULL) {
+    for (int32_t i = 0; i < b->num_seqs; i++) {
+      if (b->propose_counts[i] > 0 && e->draft == NULL) {
+        snprintf(e->err, sizeof e->err, "propose_counts[%d] = %d: this engine has no draft model", i,
+                 b->propose_counts[i]);
+        return RILL_ERR_INVALID_ARGUMENT;
+      }
+    }
+    if (r->proposed_counts == NULL || (e->lim.max_drafts > 0 && r->proposed == NULL)) {
+      snprintf(e->err, sizeof e->err, "result: NULL proposed buffer with propose_counts set");
+      return RILL_ERR_INVALID_ARGUMENT;
+    }
+  }
   int32_t rows = 0;
   const float *logits = e->logits;
   s = e->cuda != NULL ? rill_cuda_forward(e->cuda, b, 0, NULL, &logits, &rows, e->err, sizeof e->err)
-                      : rill_forward(e, b, 0, NULL, &rows);
+                      : rill_forward(e, b, RILL_ROWS_SAMPLED, NULL, &rows);
   if (s != RILL_OK) return s;
-  return rill_sample_batch(b, logits, e->cfg.vocab_size, e->lim.max_drafts, e->lim.max_top_logprobs,
-                           e->sample_scratch, r, e->err, sizeof e->err);
+  s = rill_sample_batch_pooled(b, logits, e->cfg.vocab_size, e->lim.max_drafts, e->lim.max_top_logprobs,
+                               e->lim.max_seqs, e->pool, e->sample_scratch, r, e->err, sizeof e->err);
+  if (s != RILL_OK) return s;
+  if (e->draft != NULL) return rill_draft_propose(e, b, r);
+  if (b->propose_counts != NULL) memset(r->proposed_counts, 0, (size_t)b->num_seqs * sizeof(int32_t));
+  return RILL_OK;
 }
 
 RILL_API rill_status rill_forward_logits(rill_engine *e, const rill_step_batch *b, float *logits_out) {
@@ -389,8 +485,10 @@ RILL_API rill_status rill_forward_logits(rill_engine *e, const rill_step_batch *
   rill_status s = check_batch(e, b);
   if (s != RILL_OK) return s;
   int32_t rows = 0;
-  if (e->cuda != NULL) return rill_cuda_forward(e->cuda, b, 1, logits_out, NULL, &rows, e->err, sizeof e->err);
-  return rill_forward(e, b, 1, logits_out, &rows);
+  s = e->cuda != NULL ? rill_cuda_forward(e->cuda, b, 1, logits_out, NULL, &rows, e->err, sizeof e->err)
+                      : rill_forward(e, b, RILL_ROWS_ALL, logits_out, &rows);
+  if (s != RILL_OK || e->draft == NULL) return s;
+  return rill_draft_follow(e, b);
 }
 
 RILL_API rill_status rill_release(rill_engine *e, int32_t seq_id) {

@@ -49,13 +49,30 @@ struct rill_engine {
 
   rill_cuda *cuda; /* the CUDA device when it runs the forward pass; NULL on the CPU device */
 
+  /* The draft model (NULL without one): a whole engine of its own (weights, a KV pool of the same num_blocks and
+   * block_size addressed by the same block tables, buffers) that borrows this engine's thread pool. */
+  struct rill_engine *draft;
+  int owns_pool;
+  /* The draft's per-round batch, [max_seqs (+ 1)]: one fed token per proposing sequence. */
+  int32_t *dr_tokens, *dr_positions, *dr_query_start, *dr_context_lens;
+  int32_t *dr_left;    /* proposals still to make */
+  int32_t *dr_cur_tok; /* the token the next round feeds */
+  int32_t *dr_cur_pos; /* position of the last accepted token */
+
   char err[RILL_ERR_CAP];
 };
 
+/* Which fed tokens get logits. */
+typedef enum rill_rows {
+  RILL_ROWS_SAMPLED, /* the last draft_counts + 1 tokens of each sequence with sample_flags, into engine->logits */
+  RILL_ROWS_ALL,     /* every fed token, into out ([T × V]) */
+  RILL_ROWS_LAST,    /* the last fed token of each sequence that feeds any, into engine->logits (draft proposals) */
+  RILL_ROWS_NONE     /* none: only the KV is written (the draft model keeping up with the target) */
+} rill_rows;
+
 /* Runs the layers over the batch's fed tokens (writing their K/V) and then the final norm and output projection for
- * the chosen rows: when all_rows, every fed token into out ([T × V]); otherwise the sampled rows (the last
- * draft_counts + 1 tokens of each sequence with sample_flags) into engine->logits, their count in *num_rows.
- * The batch must have been validated. */
-rill_status rill_forward(rill_engine *e, const rill_step_batch *b, int all_rows, float *out, int32_t *num_rows);
+ * the rows `mode` picks, their count in *num_rows. The batch must have been validated, except that internal
+ * RILL_ROWS_LAST batches may give a sequence no fed tokens (it is then skipped). */
+rill_status rill_forward(rill_engine *e, const rill_step_batch *b, rill_rows mode, float *out, int32_t *num_rows);
 
 #endif /* RILL_ENGINE_H */

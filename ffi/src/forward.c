@@ -267,7 +267,7 @@ static void residual(rill_engine *e, int T, const float *bias) {
   rill_pool_run(e->pool, residual_task, &j, tasks_for(T, TOKENS_PER_TASK));
 }
 
-rill_status rill_forward(rill_engine *e, const rill_step_batch *b, int all_rows, float *out, int32_t *num_rows) {
+rill_status rill_forward(rill_engine *e, const rill_step_batch *b, rill_rows mode, float *out, int32_t *num_rows) {
   const rill_model_config *c = &e->cfg;
   const int T = b->num_tokens, H = c->hidden_size, I = c->intermediate_size, half = c->head_dim / 2;
   const int bs = e->kv.block_size;
@@ -275,9 +275,14 @@ rill_status rill_forward(rill_engine *e, const rill_step_batch *b, int all_rows,
   /* Only the rows that are sampled (or every row, for rill_forward_logits) pay for the output projection; checked
    * before any KV slot is written. */
   int32_t R = 0;
+  const int all_rows = mode == RILL_ROWS_ALL;
   if (all_rows) {
     for (int t = 0; t < T; t++) e->rows[R++] = t;
-  } else {
+  } else if (mode == RILL_ROWS_LAST) {
+    for (int s = 0; s < b->num_seqs; s++) {
+      if (b->query_start[s + 1] > b->query_start[s]) e->rows[R++] = b->query_start[s + 1] - 1;
+    }
+  } else if (mode == RILL_ROWS_SAMPLED) {
     for (int s = 0; s < b->num_seqs; s++) {
       if (!b->sample_flags[s]) continue;
       int end = b->query_start[s + 1], n = b->draft_counts[s] + 1;

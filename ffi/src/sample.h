@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "rill.h"
+#include "thread_pool.h"
 
 /* Bytes of scratch rill_sample_batch needs for a vocabulary of vocab_size tokens (0 when vocab_size < 1). */
 size_t rill_sample_scratch_bytes(int32_t vocab_size);
@@ -24,5 +25,19 @@ size_t rill_sample_scratch_bytes(int32_t vocab_size);
 rill_status rill_sample_batch(const rill_step_batch *b, const float *logits, int32_t vocab_size, int32_t max_drafts,
                               int32_t max_top_logprobs, void *scratch, rill_step_result *out, char *err,
                               size_t err_cap);
+
+/* Bytes of scratch rill_sample_batch_pooled needs: a rill_sample_scratch_bytes(V) part per thread, per-thread failure
+ * records and the row offsets of max_seqs sequences (0 when any argument is < 1). */
+size_t rill_sample_pool_scratch_bytes(int32_t vocab_size, int threads, int32_t max_seqs);
+
+/*
+ * rill_sample_batch with its sequences spread over pool's threads (each sequence on one thread, with that thread's
+ * scratch): the same outputs bit for bit, and on failure the same status and message (the lowest failing sequence's).
+ * scratch: rill_sample_pool_scratch_bytes(V, rill_pool_threads(pool), max_seqs) bytes, 64-byte aligned; a batch of
+ * more than max_seqs sequences is refused.
+ */
+rill_status rill_sample_batch_pooled(const rill_step_batch *b, const float *logits, int32_t vocab_size,
+                                     int32_t max_drafts, int32_t max_top_logprobs, int32_t max_seqs, rill_pool *pool,
+                                     void *scratch, rill_step_result *out, char *err, size_t err_cap);
 
 #endif /* RILL_SAMPLE_H */

@@ -38,6 +38,7 @@ rill_status rill_validate_batch(const rill_step_batch *b, const rill_limits *lim
   if (b->block_table_stride < 1) FAIL("block_table_stride = %d must be at least 1", b->block_table_stride);
   if (b->num_mask_rows < 0) FAIL("num_mask_rows = %d is negative", b->num_mask_rows);
   if (b->history_len < 0) FAIL("history_len = %d is negative", b->history_len);
+  if (b->bias_len < 0) FAIL("bias_len = %d is negative", b->bias_len);
 
   REQUIRE_PTR(seq_ids);
   REQUIRE_PTR(tokens);
@@ -59,6 +60,9 @@ rill_status rill_validate_batch(const rill_step_batch *b, const rill_limits *lim
   REQUIRE_PTR(mask_row_start);
   REQUIRE_PTR(history_start);
   REQUIRE_PTR(history_prompt_lens);
+  REQUIRE_PTR(bias_start);
+  if (b->bias_len > 0 && (b->bias_ids == NULL || b->bias_values == NULL))
+    FAIL("batch.bias_ids or batch.bias_values is NULL with bias_len %d", b->bias_len);
   if (b->num_mask_rows > 0 && b->allowed_mask == NULL) FAIL("batch.allowed_mask is NULL with %d mask rows", b->num_mask_rows);
   if (b->history_len > 0 && b->history == NULL) FAIL("batch.history is NULL with history_len %d", b->history_len);
 
@@ -85,6 +89,19 @@ rill_status rill_validate_batch(const rill_step_batch *b, const rill_limits *lim
   for (int32_t h = b->history_start[0]; h < b->history_start[B]; h++) {
     if (b->history[h] < 0 || b->history[h] >= V)
       FAIL("history[%d] = %d is outside the vocabulary 0..%d", h, b->history[h], V - 1);
+  }
+
+  if (b->bias_start[0] < 0 || b->bias_start[0] > b->bias_len)
+    FAIL("bias_start[0] = %d is outside 0..%d (bias_len)", b->bias_start[0], b->bias_len);
+  for (int32_t i = 0; i < B; i++) {
+    if (b->bias_start[i + 1] < b->bias_start[i] || b->bias_start[i + 1] > b->bias_len)
+      FAIL("bias_start[%d] = %d is outside %d..%d (bias_len)", i + 1, b->bias_start[i + 1], b->bias_start[i],
+           b->bias_len);
+  }
+  for (int32_t k = b->bias_start[0]; k < b->bias_start[B]; k++) {
+    if (b->bias_ids[k] < 0 || b->bias_ids[k] >= V)
+      FAIL("bias_ids[%d] = %d is outside the vocabulary 0..%d", k, b->bias_ids[k], V - 1);
+    if (!finite_f(b->bias_values[k])) FAIL("bias_values[%d] = %g must be finite", k, (double)b->bias_values[k]);
   }
 
   const int32_t stride = b->block_table_stride;
@@ -116,6 +133,26 @@ rill_status rill_validate_batch(const rill_step_batch *b, const rill_limits *lim
     if (d < 0 || d > lim->max_drafts) FAIL("draft_counts[%d] = %d is outside 0..%d (max_drafts)", i, d, lim->max_drafts);
     if (d >= fed) FAIL("draft_counts[%d] = %d must be less than the %d tokens the sequence feeds", i, d, fed);
     if (d > 0 && flag == 0) FAIL("draft_counts[%d] = %d on a sequence that is not sampled (sample_flags[%d] = 0)", i, d, i);
+
+    const int32_t k = b->propose_counts != NULL ? b->propose_counts[i] : 0;
+    if (k < 0 || k > lim->max_drafts) FAIL("propose_counts[%d] = %d is outside 0..%d (max_drafts)", i, k, lim->max_drafts);
+    if (k > 0 && flag == 0) FAIL("propose_counts[%d] = %d on a sequence that is not sampled (sample_flags[%d] = 0)", i, k, i);
+    if (k > 0) {
+      /* The draft model writes lookahead KV up to position context_lens + k - 1: those slots must exist too. */
+      if ((int64_t)ctx + k > lim->max_positions)
+        FAIL("propose_counts[%d] = %d: context_lens %d + proposals is over max_positions %d", i, k, ctx,
+             lim->max_positions);
+      const int64_t ahead = ((int64_t)ctx + k + lim->block_size - 1) / lim->block_size;
+      if (ahead > stride)
+        FAIL("block_table_stride = %d is too small for context_lens[%d] = %d plus %d proposals (needs %lld blocks)",
+             stride, i, ctx, k, (long long)ahead);
+      for (int64_t j = blocks; j < ahead; j++) {
+        const int32_t blk = b->block_tables[(int64_t)i * stride + j];
+        if (blk < 0 || blk >= lim->num_blocks)
+          FAIL("block_tables[%d][%lld] = %d is outside the pool 0..%d (lookahead for propose_counts[%d] = %d)", i,
+               (long long)j, blk, lim->num_blocks - 1, i, k);
+      }
+    }
 
     const int32_t lp = b->logprobs[i];
     if (lp < -1 || lp > lim->max_top_logprobs)

@@ -18,9 +18,10 @@
 #define FX_MAX_MASK_ROWS 64
 #define FX_MAX_MASK_WORDS 64
 #define FX_MAX_HISTORY 512
+#define FX_MAX_BIAS 64
 
 typedef struct fixture {
-  int32_t num_seqs, num_tokens, num_mask_rows, history_len;
+  int32_t num_seqs, num_tokens, num_mask_rows, history_len, bias_len;
   int32_t seq_ids[FX_MAX_SEQS], tokens[FX_MAX_TOKENS], positions[FX_MAX_TOKENS], query_start[FX_MAX_SEQS + 1];
   int32_t context_lens[FX_MAX_SEQS], draft_counts[FX_MAX_SEQS];
   uint8_t sample_flags[FX_MAX_SEQS];
@@ -32,6 +33,8 @@ typedef struct fixture {
   int32_t logprobs[FX_MAX_SEQS], mask_row_start[FX_MAX_SEQS];
   uint32_t allowed_mask[FX_MAX_MASK_ROWS * FX_MAX_MASK_WORDS];
   int32_t history_start[FX_MAX_SEQS + 1], history[FX_MAX_HISTORY], history_prompt_lens[FX_MAX_SEQS];
+  int32_t bias_start[FX_MAX_SEQS + 1], bias_ids[FX_MAX_BIAS];
+  float bias_values[FX_MAX_BIAS];
 } fixture;
 
 /* fed[i] tokens (all token id 1) ending at context_lens ctx[i]; sequence i's blocks are i * FX_STRIDE + j. */
@@ -90,6 +93,10 @@ static inline rill_step_batch fixture_batch(fixture *f) {
   b.history_start = f->history_start;
   b.history = f->history;
   b.history_prompt_lens = f->history_prompt_lens;
+  b.bias_len = f->bias_len;
+  b.bias_start = f->bias_start;
+  b.bias_ids = f->bias_ids;
+  b.bias_values = f->bias_values;
   return b;
 }
 

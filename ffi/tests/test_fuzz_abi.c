@@ -33,12 +33,14 @@ static float rndf(float lo, float hi) { return lo + (hi - lo) * (float)((next_u6
 
 /* A batch described logically: counts plus arrays of ample capacity. */
 typedef struct logical {
-  int32_t num_seqs, num_tokens, stride, num_mask_rows, history_len;
+  int32_t num_seqs, num_tokens, stride, num_mask_rows, history_len, bias_len;
   int32_t seq_ids[CAP], tokens[CAP], positions[CAP], query_start[CAP], context_lens[CAP], draft_counts[CAP];
   uint8_t sample_flags[CAP];
   int32_t block_tables[CAP];
   float temperature[CAP], top_p[CAP], min_p[CAP], presence[CAP], frequency[CAP], repetition[CAP];
   int32_t top_k[CAP], logprobs[CAP], mask_row_start[CAP], history_start[CAP], history[CAP], prompt_lens[CAP];
+  int32_t bias_start[CAP], bias_ids[CAP];
+  float bias_values[CAP];
   uint64_t seeds[CAP];
   uint32_t mask[CAP];
   int null_field; /* -1: none; else the index of a required pointer to pass as NULL */
@@ -46,7 +48,7 @@ typedef struct logical {
 
 /* The exactly-sized arrays handed to the library. */
 typedef struct materialised {
-  void *arrays[22];
+  void *arrays[25];
   rill_step_batch b;
 } materialised;
 
@@ -73,6 +75,7 @@ static void materialise(const logical *l, int32_t vocab, materialised *m) {
   b->block_table_stride = l->stride;
   b->num_mask_rows = l->num_mask_rows;
   b->history_len = l->history_len;
+  b->bias_len = l->bias_len;
 #define COPY(field, src, n) b->field = m->arrays[k++] = copy_exact(src, (n), sizeof((src)[0]))
   COPY(seq_ids, l->seq_ids, B);
   COPY(tokens, l->tokens, T);
@@ -96,6 +99,9 @@ static void materialise(const logical *l, int32_t vocab, materialised *m) {
   COPY(history_start, l->history_start, B + 1);
   COPY(history, l->history, clamp_count(l->history_len));
   COPY(history_prompt_lens, l->prompt_lens, B);
+  COPY(bias_start, l->bias_start, B + 1);
+  COPY(bias_ids, l->bias_ids, clamp_count(l->bias_len));
+  COPY(bias_values, l->bias_values, clamp_count(l->bias_len));
 #undef COPY
   if (l->null_field >= 0) {
     const void **fields[] = {(const void **)&b->seq_ids,       (const void **)&b->tokens,
@@ -107,13 +113,14 @@ static void materialise(const logical *l, int32_t vocab, materialised *m) {
                              (const void **)&b->presence_penalty, (const void **)&b->frequency_penalty,
                              (const void **)&b->repetition_penalty, (const void **)&b->seeds,
                              (const void **)&b->logprobs,      (const void **)&b->mask_row_start,
-                             (const void **)&b->history_start, (const void **)&b->history_prompt_lens};
+                             (const void **)&b->history_start, (const void **)&b->history_prompt_lens,
+                             (const void **)&b->bias_start};
     *fields[l->null_field % (int)(sizeof fields / sizeof fields[0])] = NULL;
   }
 }
 
 static void release_materialised(materialised *m) {
-  for (int k = 0; k < 22; k++) free(m->arrays[k]);
+  for (size_t k = 0; k < sizeof m->arrays / sizeof m->arrays[0]; k++) free(m->arrays[k]);
 }
 
 /* A valid batch within lim whose sequences use disjoint blocks. */
@@ -174,21 +181,28 @@ static void make_valid(logical *l, const rill_limits *lim) {
     for (int32_t j = 0; j < h; j++) l->history[hist + j] = rnd(0, lim->vocab_size - 1);
     l->prompt_lens[i] = rnd(0, h);
     hist += h;
+    l->bias_start[i] = l->bias_len;
+    const int32_t nb = rnd(0, 2) ? 0 : rnd(1, 4);
+    for (int32_t j = 0; j < nb; j++, l->bias_len++) {
+      l->bias_ids[l->bias_len] = rnd(0, lim->vocab_size - 1);
+      l->bias_values[l->bias_len] = rndf(-100.0f, 100.0f);
+    }
   }
+  l->bias_start[B] = l->bias_len;
   l->query_start[B] = T;
   l->history_start[B] = hist;
   l->history_len = hist;
   l->num_mask_rows = mask_rows;
 }
 
-#define NUM_CORRUPTIONS 30
+#define NUM_CORRUPTIONS 34
 
 /* Makes a valid batch invalid in one way; every branch is a violation docs/backend-step.md names. */
 static void corrupt(logical *l, const rill_limits *lim, int kind) {
   const int32_t B = l->num_seqs, T = l->num_tokens;
   /* a second corruption after one that broke the counts has nothing safe to index: the batch is invalid already */
   if (B < 1 || B >= CAP || T < 1 || T > CAP || l->stride < 1 || (int64_t)B * l->stride > CAP || l->history_len < 0 ||
-      l->history_len >= CAP)
+      l->history_len >= CAP || l->bias_len < 0 || l->bias_len >= CAP)
     return;
   const int32_t i = rnd(0, B - 1);
   const int32_t fed = l->query_start[i + 1] - l->query_start[i];
@@ -245,6 +259,22 @@ static void corrupt(logical *l, const rill_limits *lim, int kind) {
     case 27: l->null_field = rnd(0, 1000); break;
     case 28: l->num_mask_rows = rnd(INT32_MIN, -1); break;
     case 29: l->history_len = rnd(INT32_MIN, -1); break;
+    case 30: l->bias_len = rnd(INT32_MIN, -1); break;
+    case 31: l->bias_start[B] = l->bias_len + rnd(1, 50); break;
+    case 32:
+      if (l->bias_len == 0) {
+        l->bias_len = 1;
+        l->bias_start[B] = 1;
+      }
+      l->bias_ids[rnd(0, l->bias_len - 1)] = rnd(0, 1) ? rnd(lim->vocab_size, INT32_MAX) : rnd(INT32_MIN, -1);
+      break;
+    case 33:
+      if (l->bias_len == 0) {
+        l->bias_len = 1;
+        l->bias_start[B] = 1;
+      }
+      l->bias_values[rnd(0, l->bias_len - 1)] = rnd(0, 2) == 0 ? NAN : (rnd(0, 1) ? INFINITY : -INFINITY);
+      break;
     default: break;
   }
 }
@@ -258,6 +288,7 @@ static void make_garbage(logical *l, const rill_limits *lim) {
   l->stride = rnd(-1, 5);
   l->num_mask_rows = rnd(-1, 6);
   l->history_len = rnd(-1, 20);
+  l->bias_len = rnd(-1, 10);
   for (int32_t k = 0; k < 64; k++) {
     l->seq_ids[k] = rnd(-5, 5);
     l->tokens[k] = rnd(-2, lim->vocab_size + 2);
@@ -280,6 +311,9 @@ static void make_garbage(logical *l, const rill_limits *lim) {
     l->history_start[k] = rnd(-2, 20);
     l->history[k] = rnd(-2, lim->vocab_size + 2);
     l->prompt_lens[k] = rnd(-2, 20);
+    l->bias_start[k] = rnd(-2, 12);
+    l->bias_ids[k] = rnd(-2, lim->vocab_size + 2);
+    l->bias_values[k] = rndf(-150.0f, 150.0f);
   }
   for (int32_t k = 0; k < CAP; k++) l->mask[k] = (uint32_t)next_u64();
 }
@@ -357,7 +391,7 @@ static void fuzz_engine(int rounds) {
   int32_t *top_ids = calloc((size_t)CAP * K1 * L, sizeof(int32_t));
   float *top_lps = calloc((size_t)CAP * K1 * L, sizeof(float));
   float *logits = malloc((size_t)lim.max_batch_tokens * lim.vocab_size * sizeof(float));
-  rill_step_result res = {counts, tokens, lps, top_ids, top_lps};
+  rill_step_result res = {counts, tokens, lps, top_ids, top_lps, NULL, NULL};
 
   int corrupted = 0, rejected = 0, with_message = 0, valid = 0, valid_ok = 0, results_ok = 0, garbage = 0;
   for (int n = 0; n < rounds; n++) {

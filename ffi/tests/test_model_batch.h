@@ -26,7 +26,7 @@ typedef struct model_batch {
   float presence_penalty[MB_MAX_SEQS], frequency_penalty[MB_MAX_SEQS], repetition_penalty[MB_MAX_SEQS];
   uint64_t seeds[MB_MAX_SEQS];
   int32_t logprobs[MB_MAX_SEQS], mask_row_start[MB_MAX_SEQS];
-  int32_t history_start[MB_MAX_SEQS + 1], history_prompt_lens[MB_MAX_SEQS];
+  int32_t history_start[MB_MAX_SEQS + 1], history_prompt_lens[MB_MAX_SEQS], bias_start[MB_MAX_SEQS + 1];
 } model_batch;
 
 static inline void mb_init(model_batch *m) { memset(m, 0, sizeof *m); }
@@ -85,6 +85,8 @@ static inline rill_step_batch mb_batch(model_batch *m) {
   for (int32_t i = 0; i <= m->num_seqs; i++) m->history_start[i] = 0;
   b.history_start = m->history_start;
   b.history_prompt_lens = m->history_prompt_lens;
+  for (int32_t i = 0; i <= m->num_seqs; i++) m->bias_start[i] = 0;
+  b.bias_start = m->bias_start;
   return b;
 }
 

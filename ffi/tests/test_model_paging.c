@@ -214,7 +214,7 @@ static void test_step(rill_engine *e) {
   const int32_t table[] = {50, 51, 52, 53, 54, 55, 56};
   int32_t counts[4], out_toks[4 * K1], top_ids[4 * K1 * L];
   float logprobs[4 * K1], top_lp[4 * K1 * L];
-  rill_step_result r = {counts, out_toks, logprobs, top_ids, top_lp};
+  rill_step_result r = {counts, out_toks, logprobs, top_ids, top_lp, NULL, NULL};
   /* Greedy continuation from the logits. */
   float *ref = reference(e, toks, N);
   int32_t greedy[6];

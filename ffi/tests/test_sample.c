@@ -18,8 +18,41 @@
 static float g_logits[FX_MAX_TOKENS * MAXV];
 static int32_t r_counts[FX_MAX_SEQS], r_tokens[FX_MAX_SEQS * K1], r_top_ids[FX_MAX_SEQS * K1 * MAXL];
 static float r_logprobs[FX_MAX_SEQS * K1], r_top_lps[FX_MAX_SEQS * K1 * MAXL];
-static char g_err[256];
-static void *g_scratch;
+static int32_t p_counts[FX_MAX_SEQS], p_tokens[FX_MAX_SEQS * K1], p_top_ids[FX_MAX_SEQS * K1 * MAXL];
+static float p_logprobs[FX_MAX_SEQS * K1], p_top_lps[FX_MAX_SEQS * K1 * MAXL];
+static char g_err[256], p_err[256];
+static void *g_scratch, *g_pool_scratch;
+static rill_pool *g_pool;
+#define POOL_THREADS 3
+
+/* The pooled sampler on the same batch must give the serial one's status, message and outputs, bit for bit. */
+static void check_pooled_matches(const rill_step_batch *b, int32_t V, rill_status serial) {
+  rill_step_result res = {p_counts, p_tokens, p_logprobs, p_top_ids, p_top_lps, NULL, NULL};
+  memset(p_counts, 0xff, sizeof p_counts);
+  const rill_status st = rill_sample_batch_pooled(b, g_logits, V, MAXD, MAXL, FX_MAX_SEQS, g_pool, g_pool_scratch,
+                                                  &res, p_err, sizeof p_err);
+  CHECK_EQ_INT(st, serial);
+  if (st != serial) return;
+  if (st != RILL_OK) {
+    CHECK_MSG(strcmp(p_err, g_err) == 0, "pooled error \"%s\" vs serial \"%s\"", p_err, g_err);
+    return;
+  }
+  int same = 1;
+  for (int32_t i = 0; i < b->num_seqs; i++) {
+    same &= p_counts[i] == r_counts[i];
+    for (int32_t r = 0; r < r_counts[i]; r++) {
+      const size_t slot = (size_t)i * K1 + (size_t)r;
+      same &= p_tokens[slot] == r_tokens[slot];
+      same &= memcmp(&p_logprobs[slot], &r_logprobs[slot], sizeof(float)) == 0;
+      const int32_t lp = b->logprobs[i];
+      if (lp > 0) {
+        same &= memcmp(p_top_ids + slot * MAXL, r_top_ids + slot * MAXL, (size_t)lp * sizeof(int32_t)) == 0;
+        same &= memcmp(p_top_lps + slot * MAXL, r_top_lps + slot * MAXL, (size_t)lp * sizeof(float)) == 0;
+      }
+    }
+  }
+  CHECK_MSG(same, "pooled sampling differs from serial (%d sequences)", b->num_seqs);
+}
 
 /* Validates, then samples; returns the sample status (a validation failure fails a check). */
 static rill_status run(fixture *f, int32_t V) {
@@ -30,9 +63,11 @@ static rill_status run(fixture *f, int32_t V) {
     CHECK_MSG(0, "fixture batch invalid: %s", g_err);
     return v;
   }
-  rill_step_result res = {r_counts, r_tokens, r_logprobs, r_top_ids, r_top_lps};
+  rill_step_result res = {r_counts, r_tokens, r_logprobs, r_top_ids, r_top_lps, NULL, NULL};
   memset(r_counts, 0xff, sizeof r_counts);
-  return rill_sample_batch(&b, g_logits, V, MAXD, MAXL, g_scratch, &res, g_err, sizeof g_err);
+  const rill_status st = rill_sample_batch(&b, g_logits, V, MAXD, MAXL, g_scratch, &res, g_err, sizeof g_err);
+  check_pooled_matches(&b, V, st);
+  return st;
 }
 
 static void one_seq(fixture *f, int32_t fed, int32_t ctx) {
@@ -538,17 +573,83 @@ static void test_filters_large_vocab(void) {
   free(hist);
 }
 
+static void set_bias(fixture *f, const int32_t *ids, const float *values, int32_t n) {
+  memcpy(f->bias_ids, ids, sizeof(int32_t) * n);
+  memcpy(f->bias_values, values, sizeof(float) * n);
+  f->bias_len = n;
+  f->bias_start[0] = 0;
+  f->bias_start[1] = n;
+}
+
+static void test_logit_bias(void) {
+  fixture f;
+  one_seq(&f, 1, 4);
+  const int32_t V = 4;
+  const float a[4] = {2.0f, 1.9f, -1.0f, 0.5f};
+  set_row(0, V, a);
+  /* -100 forbids the best token, +100 forces a poor one, greedy and sampled alike */
+  const int32_t down[1] = {0};
+  const float minus[1] = {-100.0f};
+  set_bias(&f, down, minus, 1);
+  CHECK(run(&f, V) == RILL_OK);
+  CHECK_EQ_INT(r_tokens[0], 1);
+  const int32_t up[1] = {2};
+  const float plus[1] = {100.0f};
+  set_bias(&f, up, plus, 1);
+  f.temperature[0] = 1.0f;
+  for (uint64_t seed = 1; seed <= 20; seed++) {
+    f.seeds[0] = seed;
+    CHECK(run(&f, V) == RILL_OK);
+    CHECK_EQ_INT(r_tokens[0], 2);
+  }
+  /* logprobs stay those of the raw logits */
+  f.logprobs[0] = 0;
+  CHECK(run(&f, V) == RILL_OK);
+  CHECK(fabs(r_logprobs[0] - (a[2] - logsumexp(a, V))) < 1e-5);
+  f.logprobs[0] = -1;
+  f.temperature[0] = 0;
+  /* the bias adds to the penalised logit: 2 - 0.2 (frequency) + 0.15 > 1.9, without the bias < 1.9 */
+  const int32_t h00[2] = {0, 0};
+  set_history(&f, h00, 2, 0);
+  f.frequency_penalty[0] = 0.1f;
+  const float small[1] = {0.15f};
+  set_bias(&f, down, small, 1);
+  CHECK(run(&f, V) == RILL_OK);
+  CHECK_EQ_INT(r_tokens[0], 0);
+  f.bias_len = 0;
+  f.bias_start[1] = 0;
+  CHECK(run(&f, V) == RILL_OK);
+  CHECK_EQ_INT(r_tokens[0], 1);
+  /* the mask still wins over a bias */
+  f.frequency_penalty[0] = 0;
+  set_bias(&f, up, plus, 1);
+  f.num_mask_rows = 1;
+  f.mask_row_start[0] = 0;
+  f.allowed_mask[0] = 0x9u; /* tokens 0 and 3 */
+  CHECK(run(&f, V) == RILL_OK);
+  CHECK_EQ_INT(r_tokens[0], 0);
+}
+
 int main(void) {
   g_scratch = malloc(rill_sample_scratch_bytes(MAXV));
+  const size_t pool_bytes = rill_sample_pool_scratch_bytes(MAXV, POOL_THREADS, FX_MAX_SEQS);
+  g_pool_scratch = aligned_alloc(64, (pool_bytes + 63) & ~(size_t)63);
+  if (g_scratch == NULL || g_pool_scratch == NULL || rill_pool_create(POOL_THREADS, &g_pool) != RILL_OK) {
+    CHECK_MSG(0, "setup: out of memory");
+    return check_summary();
+  }
   test_greedy_and_ties();
   test_logprobs();
   test_filters();
   test_mask();
   test_penalties();
+  test_logit_bias();
   test_greedy_verification();
   test_drafts_match_plain_decoding();
   test_chi_square();
   test_filters_large_vocab();
+  rill_pool_destroy(g_pool);
+  free(g_pool_scratch);
   free(g_scratch);
   return check_summary();
 }

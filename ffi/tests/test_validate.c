@@ -32,6 +32,15 @@ static void valid(fixture *f) {
   f->history_start[3] = 6;
   f->history_prompt_lens[1] = 1;
   f->history_prompt_lens[2] = 4;
+  f->bias_len = 3;
+  const int32_t ids[3] = {3, 0, 12};
+  const float values[3] = {-100.0f, 5.0f, 100.0f};
+  memcpy(f->bias_ids, ids, sizeof ids);
+  memcpy(f->bias_values, values, sizeof values);
+  f->bias_start[0] = 0;
+  f->bias_start[1] = 1;
+  f->bias_start[2] = 1;
+  f->bias_start[3] = 3;
 }
 
 typedef void (*mutation)(fixture *f, rill_step_batch *b, rill_limits *lim);
@@ -96,6 +105,16 @@ MUT(m_presence, f->presence_penalty[1] = INFINITY)
 MUT(m_frequency, f->frequency_penalty[2] = NAN)
 MUT(m_repetition, f->repetition_penalty[2] = 0.0f)
 MUT(m_bad_limits, lim->vocab_size = 0)
+MUT(m_neg_bias_len, b->bias_len = -1)
+MUT(m_null_bias_start, b->bias_start = NULL)
+MUT(m_null_bias_ids, b->bias_ids = NULL)
+MUT(m_null_bias_values, b->bias_values = NULL)
+MUT(m_bias_back, (f->bias_start[1] = 2, f->bias_start[2] = 1))
+MUT(m_bias_past, f->bias_start[3] = 4)
+MUT(m_bias_id_high, f->bias_ids[2] = V)
+MUT(m_bias_id_neg, f->bias_ids[0] = -1)
+MUT(m_bias_nan, f->bias_values[1] = NAN)
+MUT(m_bias_inf, f->bias_values[2] = -INFINITY)
 
 typedef struct mcase {
   const char *name;
@@ -156,6 +175,16 @@ static const mcase CASES[] = {
     {"frequency NaN", m_frequency, "frequency_penalty[2]"},
     {"repetition 0", m_repetition, "repetition_penalty[2]"},
     {"bad limits", m_bad_limits, "limits"},
+    {"bias_len negative", m_neg_bias_len, "bias_len"},
+    {"NULL bias_start", m_null_bias_start, "bias_start"},
+    {"NULL bias_ids", m_null_bias_ids, "bias_ids"},
+    {"NULL bias_values", m_null_bias_values, "bias_values"},
+    {"bias_start backwards", m_bias_back, "bias_start[2]"},
+    {"bias_start past end", m_bias_past, "bias_start[3]"},
+    {"bias id = V", m_bias_id_high, "bias_ids[2]"},
+    {"bias id negative", m_bias_id_neg, "bias_ids[0]"},
+    {"bias value NaN", m_bias_nan, "bias_values[1]"},
+    {"bias value -inf", m_bias_inf, "bias_values[2]"},
 };
 
 int main(void) {

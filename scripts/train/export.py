@@ -75,7 +75,7 @@ def export_onnx(model, path: str) -> None:
         torch.onnx.export(OnnxWrap(model), (ids, mask, pos, *past), path, input_names=names_in,
                           output_names=names_out, dynamic_axes=axes, opset_version=OPSET, do_constant_folding=True)
     import onnx
-    onnx.checker.check_model(onnx.load(path))
+    onnx.checker.check_model(path)  # by path: a graph past 2 GB keeps its weights in external files
 
 
 def _prefill(model, seqs: list[list[int]], pad_id: int):

@@ -14,6 +14,7 @@ Deno.test("parseServeArgs: defaults", () => {
   assert.equal(c.shutdownTimeout, 30);
   assert.equal(c.logFormat, "text");
   assert.equal(c.speculative, "none");
+  assert.equal(c.draftModel, undefined);
   assert.equal(c.maxModelLen, undefined);
   assert.equal(c.shards, "auto");
   assert.equal(c.device, "auto");
@@ -60,6 +61,19 @@ Deno.test("backend flags: --backend onnx|native, --device, --threads, --dtype, -
   assert.match(serveHelp(), /--backend onnx\|native/);
 });
 
+Deno.test("--speculative draft --draft-model DIR (RILL_SPECULATIVE, RILL_DRAFT_MODEL)", () => {
+  const c = parseServeArgs(["--backend", "native", "--speculative", "draft", "--draft-model", "models/small"], noEnv);
+  assert.ok(c !== "help");
+  assert.equal(c.speculative, "draft");
+  assert.equal(c.draftModel, "models/small");
+  const env: Record<string, string> = { RILL_SPECULATIVE: "draft", RILL_DRAFT_MODEL: "/m/draft" };
+  const e = parseServeArgs([], (k) => env[k]);
+  assert.ok(e !== "help");
+  assert.deepEqual([e.speculative, e.draftModel], ["draft", "/m/draft"]);
+  assert.match(serveHelp(), /--draft-model DIR/);
+  assert.match(serveHelp(), /RILL_DRAFT_MODEL/);
+});
+
 Deno.test("--shards: a positive integer or auto (RILL_SHARDS)", () => {
   const c = parseServeArgs(["--shards", "3"], noEnv);
   assert.ok(c !== "help");
@@ -94,6 +108,9 @@ Deno.test("parseServeArgs: bad values are one-line CliErrors naming the option",
     [["--log-format", "xml"], /--log-format/],
     [["--backend", "cuda"], /--backend/],
     [["--speculative", "eagle"], /--speculative/],
+    [["--speculative", "draft"], /--speculative draft needs --draft-model DIR/],
+    [["--draft-model", "models/x"], /--draft-model is used only with --speculative draft/],
+    [["--speculative", "ngram", "--draft-model", "models/x"], /--draft-model is used only with --speculative draft/],
     [["--max-num-seqs", "0"], /--max-num-seqs/],
     [["--shards", "0"], /--shards must be 'auto' or an integer/],
     [["--shards", "two"], /--shards/],

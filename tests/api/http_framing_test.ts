@@ -9,7 +9,7 @@ function scan(scanner: MessageScanner, text: string, size = Infinity): string[] 
   const bytes = utf8.encode(text);
   const events: FramingEvent[] = [];
   for (let at = 0; at < bytes.length; at += size) events.push(...scanner.push(bytes.subarray(at, at + size)));
-  return events.map((e) => e.type === "head" ? `head ${e.head.method ?? e.head.status}` : "end");
+  return events.map((e) => e.type === "head" ? `head ${e.head.method ?? e.head.status}` : e.type);
 }
 
 Deno.test("framing: requests by Content-Length, chunked (split anywhere, with extensions) and pipelined", () => {
@@ -69,5 +69,20 @@ Deno.test("framing: malformed framing is a FramingError", () => {
   assert.throws(
     () => scan(new MessageScanner("request", 100), "GET / HTTP/1.1\r\n" + "x: y\r\n".repeat(30)),
     FramingError,
+  );
+});
+
+Deno.test("framing: a 101 answers its request and ends HTTP on the connection (WebSocket upgrade)", () => {
+  const scanner = new MessageScanner("response");
+  scanner.expect("GET");
+  const text = "HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\n\r\n";
+  // WebSocket frames follow: bytes that are not HTTP and must not be read as a head.
+  assert.deepEqual(scan(scanner, text + "\x81\x05hello\x88\x00HTTP/1.1 200 OK\r\n\r\n"), ["head 101", "upgrade"]);
+  assert.equal(scanner.inBody, true);
+  const interim = new MessageScanner("response");
+  interim.expect("POST");
+  assert.deepEqual(
+    scan(interim, "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n"),
+    ["head 100", "head 200", "end"],
   );
 });

@@ -58,7 +58,7 @@ Deno.test("unknown keys inside reasoning and text are 400s naming them", async (
 Deno.test("with an API key, unknown paths and wrong methods answer 401 until the key is given", async () => {
   const t = startTestServer({ server: { apiKey: "sekret" } });
   try {
-    const probes: [string, string][] = [["GET", "/v1/nope"], ["GET", "/v1/responses"], ["DELETE", "/v1/models"]];
+    const probes: [string, string][] = [["GET", "/v1/nope"], ["PUT", "/v1/responses"], ["DELETE", "/v1/models"]];
     for (const [method, path] of probes) {
       const anonymous = await fetch(`${t.url}${path}`, { method });
       assert.equal(anonymous.status, 401, `${method} ${path}`);

@@ -2,11 +2,13 @@
  * End to end over HTTP on each bundled trained model: the real server (createServer over loadServedModel, as
  * `rill serve` builds it) answers in-domain questions correctly at temperature 0, and runs a full get_weather tool
  * round trip — function_call, then function_call_output sent with previous_response_id, then a final answer that
- * uses the tool's result. Every stream passes the validator with no allowances.
+ * uses the tool's result. Every stream passes the validator with no allowances. With draft-model speculation the
+ * answers are the same (greedy output does not depend on the drafts).
  */
 import assert from "node:assert/strict";
 import { validateSSE } from "../../conformance/validator.ts";
 import { BUNDLED_MODELS, GET_WEATHER, withBundledServer } from "../../testing/bundled_server.ts";
+import { LlmEngine } from "../../engine/llm_engine.ts";
 
 interface Item {
   type: string;
@@ -41,7 +43,26 @@ function outputText(r: Completed): string {
     .join("");
 }
 
-for (const [name, backend] of BUNDLED_MODELS.flatMap((n) => [[n, "onnx"], [n, "native"]] as const)) {
+const ROOT = new URL("../../", import.meta.url).pathname;
+
+/** Each model on ONNX, on the native library, and on the native library with the other bundled model as its draft. */
+const RUNS = BUNDLED_MODELS.flatMap((n) => {
+  const other = BUNDLED_MODELS.find((m) => m !== n)!;
+  return [
+    [n, "onnx", ["--backend", "onnx"]],
+    [n, "native", ["--backend", "native"]],
+    [n, "native, draft model", [
+      "--backend",
+      "native",
+      "--speculative",
+      "draft",
+      "--draft-model",
+      `${ROOT}models/${other}`,
+    ]],
+  ] as const;
+});
+
+for (const [name, backend, flags] of RUNS) {
   Deno.test(`${name} over HTTP (${backend}): in-domain answers and a tool round trip with previous_response_id`, async () => {
     await withBundledServer(name, 4, async (url, model) => {
       const ask = (input: string) => streamed(url, { model: model.modelId, input, temperature: 0 });
@@ -81,6 +102,13 @@ for (const [name, backend] of BUNDLED_MODELS.flatMap((n) => [[n, "onnx"], [n, "n
       assert.match(answer, /sunny/);
       assert.match(answer, /\b18\b/);
       assert.match(answer, /Paris/);
-    }, ["--backend", backend]);
+      if (backend.endsWith("draft model") && model.engine instanceof LlmEngine) {
+        const m = model.engine.metrics();
+        assert.ok(
+          m.draftedTokens > 0 && m.acceptedDrafts > 0,
+          `draft model proposals were verified: ${m.acceptedDrafts}`,
+        );
+      }
+    }, flags);
   });
 }

@@ -86,8 +86,8 @@ Deno.test("codex payload: the recorded first request of 'say hi' streams a reaso
     assert.deepEqual(items[1]!.content, [{ type: "output_text", text: "hi", annotations: [], logprobs: [] }]);
     const id = String((events.at(-1)!.response as { id: string }).id);
     assert.equal(t.store.get(id), undefined, "store: false keeps nothing");
-    // Nothing is encrypted: the reasoning travels in clear in `content`, which Codex replays on the next turn.
-    assert.ok(items[0]!.encrypted_content == null || typeof items[0]!.encrypted_content === "string");
+    // Codex asks for `reasoning.encrypted_content`: the reasoning is sealed for the next turn (and also in clear).
+    assert.equal(typeof items[0]!.encrypted_content, "string");
     assert.ok(Array.isArray(items[0]!.content) && items[0]!.content.length === 1);
 
     // Codex's developer messages and its function tools reach the prompt; its hosted web_search is not offered.
@@ -111,8 +111,9 @@ Deno.test("codex payload: exec_command call, then the recorded follow-up carryin
     assert.match(String(call.call_id), /^call_/);
     assert.deepEqual(JSON.parse(String(call.arguments)), { cmd: "echo hi" });
 
-    // Codex's follow-up is the same history plus, in this order, the reasoning item (with `encrypted_content:
-    // null`), the call and its output. Replay the recorded one with the ids of this run, as Codex would send them.
+    // Codex's follow-up is the same history plus, in this order, the reasoning item, the call and its output.
+    // Replay the recorded one with the ids and the sealed reasoning of this run, as Codex would send them; the
+    // reasoning goes back as its blob only, so what reaches the prompt is what the blob holds.
     const followUp = recorded("exec_followup");
     const tail = followUp.body.input.slice(first.body.input.length);
     assert.deepEqual(tail.map((i) => i.type), ["reasoning", "function_call", "function_call_output"]);
@@ -121,7 +122,7 @@ Deno.test("codex payload: exec_command call, then the recorded follow-up carryin
       ...followUp.body,
       input: [
         ...followUp.body.input.slice(0, first.body.input.length),
-        { ...reasoning, id: items[0]!.id, content: items[0]!.content },
+        { ...reasoning, id: items[0]!.id, content: undefined, encrypted_content: items[0]!.encrypted_content },
         { ...recordedCall, id: call.id, call_id: call.call_id, arguments: call.arguments },
         { ...output, call_id: call.call_id },
       ],
@@ -172,7 +173,7 @@ Deno.test("codex payload: the recorded follow-up is accepted as recorded (ids fr
   }
 });
 
-Deno.test("codex payload: a reasoning item carrying only an opaque encrypted_content is accepted and adds nothing", async () => {
+Deno.test("codex payload: a reasoning item carrying a blob rill did not seal is a 400 naming it", async () => {
   const t = startTestServer({ script: codexScript });
   try {
     const { headers, body } = recorded("say_hi");
@@ -183,10 +184,16 @@ Deno.test("codex payload: a reasoning item carrying only an opaque encrypted_con
       { type: "message", role: "assistant", content: [{ type: "output_text", text: "hello" }] },
       { type: "message", role: "user", content: [{ type: "input_text", text: "say hi again" }] },
     ];
-    doneItems(await replay(t, headers, { ...body, input }));
-    const prompt = tokenizer().decode(t.engine.requests[0]!.promptTokens);
-    assert.ok(!prompt.includes(opaque), "an encrypted blob is never shown to the model");
-    assert.ok(prompt.includes("<|channel|>final<|message|>hello<|end|>"));
+    const r = await fetch(`${t.baseURL}/responses`, {
+      method: "POST",
+      headers,
+      body: JSON.stringify({ ...body, input }),
+    });
+    assert.equal(r.status, 400);
+    const { error } = await r.json();
+    assert.equal(error.type, "invalid_request_error");
+    assert.equal(error.param, `input[${body.input.length}].encrypted_content`);
+    assert.equal(t.engine.requests.length, 0);
   } finally {
     await t.close();
   }

@@ -21,6 +21,23 @@ Deno.test("main.ts serve: a missing or invalid model directory is a one-line err
   const bad = await runToExit("main.ts", ["serve", "--port", "http"]);
   assert.equal(bad.code, 1);
   assert.match(bad.stderr, /--port must be an integer/);
+  // A draft model the backend cannot use is a startup error, not a crash.
+  const onnxDraft = await runToExit("main.ts", [
+    "serve",
+    FIXTURE_MODEL,
+    "--port",
+    "0",
+    "--data-dir",
+    ":memory:",
+    "--speculative",
+    "draft",
+    "--draft-model",
+    FIXTURE_MODEL,
+  ]);
+  assert.equal(onnxDraft.code, 1);
+  // Loading logs come first; the error is the one last line.
+  assert.match(onnxDraft.stderr.trim().split("\n").at(-1)!, /^rill: --speculative draft needs --backend native/);
+  assert.ok(!/\bat .*\.ts:\d+/.test(onnxDraft.stderr), onnxDraft.stderr);
 });
 
 Deno.test("main.ts serve --help documents every option and its environment variable", async () => {
@@ -40,7 +57,10 @@ Deno.test("main.ts serve --help documents every option and its environment varia
       "shutdown-timeout",
       "log-format",
       "speculative",
+      "draft-model",
       "num-speculative-tokens",
+      "reasoning-key",
+      "reasoning-key-file",
     ]
   ) {
     assert.match(r.stdout, new RegExp(`--${flag}\\b`));
@@ -133,16 +153,19 @@ Deno.test("SIGINT with --shutdown-timeout 0: running requests are aborted and th
   assert.ok(performance.now() - started < 3000, `took ${performance.now() - started} ms`);
 });
 
-Deno.test("stored responses survive kill -9 after the terminal event was sent", async () => {
+Deno.test("stored responses, and the generated reasoning key, survive kill -9 after the terminal event was sent", async () => {
   const dataDir = await Deno.makeTempDir({ prefix: "rill-store-" });
   try {
     const first = await spawnServe("testing/scripted_serve.ts", ["--port", "0", "--data-dir", dataDir]);
     const text = await (await fetch(`${first.url}/v1/responses`, {
       method: "POST",
       headers: { "content-type": "application/json" },
-      body: JSON.stringify({ model: MODEL, input: "hi", stream: true }),
+      body: JSON.stringify({ model: MODEL, input: "hi", stream: true, include: ["reasoning.encrypted_content"] }),
     })).text();
-    const events = validateSSE(text).events as { type: string; response?: { id: string } }[];
+    const events = validateSSE(text).events as {
+      type: string;
+      response?: { id: string; output: { type: string; encrypted_content?: string }[] };
+    }[];
     const terminal = events.at(-1)!;
     assert.equal(terminal.type, "response.completed");
     first.child.kill("SIGKILL");
@@ -154,6 +177,24 @@ Deno.test("stored responses survive kill -9 after the terminal event was sent", 
       assert.deepEqual(got, terminal.response);
       const replay = await (await fetch(`${second.url}/v1/responses/${terminal.response!.id}?stream=true`)).text();
       assert.equal(replay, text);
+      // The key was generated into the data directory (owner-only) and read back: the old blob still opens.
+      assert.equal((await Deno.stat(`${dataDir}/reasoning.key`)).mode! & 0o777, 0o600);
+      const sealed = terminal.response!.output.find((item) => item.type === "reasoning")!;
+      const next = await fetch(`${second.url}/v1/responses`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({
+          model: MODEL,
+          store: false,
+          input: [{ role: "user", content: "hi" }, {
+            type: "reasoning",
+            summary: [],
+            encrypted_content: sealed.encrypted_content,
+          }],
+        }),
+      });
+      assert.equal(next.status, 200, await next.clone().text());
+      await next.body?.cancel();
     } finally {
       second.child.kill("SIGTERM");
       assert.equal((await second.finish()).code, 0);

@@ -175,3 +175,26 @@ Deno.test("vercel ai (responses): with store false the SDK replays items in full
     await t.close();
   }
 });
+
+Deno.test("vercel ai (responses): store false with include reasoning.encrypted_content sends the sealed reasoning back, and it reaches the prompt", async () => {
+  const t = startTestServer();
+  try {
+    const c = client(t, "responses");
+    const calls: string[] = [];
+    const generated = await generateText({
+      model: c.model,
+      prompt: "Weather in Paris?",
+      tools: { get_weather: weatherTool(calls) },
+      stopWhen: stepCountIs(3),
+      providerOptions: { openai: { store: false, include: ["reasoning.encrypted_content"] } },
+    });
+    assert.equal(generated.text, "It is sunny in Paris.");
+    const followUp = c.sent[1]!.input as { type?: string; encrypted_content?: unknown }[];
+    const reasoning = followUp.filter((item) => item.type === "reasoning");
+    assert.equal(reasoning.length, 1, JSON.stringify(followUp));
+    assert.equal(typeof reasoning[0]!.encrypted_content, "string");
+    assert.ok(prompt(t, 1).includes("<|channel|>analysis<|message|>Need a tool.<|end|>"), prompt(t, 1));
+  } finally {
+    await t.close();
+  }
+});

@@ -10,6 +10,7 @@ import { readModelDir } from "../../model/model_dir.ts";
 import { OnnxBackend } from "../../engine/backends/onnx_backend.ts";
 
 const MODEL = new URL("../../models/rill-tiny-harmony", import.meta.url).pathname;
+const CHECKPOINT = new URL("../fixtures/checkpoints/llama3-fp32", import.meta.url).pathname;
 
 Deno.test("createBackend onnx: host-sampled ONNX sized from the engine's options", async () => {
   const m = await readModelDir(MODEL);
@@ -70,6 +71,10 @@ Deno.test("createBackend refuses what it cannot do with a one-line BackendUnavai
     [{ ...base, kind: "native", device: "cuda", dtype: "fp32" }, /^--backend native: .*device cuda: /],
     [{ ...base, device: "cuda" }, /CPU only/],
     [{ ...base, dtype: "float16" }, /--dtype float16/],
+    [{ ...base, draftModelDir: MODEL }, /--speculative draft needs --backend native/],
+    // A draft model must share the target's tokenizer: a 96-token checkpoint cannot draft for a 1024-token model.
+    [{ ...base, kind: "native", draftModelDir: CHECKPOINT }, /vocabulary of 96 tokens, the target's has 1024/],
+    [{ ...base, kind: "native", draftModelDir: "/nonexistent/draft" }, /draft model: .*nonexistent/],
   ];
   for (const [options, pattern] of cases) {
     await assert.rejects(

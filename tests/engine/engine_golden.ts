@@ -111,7 +111,9 @@ export async function runGolden(
 export interface GoldenEngineOptions {
   /** The backend (default onnx, the one the goldens were recorded on). */
   readonly kind?: "onnx" | "native";
-  readonly speculative?: "ngram" | "none";
+  readonly speculative?: "ngram" | "draft" | "none";
+  /** A bundled model's name: the draft model of `speculative: "draft"` (native only). */
+  readonly draftModel?: string;
   readonly maxNumSeqs?: number;
   readonly maxNumBatchedTokens?: number;
   readonly numKvBlocks?: number;
@@ -119,7 +121,7 @@ export interface GoldenEngineOptions {
 }
 
 export async function openGoldenEngine(name: string, options: GoldenEngineOptions = {}): Promise<LlmEngine> {
-  const { numKvBlocks, kind, ...engine } = options;
+  const { numKvBlocks, kind, draftModel, ...engine } = options;
   return await openEngine({
     modelDir: `${ROOT}models/${name}`,
     maxNumSeqs: 32,
@@ -127,6 +129,7 @@ export async function openGoldenEngine(name: string, options: GoldenEngineOption
     backend: {
       ...(kind === undefined ? {} : { kind, device: "cpu" as const }),
       ...(numKvBlocks === undefined ? {} : { numKvBlocks }),
+      ...(draftModel === undefined ? {} : { draftModelDir: `${ROOT}models/${draftModel}` }),
     },
   });
 }

@@ -128,3 +128,34 @@ Deno.test("the step batch builder reuses its buffers and clears stale block tabl
     for (let i = 0; i < 10; i++) builder.add(entry({ seqId: 10 + i, tokens: Int32Array.from([1]), to: 1 }));
   }, /full/);
 });
+
+Deno.test("logit bias: per sequence, after the penalties, rows of drafts included; bad entries are rejected", async () => {
+  const { step, builder, backend } = setup();
+  const tokens = Int32Array.from([2, 2]);
+  // Unbiased greedy takes 3; -100 on 3 gives 5 (logit 3); +2.5 on 1 beside it lifts 1 to 3.5, above 5.
+  const [plain, no3, lift1] = await step([
+    entry({ seqId: 1, tokens, to: 2 }),
+    entry({ seqId: 2, tokens, to: 2, logitBias: new Map([[3, -100]]) }),
+    entry({ seqId: 3, tokens, to: 2, logitBias: new Map([[3, -100], [1, 2.5]]) }),
+  ]);
+  assert.deepEqual([plain, no3, lift1], [[3], [5], [1]]);
+  assert.deepEqual(Array.from(builder.biasStart.subarray(0, 4)), [0, 0, 1, 3]);
+  // The bias adds to the penalised logit: a frequency penalty of 1.5 on 3 (generated once) leaves 2.5 < 3 (token 5),
+  // a bias of +1 on 3 lifts it back to 3.5.
+  const generated = Int32Array.from([2, 2, 3]);
+  const [penalised, rescued] = await step([
+    entry({ seqId: 4, tokens: generated, to: 3, frequencyPenalty: 1.5 }),
+    entry({ seqId: 5, tokens: generated, to: 3, frequencyPenalty: 1.5, logitBias: new Map([[3, 1]]) }),
+  ]);
+  assert.deepEqual([penalised, rescued], [[5], [3]]);
+  // Every draft row sees the bias: drafts [5, 5] verified under -100 on 3 are accepted, then 5 again.
+  const [drafted] = await step([entry({ seqId: 6, tokens, to: 2, drafts: [5, 5], logitBias: new Map([[3, -100]]) })]);
+  assert.deepEqual(drafted, [5, 5, 5]);
+  // A malformed bias is an error naming the field, never an out-of-bounds read.
+  builder.reset();
+  builder.add(entry({ seqId: 7, tokens, to: 2, logitBias: new Map([[V, 1]]) }));
+  await assert.rejects(backend.step(builder.batch(), builder.result), /biasIds/);
+  builder.reset();
+  builder.add(entry({ seqId: 8, tokens, to: 2, logitBias: new Map([[1, NaN]]) }));
+  await assert.rejects(backend.step(builder.batch(), builder.result), /biasValues/);
+});

@@ -91,6 +91,16 @@ Deno.test("scheduler: queue full throws QueueFullError, counting free slots as n
   assert.throws(() => zero.enqueue(new Seq(2, [1], 4, 32)), QueueFullError);
 });
 
+Deno.test("scheduler: a later part of an admitted request is queued past the bound", () => {
+  const { s } = make({ numBlocks: 64, opts: { maxNumSeqs: 1, maxQueue: 1 } });
+  s.enqueue(new Seq(1, [1], 4, 32));
+  s.enqueue(new Seq(2, [1], 4, 32));
+  assert.throws(() => s.enqueue(new Seq(3, [1], 4, 32)), QueueFullError);
+  s.enqueue(new Seq(3, [1], 4, 32), true);
+  assert.equal(s.waiting.length, 3);
+  assert.throws(() => s.enqueue(new Seq(4, [1], 4, 32)), QueueFullError, "the bound still holds for new requests");
+});
+
 Deno.test("scheduler: blocks are taken on demand, so full-context requests do not shut others out", () => {
   // The pool holds exactly one full context (32 tokens); under worst-case reservation only one request would run.
   const { s, bm } = make({ numBlocks: 8, opts: { maxNumSeqs: 4 } });

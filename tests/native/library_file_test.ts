@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { LIBRARY_PATH, loadableLibraryFile } from "../../engine/backends/native_backend.ts";
+import { ABI_VERSION, LIBRARY_PATH, loadableLibraryFile } from "../../engine/backends/native_backend.ts";
 
 Deno.test("native binding: the library is loaded in place from a checkout", async () => {
   const { file, cleanup } = await loadableLibraryFile(LIBRARY_PATH, undefined);
@@ -16,7 +16,7 @@ Deno.test("native binding: inside a compiled binary's embedded files the library
   assert.deepEqual(await Deno.readFile(file), await Deno.readFile(LIBRARY_PATH));
   const lib = Deno.dlopen(file, { rill_abi_version: { parameters: [], result: "i32" } });
   try {
-    assert.equal(lib.symbols.rill_abi_version(), 1);
+    assert.equal(lib.symbols.rill_abi_version(), ABI_VERSION);
   } finally {
     lib.close();
   }

@@ -100,3 +100,61 @@ Deno.test("native: speculative verification reproduces plain sampled decoding fo
     await backend.close();
   }
 });
+
+/**
+ * A draft model through FFI: the bundled model drafting for itself proposes exactly its own greedy continuation
+ * (what plain one-token steps produce), a batch asking for proposals from an engine without a draft model is
+ * rejected naming the field, and the result needs its proposal buffers.
+ */
+Deno.test("native: a draft model proposes the target's greedy continuation inside the step", async () => {
+  const dir = `${ROOT}models/rill-tiny-chatml`;
+  const sizes = { threads: 2, maxSeqs: 4, maxBatchTokens: 128, numBlocks: 32, maxDrafts: 4 };
+  const plainBackend = await NativeBackend.create(dir, sizes);
+  const backend = await NativeBackend.create(dir, { ...sizes, draftModelDir: dir });
+  try {
+    assert.equal(plainBackend.info.proposesDrafts, false);
+    assert.equal(backend.info.proposesDrafts, true);
+    assert.ok(backend.info.draftWeightBytes > 0);
+    const info = backend.info;
+    const n = PROMPT.length;
+    // Plain greedy decoding, one token per step (blocks 0-1).
+    const plainResult = resultBuffers(info, 1);
+    const plain: number[] = [];
+    for (let k = 0; k <= 4; k++) {
+      const fed = k === 0 ? PROMPT : [plain[k - 1]!];
+      await plainBackend.step(stepBatch([{ seqId: 1, fed, contextLen: n + k, blocks: [0, 1] }]), plainResult);
+      plain.push(plainResult.tokens[0]!);
+    }
+    // The prompt in one step, asking for 4 proposals: the target's token, then its next 4 greedy tokens.
+    const result = { ...resultBuffers(info, 1), proposedCounts: new Int32Array(1), proposed: new Int32Array(4) };
+    const batch = {
+      ...stepBatch([{ seqId: 1, fed: PROMPT, contextLen: n, blocks: [0, 1] }]),
+      proposeCounts: Int32Array.of(4),
+    };
+    await backend.step(batch, result);
+    assert.deepEqual([result.counts[0], result.tokens[0]], [1, plain[0]]);
+    assert.equal(result.proposedCounts[0], 4);
+    assert.deepEqual([...result.proposed], plain.slice(1, 5));
+    // Fed back as drafts, every one is accepted, and the next proposals continue from the target's own token.
+    const verify = {
+      ...stepBatch([{
+        seqId: 1,
+        fed: [plain[0]!, ...plain.slice(1, 5)],
+        contextLen: n + 5,
+        drafts: 4,
+        blocks: [0, 1],
+      }]),
+      proposeCounts: Int32Array.of(2),
+    };
+    await backend.step(verify, result);
+    assert.equal(result.counts[0], 5);
+    assert.deepEqual([...result.tokens.subarray(0, 4)], plain.slice(1, 5));
+    assert.equal(result.proposedCounts[0], 2);
+
+    await assert.rejects(plainBackend.step(batch, result), /propose_counts\[0\] = 4: this engine has no draft model/);
+    await assert.rejects(backend.step(batch, resultBuffers(info, 1)), /proposeCounts needs result\.proposedCounts/);
+  } finally {
+    await plainBackend.close();
+    await backend.close();
+  }
+});

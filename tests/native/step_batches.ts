@@ -58,6 +58,9 @@ export function prefillBatch(info: BackendInfo, seqs: readonly PrefillSeq[], fir
     historyStart: new Int32Array(B + 1),
     history: new Int32Array(0),
     historyPromptLens: new Int32Array(B),
+    biasStart: new Int32Array(B + 1),
+    biasIds: new Int32Array(0),
+    biasValues: new Float32Array(0),
   };
 }
 

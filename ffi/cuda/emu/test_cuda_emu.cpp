@@ -210,7 +210,7 @@ void greedy_checks(const char *dir) {
       rill_step_batch b = fixture_batch(&f);
       int32_t counts[2], tokens[2 * 4], top_ids[2 * 4 * 20];
       float logprobs[2 * 4], top_lp[2 * 4 * 20];
-      rill_step_result r = {counts, tokens, logprobs, top_ids, top_lp};
+      rill_step_result r = {counts, tokens, logprobs, top_ids, top_lp, nullptr, nullptr};
       rill_status s = rill_step(e == 0 ? p.cpu : p.cuda, &b, &r);
       CHECK_MSG(s == RILL_OK, "%s step %d: %s", dir, step, rill_last_error(e == 0 ? p.cpu : p.cuda));
       if (s != RILL_OK) break;
@@ -241,7 +241,7 @@ void greedy_checks(const char *dir) {
     rill_step_batch b = fixture_batch(&f);
     int32_t top_ids[2 * 4 * 20];
     float logprobs[2 * 4], top_lp[2 * 4 * 20];
-    rill_step_result r = {counts[e], toks[e], logprobs, top_ids, top_lp};
+    rill_step_result r = {counts[e], toks[e], logprobs, top_ids, top_lp, nullptr, nullptr};
     rill_status s = rill_step(e == 0 ? p.cpu : p.cuda, &b, &r);
     CHECK_MSG(s == RILL_OK, "%s verify: %s", dir, rill_last_error(e == 0 ? p.cpu : p.cuda));
   }

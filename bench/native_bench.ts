@@ -1,0 +1,477 @@
+/**
+ * The native CPU device (`--backend native`) against the ONNX backend on the same weights, in one run:
+ *
+ * - models: the bundled rill-tiny-harmony, and a random-initialised Qwen2.5-0.5B-shaped checkpoint (Llama layout,
+ *   tied embeddings) that scripts/bench/make_bench_checkpoint.py writes once into build/bench/ (ignored, reused by
+ *   later runs) as safetensors for the native library and as an ONNX graph for ONNX Runtime;
+ * - figures per backend and weight type: prefill tokens/s (one 128-token prompt), greedy decode tokens/s at 1 and 8
+ *   streams, sampled decode at 8 streams (temperature 1, the API's defaults: every row exponentiates the whole
+ *   vocabulary), and batch-1 decode as a fraction of the memory-bandwidth roofline: bytes of weights read per token
+ *   ÷ the read bandwidth `bench_decode --bandwidth` measures right before each row (the shared machine's bandwidth
+ *   drifts, so each row gets its own);
+ * - the sampling stage on its own, serial vs over the thread pool (ffi/bench/bench_sample.c, alternated);
+ * - speculation at batch 1 on a repetitive task through the whole engine (bundled model, native device): one row per
+ *   entry of SPECULATION_CASES, each against the same engine with speculation off.
+ *
+ * Steps are timed at the backend seam (engine/step_batch.ts), where the engine drives both backends, so ONNX pays its
+ * host sampler and the native device its FFI call, as when serving. Prints one line per measurement and then a table.
+ * Environment: RILL_BENCH_THREADS (default: all cores), RILL_BENCH_NATIVE_SMALL=1 (bundled model only).
+ */
+import { join } from "node:path";
+import { createBackend } from "../engine/backends/create_backend.ts";
+import { readModelDir } from "../model/model_dir.ts";
+import type { ModelConfig } from "../model/model_dir.ts";
+import type { Backend, StepBatch, StepResult } from "../engine/step_batch.ts";
+import type { EngineChunk } from "../engine/engine.ts";
+import { loadModel } from "../formats/load_model.ts";
+import { openEngine, type OpenEngineOptions } from "../engine/open_engine.ts";
+
+const ROOT = new URL("../", import.meta.url).pathname;
+const OUT = join(ROOT, "build/bench");
+const CHECKPOINT = join(OUT, "qwen2.5-0.5b-shape");
+const BUNDLED = join(ROOT, "models/rill-tiny-harmony");
+const THREADS = Number(Deno.env.get("RILL_BENCH_THREADS") ?? navigator.hardwareConcurrency);
+
+const PROMPT = 128;
+/** Below this, a model's weights stay in the caches and DRAM bandwidth is no bound: no roofline figure. */
+const ROOFLINE_MIN_BYTES = 64e6;
+const BLOCK = 16;
+const CONTEXT = 512;
+
+type Dtype = "fp32" | "bf16" | "int8";
+
+/** One row of the table: a backend and the weight type it holds. ONNX runs the exported graph's fp32. */
+interface BackendCase {
+  readonly backend: "onnx" | "native";
+  readonly dtype: Dtype;
+}
+
+const BACKEND_CASES: readonly BackendCase[] = [
+  { backend: "onnx", dtype: "fp32" },
+  { backend: "native", dtype: "fp32" },
+  { backend: "native", dtype: "bf16" },
+  { backend: "native", dtype: "int8" },
+];
+
+/** llama.cpp on this machine, Qwen2.5-0.5B-shaped weights, medians (the issue's reference; f16 for bf16, Q8_0). */
+const LLAMA_CPP: Readonly<Record<Dtype, { x1: number; x8?: number }>> = {
+  fp32: { x1: 14.8 },
+  bf16: { x1: 30.0 },
+  int8: { x1: 45.4, x8: 101 },
+};
+
+/**
+ * Speculation cases at batch 1, each run against the same engine options with speculation off. A draft-model case is
+ * one more entry (`{ speculative: "draft", draftModel: DIR, numSpeculativeTokens: 4 }` once the engine takes them).
+ */
+interface SpeculationCase {
+  readonly name: string;
+  readonly options: Partial<OpenEngineOptions>;
+}
+
+const SPECULATION_CASES: readonly SpeculationCase[] = [
+  { name: "n-gram K=4", options: { speculative: "ngram", numSpeculativeTokens: 4 } },
+  { name: "n-gram K=8", options: { speculative: "ngram", numSpeculativeTokens: 8 } },
+];
+
+interface ModelCase {
+  readonly label: string;
+  readonly dir: string;
+  /** Steps timed per decode measurement, and repetitions (medians are reported). */
+  readonly steps: number;
+  readonly reps: number;
+}
+
+interface Row {
+  readonly model: string;
+  readonly c: BackendCase;
+  readonly prefill: number;
+  readonly decode1: number;
+  readonly decode8: number;
+  readonly sampled8: number;
+  readonly bandwidth: number;
+  readonly bytesPerToken: number;
+}
+
+function median(xs: readonly number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+}
+
+function fmt(x: number, digits = 1): string {
+  return Number.isFinite(x) ? x.toFixed(digits) : "—";
+}
+
+async function exec(cmd: string, args: readonly string[]): Promise<string> {
+  const { code, stdout, stderr } = await new Deno.Command(cmd, { args: [...args], stdout: "piped", stderr: "piped" })
+    .output();
+  const text = new TextDecoder().decode(stdout) + new TextDecoder().decode(stderr);
+  if (code !== 0) throw new Error(`${cmd} ${args.join(" ")} failed (${code}): ${text.trim()}`);
+  return text;
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await Deno.stat(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The C helpers: the bandwidth probe (bench_decode --bandwidth) and the sampling-stage timer. */
+async function buildTools(): Promise<{ decode: string; sample: string }> {
+  const bin = join(OUT, "bin");
+  await Deno.mkdir(bin, { recursive: true });
+  const cc = Deno.env.get("CC") || "cc";
+  const flags = ["-std=c17", "-O2", "-Wall", "-Wextra", "-Werror", "-pthread", `-I${ROOT}ffi/include`];
+  const decode = join(bin, "bench_decode");
+  await exec(cc, [
+    ...flags,
+    `${ROOT}ffi/bench/bench_decode.c`,
+    `-L${ROOT}build/ffi`,
+    "-lrill",
+    `-Wl,-rpath,${ROOT}build/ffi`,
+    "-o",
+    decode,
+  ]);
+  const sample = join(bin, "bench_sample");
+  const src = ["sample.c", "thread_pool.c", "philox.c"].map((f) => `${ROOT}ffi/src/${f}`);
+  await exec(cc, [...flags, `-I${ROOT}ffi/src`, `${ROOT}ffi/bench/bench_sample.c`, ...src, "-lm", "-o", sample]);
+  return { decode, sample };
+}
+
+async function bandwidth(tool: string): Promise<number> {
+  const out = await exec(tool, ["--bandwidth", "--threads", String(THREADS)]);
+  const m = /read bandwidth ([\d.]+) GB\/s/.exec(out);
+  if (m === null) throw new Error(`bench_decode --bandwidth: unexpected output ${out}`);
+  return Number(m[1]) * 1e9;
+}
+
+/** The generated checkpoint, made on first use (Debian's torch); undefined when it cannot be made here. */
+async function checkpoint(): Promise<string | undefined> {
+  if (!(await exists(join(CHECKPOINT, "complete")))) {
+    console.log(`native: writing the Qwen2.5-0.5B-shaped checkpoint to ${CHECKPOINT} (once; about 2.5 + 2 GB)`);
+    try {
+      await exec("/usr/bin/python3", [join(ROOT, "scripts/bench/make_bench_checkpoint.py"), CHECKPOINT]);
+    } catch (e) {
+      console.log(`native: no 0.5B checkpoint (${e instanceof Error ? e.message.split("\n")[0] : e}); bundled only`);
+      return undefined;
+    }
+  }
+  // readModelDir wants a tokenizer; the bench feeds token ids, so any tokenizer within the vocabulary does.
+  for (const f of ["tokenizer.json", "tokenizer_config.json"]) {
+    if (!(await exists(join(CHECKPOINT, f)))) {
+      await Deno.copyFile(join(ROOT, "models/rill-tiny-chatml", f), join(CHECKPOINT, f));
+    }
+  }
+  return CHECKPOINT;
+}
+
+/** Bytes of weights one decoded token reads: every layer matrix and the output head (the tied embedding or lm_head). */
+function bytesPerToken(c: ModelConfig, dtype: Dtype): number {
+  const H = c.hiddenSize, D = c.headDim, q = c.numAttentionHeads * D, kv = c.numKeyValueHeads * D;
+  const I = Number(c.raw["intermediate_size"]);
+  const perLayer = H * (q + 2 * kv) + q * H + 3 * H * I;
+  const params = c.numHiddenLayers * perLayer + c.vocabSize * H;
+  // int8: one fp32 scale per 32-weight block.
+  const per = dtype === "fp32" ? 4 : dtype === "bf16" ? 2 : 1 + 4 / 32;
+  return params * per;
+}
+
+/** Sequences with fixed block runs (sequence slot s owns blocks s·perSeq ..), fed deterministic token ids. */
+class Streams {
+  readonly #perSeq = Math.ceil(CONTEXT / BLOCK);
+  readonly #ctx: number[] = [];
+  readonly #ids: number[] = [];
+  #nextId = 1;
+
+  constructor(readonly backend: Backend, readonly count: number) {
+    for (let i = 0; i < count; i++) {
+      this.#ctx.push(0);
+      this.#ids.push(this.#nextId++);
+    }
+  }
+
+  /** One step: sequence i feeds fed[i] tokens and samples its next one. Resolves with the step's seconds. */
+  async step(fed: readonly number[], temperature = 0): Promise<number> {
+    const B = this.count, vocab = this.backend.info.vocabSize;
+    const T = fed.reduce((a, b) => a + b, 0);
+    const stride = this.#perSeq;
+    const b: StepBatch = {
+      numSeqs: B,
+      numTokens: T,
+      seqIds: new Int32Array(this.#ids),
+      tokens: new Int32Array(T),
+      positions: new Int32Array(T),
+      queryStart: new Int32Array(B + 1),
+      contextLens: new Int32Array(B),
+      draftCounts: new Int32Array(B),
+      sampleFlags: new Uint8Array(B).fill(1),
+      blockTables: new Int32Array(B * stride).fill(-1),
+      blockTableStride: stride,
+      sampling: {
+        temperature: new Float32Array(B).fill(temperature),
+        topP: new Float32Array(B).fill(1),
+        topK: new Int32Array(B),
+        minP: new Float32Array(B),
+        presencePenalty: new Float32Array(B),
+        frequencyPenalty: new Float32Array(B),
+        repetitionPenalty: new Float32Array(B).fill(1),
+        seeds: new BigUint64Array(B).fill(7n),
+        logprobs: new Int32Array(B).fill(-1),
+      },
+      maskRowStart: new Int32Array(B).fill(-1),
+      allowedMask: new Uint32Array(0),
+      historyStart: new Int32Array(B + 1),
+      history: new Int32Array(0),
+      historyPromptLens: new Int32Array(B),
+    };
+    let t = 0;
+    for (let i = 0; i < B; i++) {
+      b.queryStart[i] = t;
+      const start = this.#ctx[i]!;
+      for (let j = 0; j < fed[i]!; j++, t++) {
+        b.tokens[t] = ((start + j) * 7919 + i * 104729) % vocab;
+        b.positions[t] = start + j;
+      }
+      const ctx = start + fed[i]!;
+      if (ctx > CONTEXT) throw new Error(`bench: context ${ctx} over ${CONTEXT}`);
+      this.#ctx[i] = ctx;
+      b.contextLens[i] = ctx;
+      for (let j = 0; j < Math.ceil(ctx / BLOCK); j++) b.blockTables[i * stride + j] = i * stride + j;
+    }
+    b.queryStart[B] = t;
+    const K1 = this.backend.info.maxDrafts + 1, L = this.backend.info.maxTopLogprobs;
+    const r: StepResult = {
+      counts: new Int32Array(B),
+      tokens: new Int32Array(B * K1),
+      logprobs: new Float32Array(B * K1),
+      topIds: new Int32Array(B * K1 * L),
+      topLogprobs: new Float32Array(B * K1 * L),
+    };
+    const t0 = performance.now();
+    await this.backend.step(b, r);
+    return (performance.now() - t0) / 1000;
+  }
+
+  /** Forgets every sequence (the next step starts them anew at position 0, with new ids). */
+  reset(): void {
+    for (let i = 0; i < this.count; i++) {
+      this.backend.release(this.#ids[i]!);
+      this.#ids[i] = this.#nextId++;
+      this.#ctx[i] = 0;
+    }
+  }
+}
+
+async function measureBackend(m: ModelCase, c: BackendCase, probe: string): Promise<Row | undefined> {
+  const dir = await readModelDir(m.dir);
+  let backend: Backend;
+  try {
+    backend = await createBackend({ dir: m.dir, config: dir.config, onnxPath: dir.onnxPath }, {
+      kind: c.backend,
+      ...(c.backend === "native" ? { dtype: c.dtype } : {}),
+      threads: THREADS,
+      maxNumSeqs: 8,
+      maxModelLen: CONTEXT,
+      maxNumBatchedTokens: 512,
+      numKvBlocks: 8 * Math.ceil(CONTEXT / BLOCK),
+      maxDrafts: 1,
+      prefixCache: false,
+    });
+  } catch (e) {
+    console.log(`native ${m.label} ${c.backend} ${c.dtype}: not run (${e instanceof Error ? e.message : e})`);
+    return undefined;
+  }
+  try {
+    const one = new Streams(backend, 1);
+    const eight = new Streams(backend, 8);
+    // Warm-up: first steps page in weights and size ONNX Runtime's arenas.
+    await one.step([PROMPT]);
+    await one.step([1]);
+    one.reset();
+    const bw = await bandwidth(probe);
+    const prefill: number[] = [], d1: number[] = [], d8: number[] = [], s8: number[] = [];
+    for (let rep = 0; rep < m.reps; rep++) {
+      prefill.push(PROMPT / await one.step([PROMPT]));
+      let s = 0;
+      for (let k = 0; k < m.steps; k++) s += await one.step([1]);
+      d1.push(m.steps / s);
+      one.reset();
+      await eight.step(Array.from({ length: 8 }, (_, i) => 16 + i));
+      s = 0;
+      for (let k = 0; k < m.steps; k++) s += await eight.step(Array(8).fill(1));
+      d8.push(8 * m.steps / s);
+      s = 0;
+      for (let k = 0; k < m.steps; k++) s += await eight.step(Array(8).fill(1), 1);
+      s8.push(8 * m.steps / s);
+      eight.reset();
+    }
+    const row: Row = {
+      model: m.label,
+      c,
+      prefill: median(prefill),
+      decode1: median(d1),
+      decode8: median(d8),
+      sampled8: median(s8),
+      bandwidth: bw,
+      bytesPerToken: bytesPerToken(dir.config, c.dtype),
+    };
+    const roof = row.bandwidth / row.bytesPerToken;
+    console.log(
+      `native ${m.label} ${c.backend} ${c.dtype}: prefill ${PROMPT} ${fmt(row.prefill)} tok/s, decode x1 ${
+        fmt(row.decode1, 2)
+      } tok/s (${fmt(100 * row.decode1 / roof, 0)}% of ${fmt(roof, 2)} at ${fmt(bw / 1e9, 2)} GB/s, ${
+        fmt(row.bytesPerToken / 1e6, 0)
+      } MB/token), decode x8 ${fmt(row.decode8)} tok/s, sampled x8 ${fmt(row.sampled8)} tok/s (medians of ${m.reps})`,
+    );
+    return row;
+  } finally {
+    await backend.close();
+  }
+}
+
+async function consume(stream: ReadableStream<EngineChunk>): Promise<{ tokens: number; steps: number }> {
+  let tokens = 0, steps = 0;
+  for await (const c of stream) {
+    if (c.type === "step") {
+      tokens += c.tokens.length;
+      steps++;
+    }
+  }
+  return { tokens, steps };
+}
+
+/** Batch-1 speculation speedups on the bundled model's repeat task, through the engine on the native device. */
+async function speculation(): Promise<string[]> {
+  const model = await loadModel(BUNDLED);
+  const phrases = ["one more time", "good morning", "hello world", "happy day", "thank you", "go team"];
+  const prompts = phrases.map((p) =>
+    model.format.render({
+      messages: [{ role: "user", content: `Repeat the phrase '${p}' 6 times.` }],
+      tools: [],
+      toolChoice: "auto",
+    })
+  );
+  const wave = async (options: Partial<OpenEngineOptions>) => {
+    const engine = await openEngine({
+      modelDir: BUNDLED,
+      model,
+      modelId: "bench",
+      maxModelLen: model.maxModelLen,
+      backend: { kind: "native", threads: THREADS },
+      maxNumSeqs: 1,
+      ...options,
+    });
+    try {
+      let best = Infinity, tokens = 0, steps = 0;
+      for (let rep = 0; rep < 4; rep++) {
+        const t0 = performance.now();
+        let tk = 0, st = 0;
+        for (const [i, promptTokens] of prompts.entries()) {
+          const r = await consume(engine.generate({
+            id: `spec-${rep}-${i}`,
+            promptTokens,
+            sampling: {
+              temperature: 0,
+              topP: 1,
+              topK: 0,
+              maxTokens: 200,
+              stopTokens: model.format.stopTokens,
+              stopStrings: [],
+              logprobs: -1,
+            },
+          }));
+          tk += r.tokens;
+          st += r.steps;
+        }
+        const ms = performance.now() - t0;
+        if (rep > 0 && ms < best) [best, tokens, steps] = [ms, tk, st];
+      }
+      return { tokensPerS: tokens / (best / 1000), tokensPerStep: tokens / steps, tokens };
+    } finally {
+      await engine.close();
+    }
+  };
+  const off = await wave({ speculative: "none" });
+  const lines: string[] = [];
+  for (const s of SPECULATION_CASES) {
+    const on = await wave(s.options);
+    const line = `${s.name}: ${fmt(off.tokensPerS, 0)} → ${fmt(on.tokensPerS, 0)} tok/s (${
+      fmt(on.tokensPerS / off.tokensPerS, 2)
+    }×), ${fmt(on.tokensPerStep, 2)} tokens/step; ${on.tokens} tokens (off ${off.tokens})`;
+    console.log(`native speculation x1 (rill-tiny-harmony, repeat task, greedy, best of 3) ${line}`);
+    lines.push(line);
+  }
+  return lines;
+}
+
+function loadAverage(): string {
+  try {
+    return Deno.readTextFileSync("/proc/loadavg").split(" ").slice(0, 3).join(" ");
+  } catch {
+    return "unknown";
+  }
+}
+
+export async function run(): Promise<void> {
+  const t0 = performance.now();
+  // The library build (scripts/build_ffi.ts) runs as its own process: the bench layer does not import scripts/.
+  const build = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "--allow-run", "--allow-read", "--allow-write", "--allow-env", join(ROOT, "scripts/build_ffi.ts")],
+    stdout: "inherit",
+    stderr: "inherit",
+  }).output();
+  if (!build.success || !(await exists(join(ROOT, "build/ffi/librill.so")))) {
+    console.log("native: the native library is not built (no C compiler?), nothing to measure");
+    return;
+  }
+  const tools = await buildTools();
+  console.log(`native: threads ${THREADS}, load average ${loadAverage()} at start`);
+  const models: ModelCase[] = [{ label: "rill-tiny-harmony", dir: BUNDLED, steps: 64, reps: 5 }];
+  if (Deno.env.get("RILL_BENCH_NATIVE_SMALL") !== "1") {
+    const big = await checkpoint();
+    if (big !== undefined) models.push({ label: "Qwen2.5-0.5B shape", dir: big, steps: 12, reps: 3 });
+  }
+  const rows: Row[] = [];
+  for (const m of models) {
+    for (const c of BACKEND_CASES) {
+      const row = await measureBackend(m, c, tools.decode);
+      if (row !== undefined) rows.push(row);
+    }
+  }
+  const sampling = await exec(tools.sample, ["--threads", String(THREADS), "--seqs", "8"]);
+  console.log(`native ${sampling.trim()}`);
+  const spec = await speculation();
+
+  // The table: ratios within a model are from the same run, so the machine's load hits every row alike.
+  console.log(
+    `\nnative summary (load average ${loadAverage()} at the end, ${fmt((performance.now() - t0) / 1000, 0)} s)`,
+  );
+  console.log(
+    "| model | backend | weights | prefill tok/s | decode x1 tok/s | % roofline x1 | decode x8 tok/s | sampled x8 tok/s | vs ONNX x1 / x8 | vs llama.cpp x1 |",
+  );
+  console.log("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+  for (const r of rows) {
+    const onnx = rows.find((o) => o.model === r.model && o.c.backend === "onnx");
+    const roof = r.bytesPerToken < ROOFLINE_MIN_BYTES ? NaN : r.bandwidth / r.bytesPerToken;
+    const llama = r.model.startsWith("Qwen") ? LLAMA_CPP[r.c.dtype] : undefined;
+    console.log(
+      `| ${r.model} | ${r.c.backend} | ${r.c.dtype} | ${fmt(r.prefill, 0)} | ${fmt(r.decode1, 2)} | ${
+        Number.isNaN(roof) ? "— (in cache)" : `${fmt(100 * r.decode1 / roof, 0)}%`
+      } | ${fmt(r.decode8, 1)} | ${fmt(r.sampled8, 1)} | ${
+        onnx === undefined || r.c.backend === "onnx"
+          ? "—"
+          : `${fmt(r.decode1 / onnx.decode1, 2)}× / ${fmt(r.decode8 / onnx.decode8, 2)}×`
+      } | ${
+        llama === undefined
+          ? "—"
+          : `${fmt(r.decode1 / llama.x1, 2)}×${llama.x8 === undefined ? "" : ` (x8 ${fmt(r.decode8 / llama.x8, 2)}×)`}`
+      } |`,
+    );
+  }
+  console.log(`sampling stage: ${sampling.trim()}`);
+  for (const s of spec) console.log(`speculation x1: ${s}`);
+}
