@@ -227,6 +227,9 @@ class Streams {
       historyStart: new Int32Array(B + 1),
       history: new Int32Array(0),
       historyPromptLens: new Int32Array(B),
+      biasStart: new Int32Array(B + 1),
+      biasIds: new Int32Array(0),
+      biasValues: new Float32Array(0),
     };
     let t = 0;
     for (let i = 0; i < B; i++) {
