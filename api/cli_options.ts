@@ -27,6 +27,8 @@ export interface ServeConfig {
   readonly blockSize: number;
   /** KV blocks in the pool; undefined = every sequence at full context. */
   readonly numKvBlocks: number | undefined;
+  /** Native CUDA device: fraction of the GPU's free memory for weights, buffers and the KV pool (undefined: 0.9). */
+  readonly gpuMemoryFraction: number | undefined;
   /** Share identical prompt-prefix blocks between requests. */
   readonly prefixCache: boolean;
   readonly servedModelName: string | undefined;
@@ -124,6 +126,14 @@ const SPECS: readonly OptionSpec[] = [
     value: "N",
     help: "KV-cache blocks in the pool; sequences take blocks as they grow and the newest is preempted when they " +
       "run out (default: --max-num-seqs sequences at full context).",
+    fallback: undefined,
+  },
+  {
+    flag: "gpu-memory-fraction",
+    env: "RILL_GPU_MEMORY_FRACTION",
+    value: "F",
+    help: "Native CUDA device: fraction (0..1] of the GPU's free memory for weights, buffers and KV blocks; the KV " +
+      "pool takes what is left (default 0.9; --num-kv-blocks overrides).",
     fallback: undefined,
   },
   {
@@ -324,6 +334,14 @@ function integer(name: string, text: string, min: number): number {
   return Number(text);
 }
 
+function fraction(name: string, text: string): number {
+  const v = Number(text);
+  if (!/^\d*\.?\d+$/.test(text) || !(v > 0 && v <= 1)) {
+    throw new CliError(`--${name} must be a number in (0, 1], got '${text}'`);
+  }
+  return v;
+}
+
 function choice<T extends string>(name: string, text: string, allowed: readonly T[]): T {
   if (!(allowed as readonly string[]).includes(text)) {
     throw new CliError(`--${name} must be one of ${allowed.join(", ")}, got '${text}'`);
@@ -392,6 +410,7 @@ export function parseServeArgs(
   const maxModelLen = get("max-model-len");
   const maxNumBatchedTokens = get("max-num-batched-tokens");
   const numKvBlocks = get("num-kv-blocks");
+  const gpuMemoryFraction = get("gpu-memory-fraction");
   const port = integer("port", get("port")!, 0);
   const speculative = choice("speculative", get("speculative")!, ["ngram", "draft", "none"] as const);
   const draftModel = get("draft-model");
@@ -415,6 +434,7 @@ export function parseServeArgs(
       : integer("max-num-batched-tokens", maxNumBatchedTokens, 1),
     blockSize: integer("block-size", get("block-size")!, 1),
     numKvBlocks: numKvBlocks === undefined ? undefined : integer("num-kv-blocks", numKvBlocks, 1),
+    gpuMemoryFraction: gpuMemoryFraction === undefined ? undefined : fraction("gpu-memory-fraction", gpuMemoryFraction),
     prefixCache: choice("prefix-cache", get("prefix-cache")!, ["on", "off"] as const) === "on",
     servedModelName: get("served-model-name"),
     apiKey: get("api-key"),

@@ -72,6 +72,7 @@ export async function loadServedModel(config: ServeConfig, logger: Logger): Prom
         blockSize: config.blockSize,
         prefixCache: config.prefixCache,
         ...(config.numKvBlocks === undefined ? {} : { numKvBlocks: config.numKvBlocks }),
+        ...(config.gpuMemoryFraction === undefined ? {} : { gpuMemoryFraction: config.gpuMemoryFraction }),
         ...(config.draftModel === undefined ? {} : { draftModelDir: config.draftModel }),
         ...(modelBytes === undefined ? {} : { modelBytes }),
       },

@@ -4,7 +4,12 @@
  * - `build/ffi/librill.so` from every `.c` under `ffi/src` (subfolders included), one object per source under
  *   `build/ffi/obj/`, so an edit recompiles only what it touches (a header edit recompiles everything);
  * - with `--tests`, the C test programs `ffi/tests/*.c`, each linked with AddressSanitizer/UBSan builds of the same
- *   sources, into `build/ffi/tests/<name>` (scripts/test.ts runs them).
+ *   sources, into `build/ffi/tests/<name>` (scripts/test.ts runs them);
+ * - the CUDA device: with nvcc on PATH (or `NVCC`), every `ffi/cuda/*.cu` into `build/ffi/cuda/` with machine code for
+ *   sm_80, sm_89 and sm_90a plus compute_90 PTX, linked into the same library with the static CUDA runtime (so the
+ *   library needs only the driver at run time, and `deno task compile` still embeds one file); without nvcc,
+ *   `ffi/cuda/no_cuda.c` takes its place and the library refuses `device cuda` in one line. The sanitized tests
+ *   always link `no_cuda.c`: they check the CPU device.
  *
  * Nothing is rebuilt while its outputs are newer than every source and header and their stamp (compiler, flags,
  * source list) is unchanged. Without a C compiler it prints one warning and exits 0: the ONNX backend still works.
@@ -33,6 +38,44 @@ const SAN_FLAGS = [
   "-fno-omit-frame-pointer",
 ];
 const LIBS = ["-lm", "-lpthread"];
+const NO_CUDA = join(CUDA, "no_cuda.c");
+/** Warnings are errors here too; 90a machine code runs only on Hopper, so compute_90 PTX covers newer GPUs. */
+const NVCC_FLAGS = [
+  "-std=c++17",
+  "-O3",
+  "-Xcompiler",
+  "-fPIC,-fvisibility=hidden,-Wall,-Wextra,-Werror",
+  "--Werror",
+  "all-warnings",
+  `-I${INCLUDE}`,
+  `-I${SRC}`,
+  "-gencode",
+  "arch=compute_80,code=sm_80",
+  "-gencode",
+  "arch=compute_89,code=sm_89",
+  "-gencode",
+  "arch=compute_90a,code=sm_90a",
+  "-gencode",
+  "arch=compute_90,code=compute_90",
+];
+const CUDA_LIBS = ["-cudart", "static", "-ldl", "-lrt"];
+const EMU = join(CUDA, "emu");
+/** The CUDA device's sources built for the host emulation (ffi/cuda/emu/cuda_runtime.h); needs no nvcc. */
+const EMU_FLAGS = [
+  "-std=c++17",
+  "-O2",
+  "-g",
+  "-Wall",
+  "-Wextra",
+  "-Werror",
+  "-Wno-unknown-pragmas", // the kernels' #pragma unroll
+  "-fno-strict-aliasing", // the kernels reinterpret 16-byte loads as bf16 pairs
+  "-U_FORTIFY_SOURCE", // the fibers _longjmp between stacks, which the fortified longjmp refuses
+  "-DRILL_CUDA_EMU",
+  `-I${EMU}`,
+  `-I${INCLUDE}`,
+  `-I${SRC}`,
+];
 
 /**
  * What a set of outputs was built with, kept next to them (`build/ffi/<name>.stamp.json`): when it differs, every
@@ -132,10 +175,10 @@ async function compile(cc: string, flags: readonly string[], source: string, obj
 }
 
 /** Links into `output` through a temporary file, so a reader never sees a half-written library. */
-async function link(cc: string, args: readonly string[], output: string): Promise<void> {
+async function link(cc: string, args: readonly string[], output: string, libs = LIBS): Promise<void> {
   await Deno.mkdir(dirname(output), { recursive: true });
   const tmp = `${output}.${Deno.pid}.tmp`;
-  const result = await run(cc, [...args, "-o", tmp, ...LIBS]);
+  const result = await run(cc, [...args, "-o", tmp, ...libs]);
   if (!result.ok) throw new BuildError(`linking ${relative(ROOT, output)}:\n${result.output}`);
   await Deno.rename(tmp, output);
 }
@@ -148,19 +191,69 @@ async function objects(
   objDir: string,
   newestInput: number,
   force: boolean,
+  parallelism = navigator.hardwareConcurrency || 2,
 ): Promise<{ objects: string[]; rebuilt: boolean }> {
   const jobs: (() => Promise<void>)[] = [];
   const objs: string[] = [];
   for (const source of sources) {
-    const object = join(objDir, relative(SRC, source).replace(/\.c$/, ".o"));
+    // Sources outside ffi/src (ffi/cuda) get their own folder, so no two objects share a name.
+    const base = source.startsWith(SRC) ? SRC : dirname(SRC);
+    const object = join(objDir, relative(base, source).replace(/\.(c|cu)$/, ".o"));
     objs.push(object);
     const built = await mtime(object);
     if (force || built < 0 || built < newestInput || built < await mtime(source)) {
       jobs.push(() => compile(cc, flags, source, object));
     }
   }
-  await parallel(jobs, navigator.hardwareConcurrency || 2);
+  await parallel(jobs, parallelism);
   return { objects: objs, rebuilt: jobs.length > 0 };
+}
+
+/**
+ * The CUDA device checked without a GPU: its .cu sources compiled as C++ for the host emulation and linked with the
+ * CPU device's objects into `build/ffi/tests/test_cuda_emu` (not sanitized: the emulation's fibers switch stacks,
+ * which AddressSanitizer cannot follow). Without a C++ compiler it is skipped with a warning.
+ */
+async function buildEmulationTest(
+  cpuObjects: readonly string[],
+  testDir: string,
+  log: (line: string) => void,
+): Promise<string | undefined> {
+  const cxx = Deno.env.get("CXX") || "c++";
+  if (!(await run(cxx, ["--version"])).ok) {
+    log(`warning: no C++ compiler (${cxx}); the CUDA emulation test is not built`);
+    return undefined;
+  }
+  const exe = join(testDir, "test_cuda_emu");
+  const sources = [...await walk(CUDA, ".cu", false), ...await walk(EMU, ".cpp", false)];
+  const headers = [
+    ...await walk(CUDA, ".cuh", false),
+    ...await walk(EMU, ".h", false),
+    ...await walk(SRC, ".h", true),
+    ...await walk(INCLUDE, ".h", false),
+    ...await walk(TESTS, ".h", false),
+  ];
+  let newestHeader = 0;
+  for (const h of headers) newestHeader = Math.max(newestHeader, await mtime(h));
+  const objDir = join(OUT, "emu_obj");
+  const jobs: (() => Promise<void>)[] = [];
+  const objs: string[] = [];
+  for (const source of sources) {
+    const object = join(objDir, source.slice(CUDA.length + 1).replace(/\.(cu|cpp)$/, ".o"));
+    objs.push(object);
+    const built = await mtime(object);
+    if (built < 0 || built < newestHeader || built < await mtime(source)) {
+      jobs.push(() => compile(cxx, [...EMU_FLAGS, "-x", "c++"], source, object));
+    }
+  }
+  await parallel(jobs, navigator.hardwareConcurrency || 2);
+  let newestInput = 0;
+  for (const o of [...objs, ...cpuObjects]) newestInput = Math.max(newestInput, await mtime(o));
+  if (await mtime(exe) < newestInput) {
+    await link(cxx, [...objs, ...cpuObjects], exe);
+    log(`built ${relative(ROOT, exe)} (the CUDA device on the host emulation)`);
+  }
+  return exe;
 }
 
 export interface BuildResult {
@@ -179,26 +272,49 @@ export async function buildFfi(options: { tests: boolean; log?: (line: string) =
     return { built: false, library: LIBRARY_PATH, tests: [] };
   }
 
-  const sources = await walk(SRC, ".c", true);
+  const cpuSources = await walk(SRC, ".c", true);
+  const sources = [...cpuSources, NO_CUDA];
   const headers = [...await walk(SRC, ".h", true), ...await walk(INCLUDE, ".h", true)];
   const compiler = version.output.split("\n")[0] ?? "";
   const sourceList = sources.map((s) => relative(ROOT, s));
-  const libStamp = await Stamp.read("library", { compiler, flags: LIB_FLAGS, sources: sourceList });
+  const nvcc = Deno.env.get("NVCC") || "nvcc";
+  const nvccVersion = await run(nvcc, ["--version"]);
+  const cudaSources = nvccVersion.ok ? await walk(CUDA, ".cu", false) : [];
+  const libSources = nvccVersion.ok ? cpuSources : sources;
+  const libStamp = await Stamp.read("library", {
+    compiler,
+    flags: LIB_FLAGS,
+    sources: libSources.map((s) => relative(ROOT, s)),
+    ...(nvccVersion.ok
+      ? {
+        nvcc: nvccVersion.output.trim().split("\n").at(-1) ?? "",
+        nvccFlags: NVCC_FLAGS,
+        cudaSources: cudaSources.map((s) => relative(ROOT, s)),
+      }
+      : {}),
+  });
   let newestHeader = 0;
   for (const h of headers) newestHeader = Math.max(newestHeader, await mtime(h));
+  let newestCudaHeader = newestHeader;
+  for (const h of await walk(CUDA, ".cuh", false)) newestCudaHeader = Math.max(newestCudaHeader, await mtime(h));
 
-  // Compiler, flags or the source list changed: every object is rebuilt and the library relinked.
-  const lib = await objects(cc, LIB_FLAGS, sources, join(OUT, "obj"), newestHeader, libStamp.changed);
-  if (libStamp.changed || lib.rebuilt || await mtime(LIBRARY_PATH) < 0) {
-    await link(cc, ["-shared", "-pthread", ...lib.objects], LIBRARY_PATH);
-    log(`built ${relative(ROOT, LIBRARY_PATH)} (${sources.length} sources)`);
+  // Compiler, flags or the source list changed: every object is rebuilt and the library relinked. nvcc's compiles
+  // start first (they are the long ones) and share the cores with the C compiles.
+  const cores = navigator.hardwareConcurrency || 2;
+  const [cudaObjs, lib] = await Promise.all([
+    objects(nvcc, NVCC_FLAGS, cudaSources, join(OUT, "cuda_obj"), newestCudaHeader, libStamp.changed, cores),
+    objects(cc, LIB_FLAGS, libSources, join(OUT, "obj"), newestHeader, libStamp.changed),
+  ]);
+  if (libStamp.changed || lib.rebuilt || cudaObjs.rebuilt || await mtime(LIBRARY_PATH) < 0) {
+    if (cudaSources.length > 0) {
+      await link(nvcc, ["-shared", ...lib.objects, ...cudaObjs.objects], LIBRARY_PATH, [...LIBS, ...CUDA_LIBS]);
+      log(`built ${relative(ROOT, LIBRARY_PATH)} (${libSources.length} C and ${cudaSources.length} CUDA sources)`);
+    } else {
+      await link(cc, ["-shared", "-pthread", ...lib.objects], LIBRARY_PATH);
+      log(`built ${relative(ROOT, LIBRARY_PATH)} (${libSources.length} sources, no CUDA device: nvcc not found)`);
+    }
   }
   await libStamp.write();
-
-  // CUDA sources (ffi/cuda/*.cu) are compiled here with nvcc when present and nvcc is on PATH; until the CUDA device
-  // lands this build does not compile them, and says so rather than building a library that silently lacks them.
-  const cudaSources = await walk(CUDA, ".cu", false);
-  if (cudaSources.length > 0) log(`warning: ${cudaSources.length} CUDA sources in ffi/cuda are not compiled yet`);
 
   const tests: string[] = [];
   if (options.tests) {
@@ -228,6 +344,8 @@ export async function buildFfi(options: { tests: boolean; log?: (line: string) =
     }
     await parallel(jobs, navigator.hardwareConcurrency || 2);
     if (jobs.length > 0) log(`built ${jobs.length} sanitized C test programs in ${relative(ROOT, testDir)}`);
+    const emu = await buildEmulationTest(lib.objects.filter((o) => !o.endsWith("no_cuda.o")), testDir, log);
+    if (emu !== undefined) tests.push(emu);
     // A test program whose source is gone must not keep running.
     try {
       for await (const entry of Deno.readDir(testDir)) {

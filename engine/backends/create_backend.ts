@@ -46,6 +46,8 @@ export interface BackendOptions {
   readonly blockSize?: number;
   /** KV blocks in the pool (default: every sequence at full context, i.e. never the limit on ONNX). */
   readonly numKvBlocks?: number;
+  /** Native CUDA device: fraction of the GPU's free memory for weights, buffers and KV (default 0.9). */
+  readonly gpuMemoryFraction?: number;
   /**
    * Let sequences share identical prefix blocks, so the engine runs a prefix cache (default true). ONNX keeps a copy of
    * each full block's KV for it (on one session; sharded sessions keep their caches apart and do not share).
@@ -181,6 +183,7 @@ async function createNativeBackend(model: BackendModel, options: BackendOptions)
       threads,
       blockSize: options.blockSize ?? 16,
       ...(options.numKvBlocks === undefined ? {} : { numBlocks: options.numKvBlocks }),
+      ...(options.gpuMemoryFraction === undefined ? {} : { gpuMemoryFraction: options.gpuMemoryFraction }),
       maxSeqs: options.maxNumSeqs,
       maxBatchTokens: options.maxNumBatchedTokens ??
         Math.max(2048, options.maxNumSeqs * ((options.maxDrafts ?? 4) + 1)),

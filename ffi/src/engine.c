@@ -66,6 +66,7 @@ static void free_buffers(rill_engine *e) {
 
 RILL_API void rill_engine_destroy(rill_engine *e) {
   if (e == NULL) return;
+  rill_cuda_destroy(e->cuda);
   rill_engine_destroy(e->draft);
   if (e->owns_pool) rill_pool_destroy(e->pool);
   rill_kv_pool_destroy(&e->kv);
@@ -135,9 +136,13 @@ static const char *wtype_name(rill_wtype t) { return t == RILL_W_F32 ? "fp32" : 
 
 /* Checks options and fills the engine's limits (everything but the KV pool size, which needs the model). */
 static rill_status read_options(const rill_options *o, rill_engine *e) {
-  if (o->device != NULL && strcmp(o->device, "cpu") != 0 && strcmp(o->device, "auto") != 0) {
-    if (strcmp(o->device, "cuda") == 0) return set_global(RILL_ERR_UNSUPPORTED, "device cuda: this build has no CUDA device");
+  if (o->device != NULL && strcmp(o->device, "cpu") != 0 && strcmp(o->device, "auto") != 0 &&
+      strcmp(o->device, "cuda") != 0) {
     return set_global(RILL_ERR_INVALID_ARGUMENT, "device %.32s: expected cpu, cuda or auto", o->device);
+  }
+  if (!(o->gpu_memory_fraction >= 0.0f && o->gpu_memory_fraction <= 1.0f)) {
+    return set_global(RILL_ERR_INVALID_ARGUMENT, "gpu_memory_fraction %g: out of range 0..1",
+                      (double)o->gpu_memory_fraction);
   }
   if (o->draft_model_dir != NULL && o->draft_model_dir[0] == '\0') {
     return set_global(RILL_ERR_INVALID_ARGUMENT, "draft_model_dir: empty path");
@@ -174,6 +179,74 @@ static rill_status read_options(const rill_options *o, rill_engine *e) {
 
 static rill_status attach_draft(rill_engine *e, const char *dir, const rill_options *o);
 
+/* What every device reports the same way; device, isa, dtypes and byte counts are the caller's. */
+static void fill_info(rill_engine *e, int threads) {
+  const rill_model_config *c = &e->cfg;
+  rill_info *i = &e->info;
+  i->abi_version = RILL_ABI_VERSION;
+  i->vocab_size = c->vocab_size;
+  i->max_positions = e->lim.max_positions;
+  i->block_size = e->lim.block_size;
+  i->num_blocks = e->lim.num_blocks;
+  i->max_batch_tokens = e->lim.max_batch_tokens;
+  i->max_seqs = e->lim.max_seqs;
+  i->max_drafts = e->lim.max_drafts;
+  i->max_top_logprobs = e->lim.max_top_logprobs;
+  i->shares_prefix_blocks = 1;
+  i->num_layers = c->num_layers;
+  i->hidden_size = c->hidden_size;
+  i->num_heads = c->num_heads;
+  i->num_kv_heads = c->num_kv_heads;
+  i->head_dim = c->head_dim;
+  i->threads = threads;
+  snprintf(i->architecture, sizeof i->architecture, "%s", c->architecture);
+}
+
+/* The CUDA half of engine_create: the host keeps config, limits and the sampler's buffers; weights go to the device
+ * and the host copy is freed. On failure the engine is destroyed. */
+static rill_status create_on_cuda(rill_engine *e, const rill_options *o, int threads) {
+  rill_cuda_setup setup = {.cfg = &e->cfg, .w = &e->w, .inv_freq = NULL, .lim = &e->lim, .num_blocks = o->num_blocks,
+                           .kv_bytes = o->kv_bytes, .gpu_memory_fraction = o->gpu_memory_fraction,
+                           .max_rows = e->max_rows};
+  e->inv_freq = alloc_floats((size_t)e->cfg.head_dim / 2);
+  size_t sb = rill_sample_pool_scratch_bytes(e->cfg.vocab_size, rill_pool_threads(e->pool), e->lim.max_seqs);
+  e->sample_scratch = sb == 0 ? NULL : aligned_alloc(64, (sb + 63) & ~(size_t)63);
+  if (e->inv_freq == NULL || e->sample_scratch == NULL) {
+    rill_engine_destroy(e);
+    return set_global(RILL_ERR_OUT_OF_MEMORY, "out of memory for step buffers");
+  }
+  rill_rope_inv_freq(&e->cfg, e->inv_freq);
+  setup.inv_freq = e->inv_freq;
+  rill_cuda_info ci;
+  rill_status s = rill_cuda_create(&setup, &e->cuda, &ci, global_err, sizeof global_err);
+  if (s != RILL_OK) {
+    rill_engine_destroy(e);
+    return s;
+  }
+  rill_model_weights_free(&e->w);
+  fill_info(e, threads);
+  e->info.weight_bytes = ci.weight_bytes;
+  e->info.kv_bytes = ci.kv_bytes;
+  snprintf(e->info.device, sizeof e->info.device, "%s", ci.device);
+  snprintf(e->info.isa, sizeof e->info.isa, "%s", ci.isa);
+  snprintf(e->info.dtype, sizeof e->info.dtype, "bf16");
+  snprintf(e->info.kv_dtype, sizeof e->info.kv_dtype, "bf16");
+  return RILL_OK;
+}
+
+/* The end of engine_create on every device: the draft model, if any, then the handle. */
+static rill_status finish_create(rill_engine *e, const rill_options *o, rill_engine **out) {
+  if (o->draft_model_dir != NULL) {
+    rill_status s = attach_draft(e, o->draft_model_dir, o);
+    if (s != RILL_OK) {
+      rill_engine_destroy(e);
+      return s;
+    }
+  }
+  *out = e;
+  return RILL_OK;
+}
+
 /* One engine for model_dir; `shared_pool` non-NULL: borrow that thread pool (the draft model shares its target's);
  * `rows_cap` > 0: at most that many logits rows per forward (a draft model needs one per sequence). */
 static rill_status engine_create(const char *model_dir, const rill_options *o, rill_pool *shared_pool,
@@ -184,6 +257,25 @@ static rill_status engine_create(const char *model_dir, const rill_options *o, r
   if (s != RILL_OK) {
     free(e);
     return s;
+  }
+  /* "auto" takes the GPU when one is usable and quietly falls back to the CPU; "cuda" without one is an error. */
+  bool want_cuda = false;
+  if (o->device != NULL && strcmp(o->device, "cpu") != 0) {
+    char why[RILL_ERR_CAP];
+    s = rill_cuda_probe(why, sizeof why);
+    want_cuda = s == RILL_OK;
+    if (s != RILL_OK && strcmp(o->device, "cuda") == 0) {
+      free(e);
+      return set_global(s, "%s", why);
+    }
+  }
+  /* The CUDA device holds bf16 only: "auto" asked for other types runs on the CPU. */
+  bool bf16_only = (o->dtype == NULL || strcmp(o->dtype, "bf16") == 0) &&
+                   (o->kv_dtype == NULL || strcmp(o->kv_dtype, "bf16") == 0);
+  if (want_cuda && !bf16_only && strcmp(o->device, "auto") == 0) want_cuda = false;
+  if (want_cuda && !bf16_only) {
+    free(e);
+    return set_global(RILL_ERR_UNSUPPORTED, "device cuda: holds bf16 weights and a bf16 KV cache only");
   }
   s = rill_model_config_read(model_dir, &e->cfg, global_err, sizeof global_err);
   if (s != RILL_OK) {
@@ -220,13 +312,21 @@ static rill_status engine_create(const char *model_dir, const rill_options *o, r
     return s;
   }
   /* The option was checked by read_options; without it the checkpoint decides. */
-  rill_wtype wt = rill_checkpoint_default_wtype(ck);
+  rill_wtype wt = want_cuda ? RILL_W_BF16 : rill_checkpoint_default_wtype(ck);
   if (o->dtype != NULL) parse_wtype(o->dtype, &wt);
   s = rill_model_weights_load(ck, rill_checkpoint_name(ck), c, wt, e->pool, &e->w, global_err, sizeof global_err);
   rill_checkpoint_close(ck);
   if (s != RILL_OK) {
     rill_engine_destroy(e);
     return s;
+  }
+
+  int64_t rows = (int64_t)e->lim.max_seqs * (e->lim.max_drafts + 1);
+  e->max_rows = (int32_t)(rows < e->lim.max_batch_tokens ? rows : e->lim.max_batch_tokens);
+  if (rows_cap > 0 && rows_cap < e->max_rows) e->max_rows = rows_cap;
+  if (want_cuda) {
+    s = create_on_cuda(e, o, threads);
+    return s != RILL_OK ? s : finish_create(e, o, out);
   }
 
   bool kv_bf16 = o->kv_dtype != NULL && strcmp(o->kv_dtype, "bf16") == 0;
@@ -258,48 +358,20 @@ static rill_status engine_create(const char *model_dir, const rill_options *o, r
 
   /* RILL_CPU_ISA (portable, avx2, avx512) caps the kernels, so tests can compare instruction sets. */
   e->k = rill_kernels_select(getenv("RILL_CPU_ISA"));
-  int64_t rows = (int64_t)e->lim.max_seqs * (e->lim.max_drafts + 1);
-  e->max_rows = (int32_t)(rows < e->lim.max_batch_tokens ? rows : e->lim.max_batch_tokens);
-  if (rows_cap > 0 && rows_cap < e->max_rows) e->max_rows = rows_cap;
   s = alloc_buffers(e);
   if (s != RILL_OK) {
     rill_engine_destroy(e);
     return set_global(s, "out of memory for step buffers (max_batch_tokens %d)", e->lim.max_batch_tokens);
   }
 
-  rill_info *i = &e->info;
-  i->abi_version = RILL_ABI_VERSION;
-  i->vocab_size = c->vocab_size;
-  i->max_positions = e->lim.max_positions;
-  i->block_size = e->lim.block_size;
-  i->num_blocks = e->lim.num_blocks;
-  i->max_batch_tokens = e->lim.max_batch_tokens;
-  i->max_seqs = e->lim.max_seqs;
-  i->max_drafts = e->lim.max_drafts;
-  i->max_top_logprobs = e->lim.max_top_logprobs;
-  i->shares_prefix_blocks = 1;
-  i->num_layers = c->num_layers;
-  i->hidden_size = c->hidden_size;
-  i->num_heads = c->num_heads;
-  i->num_kv_heads = c->num_kv_heads;
-  i->head_dim = c->head_dim;
-  i->threads = threads;
-  i->weight_bytes = (int64_t)e->w.bytes;
-  i->kv_bytes = (int64_t)e->kv.bytes;
-  snprintf(i->device, sizeof i->device, "cpu");
-  snprintf(i->isa, sizeof i->isa, "%s", e->k->isa);
-  snprintf(i->dtype, sizeof i->dtype, "%s", wtype_name(wt));
-  snprintf(i->kv_dtype, sizeof i->kv_dtype, "%s", kv_bf16 ? "bf16" : "fp32");
-  snprintf(i->architecture, sizeof i->architecture, "%s", c->architecture);
-  if (o->draft_model_dir != NULL) {
-    s = attach_draft(e, o->draft_model_dir, o);
-    if (s != RILL_OK) {
-      rill_engine_destroy(e);
-      return s;
-    }
-  }
-  *out = e;
-  return RILL_OK;
+  fill_info(e, threads);
+  e->info.weight_bytes = (int64_t)e->w.bytes;
+  e->info.kv_bytes = (int64_t)e->kv.bytes;
+  snprintf(e->info.device, sizeof e->info.device, "cpu");
+  snprintf(e->info.isa, sizeof e->info.isa, "%s", e->k->isa);
+  snprintf(e->info.dtype, sizeof e->info.dtype, "%s", wtype_name(wt));
+  snprintf(e->info.kv_dtype, sizeof e->info.kv_dtype, "%s", kv_bf16 ? "bf16" : "fp32");
+  return finish_create(e, o, out);
 }
 
 /* Loads the draft model with the target's pool geometry (same block ids and block size, same limits), so the step's
@@ -317,6 +389,7 @@ static rill_status attach_draft(rill_engine *e, const char *dir, const rill_opti
   }
   rill_options d = *o;
   d.draft_model_dir = NULL;
+  d.device = "cpu"; /* a draft beside a CUDA target runs on the host */
   d.block_size = e->lim.block_size;
   d.num_blocks = e->lim.num_blocks;
   d.max_model_len = e->lim.max_positions;
@@ -390,9 +463,11 @@ RILL_API rill_status rill_step(rill_engine *e, const rill_step_batch *b, rill_st
     }
   }
   int32_t rows = 0;
-  s = rill_forward(e, b, RILL_ROWS_SAMPLED, NULL, &rows);
+  const float *logits = e->logits;
+  s = e->cuda != NULL ? rill_cuda_forward(e->cuda, b, 0, NULL, &logits, &rows, e->err, sizeof e->err)
+                      : rill_forward(e, b, RILL_ROWS_SAMPLED, NULL, &rows);
   if (s != RILL_OK) return s;
-  s = rill_sample_batch_pooled(b, e->logits, e->cfg.vocab_size, e->lim.max_drafts, e->lim.max_top_logprobs,
+  s = rill_sample_batch_pooled(b, logits, e->cfg.vocab_size, e->lim.max_drafts, e->lim.max_top_logprobs,
                                e->lim.max_seqs, e->pool, e->sample_scratch, r, e->err, sizeof e->err);
   if (s != RILL_OK) return s;
   if (e->draft != NULL) return rill_draft_propose(e, b, r);
@@ -410,7 +485,8 @@ RILL_API rill_status rill_forward_logits(rill_engine *e, const rill_step_batch *
   rill_status s = check_batch(e, b);
   if (s != RILL_OK) return s;
   int32_t rows = 0;
-  s = rill_forward(e, b, RILL_ROWS_ALL, logits_out, &rows);
+  s = e->cuda != NULL ? rill_cuda_forward(e->cuda, b, 1, logits_out, NULL, &rows, e->err, sizeof e->err)
+                      : rill_forward(e, b, RILL_ROWS_ALL, logits_out, &rows);
   if (s != RILL_OK || e->draft == NULL) return s;
   return rill_draft_follow(e, b);
 }

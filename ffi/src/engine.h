@@ -1,6 +1,7 @@
 /*
- * The CPU engine behind the public handle: model, KV pool, thread pool, kernels and every buffer a step needs,
- * allocated once at create for the largest batch the engine accepts, so a step never allocates.
+ * The engine behind the public handle: model, KV pool, thread pool, kernels and every buffer a step needs,
+ * allocated once at create for the largest batch the engine accepts, so a step never allocates. On the CUDA device
+ * (cuda != NULL) the device owns weights, KV pool and forward buffers; the host keeps config, limits and the sampler.
  */
 #ifndef RILL_ENGINE_H
 #define RILL_ENGINE_H
@@ -9,6 +10,7 @@
 #include <stdint.h>
 
 #include "cpu/kernels.h"
+#include "device_cuda.h"
 #include "kv_pool.h"
 #include "model_config.h"
 #include "model_weights.h"
@@ -44,6 +46,8 @@ struct rill_engine {
   float *row_hidden;          /* [max_rows × hidden] */
   float *logits;              /* [max_rows × vocab] */
   void *sample_scratch;
+
+  rill_cuda *cuda; /* the CUDA device when it runs the forward pass; NULL on the CPU device */
 
   /* The draft model (NULL without one): a whole engine of its own (weights, a KV pool of the same num_blocks and
    * block_size addressed by the same block tables, buffers) that borrows this engine's thread pool. */

@@ -489,9 +489,16 @@ static void test_options(void) {
   o.threads = -1;
   CHECK(rill_engine_create(SRC_DIR, &o, &e) == RILL_ERR_INVALID_ARGUMENT && e == NULL);
   o.threads = 1;
+  /* The sanitized tests link the CUDA device of a build without nvcc: it refuses in one line, and "auto" falls back
+   * to the CPU (checked below). */
   o.device = "cuda";
   CHECK(rill_engine_create(SRC_DIR, &o, &e) == RILL_ERR_UNSUPPORTED && e == NULL);
-  o.device = NULL;
+  CHECK(strncmp(rill_global_error(), "device cuda: ", 13) == 0 && strchr(rill_global_error(), '\n') == NULL);
+  o.device = "auto";
+  o.gpu_memory_fraction = 1.5f;
+  CHECK(rill_engine_create(SRC_DIR, &o, &e) == RILL_ERR_INVALID_ARGUMENT && e == NULL);
+  CHECK(strstr(rill_global_error(), "gpu_memory_fraction") != NULL);
+  o.gpu_memory_fraction = 0.5f;
   o.num_blocks = 0;
   o.kv_bytes = 100;
   CHECK(rill_engine_create(SRC_DIR, &o, &e) == RILL_ERR_INVALID_ARGUMENT && e == NULL);
@@ -507,7 +514,7 @@ static void test_options(void) {
     CHECK_EQ_INT(i.num_layers, 4);
     CHECK_EQ_INT(i.head_dim, 32);
     CHECK(strcmp(i.architecture, "LlamaForCausalLM") == 0);
-    CHECK(strcmp(i.device, "cpu") == 0);
+    CHECK(strcmp(i.device, "cpu") == 0); /* device "auto" without a GPU */
     CHECK(i.weight_bytes == (int64_t)4 * (2 * 1024 * 192 + 4 * (4 * 192 * 192 + 3 * 192 * 512)));
     rill_engine_destroy(e);
   }

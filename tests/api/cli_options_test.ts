@@ -41,8 +41,11 @@ Deno.test("backend flags: --backend onnx|native, --device, --threads, --dtype, -
     "32",
     "--num-kv-blocks",
     "500",
+    "--gpu-memory-fraction",
+    "0.75",
   ], noEnv);
   assert.ok(c !== "help");
+  assert.equal(c.gpuMemoryFraction, 0.75);
   assert.deepEqual(
     [c.backend, c.device, c.threads, c.dtype, c.maxNumBatchedTokens, c.blockSize, c.numKvBlocks],
     ["native", "cuda", 4, "bf16", 2048, 32, 500],
@@ -51,6 +54,7 @@ Deno.test("backend flags: --backend onnx|native, --device, --threads, --dtype, -
   assert.ok(e !== "help");
   assert.equal(e.threads, 2);
   assert.equal(e.numKvBlocks, 64);
+  assert.equal(e.gpuMemoryFraction, undefined);
   const off = parseServeArgs(["--prefix-cache", "off"], noEnv);
   assert.ok(off !== "help" && off.prefixCache === false);
   assert.match(serveHelp(), /--threads N\|auto/);
@@ -116,6 +120,9 @@ Deno.test("parseServeArgs: bad values are one-line CliErrors naming the option",
     [["--block-size", "0"], /--block-size/],
     [["--max-num-batched-tokens", "x"], /--max-num-batched-tokens/],
     [["--num-kv-blocks", "-1"], /--num-kv-blocks/],
+    [["--gpu-memory-fraction", "0"], /--gpu-memory-fraction must be a number in \(0, 1\]/],
+    [["--gpu-memory-fraction", "1.5"], /--gpu-memory-fraction/],
+    [["--gpu-memory-fraction", "half"], /--gpu-memory-fraction/],
     [["--prefix-cache", "yes"], /--prefix-cache/],
     [["--nope"], /--nope/],
     [["--host"], /--host needs a value/],

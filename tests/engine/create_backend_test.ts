@@ -65,7 +65,10 @@ Deno.test("createBackend refuses what it cannot do with a one-line BackendUnavai
   const m = await readModelDir(MODEL);
   const base = { maxNumSeqs: 4, maxModelLen: 256 };
   const cases: [Parameters<typeof createBackend>[1], RegExp][] = [
-    [{ ...base, kind: "native", device: "cuda" }, /--backend native/],
+    // No GPU is present where the tests run: the library refuses the device in one line, whether it was built with
+    // nvcc (no driver / no GPU) or without (no CUDA device in the build).
+    [{ ...base, kind: "native", device: "cuda" }, /^--backend native: .*device cuda: /],
+    [{ ...base, kind: "native", device: "cuda", dtype: "fp32" }, /^--backend native: .*device cuda: /],
     [{ ...base, device: "cuda" }, /CPU only/],
     [{ ...base, dtype: "float16" }, /--dtype float16/],
     [{ ...base, draftModelDir: MODEL }, /--speculative draft needs --backend native/],
@@ -78,5 +81,23 @@ Deno.test("createBackend refuses what it cannot do with a one-line BackendUnavai
       createBackend(m, options),
       (e: unknown) => e instanceof BackendUnavailableError && pattern.test(e.message) && !e.message.includes("\n"),
     );
+  }
+});
+
+Deno.test("createBackend native: device auto runs on the CPU where no GPU is usable, and honours its options", async () => {
+  const m = await readModelDir(MODEL);
+  const backend = await createBackend(m, {
+    kind: "native",
+    device: "auto",
+    maxNumSeqs: 2,
+    maxModelLen: 128,
+    gpuMemoryFraction: 0.5,
+    numKvBlocks: 24,
+  });
+  try {
+    assert.match(describeBackend(backend), /^native cpu \(/);
+    assert.equal(backend.info.numBlocks, 24);
+  } finally {
+    await backend.close();
   }
 });

@@ -1,0 +1,339 @@
+/*
+ * The CUDA device (device_cuda.h): weights uploaded once as bf16 (q/k/v and gate/up stacked as the host loader
+ * stacks them), a bf16 paged KV pool sized from the free memory at create, and every step buffer — device and pinned
+ * host — allocated at create, so a step never allocates. A step uploads its token metadata in one copy, runs the
+ * layers on one stream and copies only the sampled rows' logits back, with one synchronisation.
+ *
+ * Every CUDA call's status is checked; a failure is RILL_ERR_DEVICE naming the call and CUDA's message.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "device_cuda.h"
+#include "kernels.cuh"
+
+#define CU(call)                                                                                                       \
+  do {                                                                                                                 \
+    cudaError_t cu_status_ = (call);                                                                                   \
+    if (cu_status_ != cudaSuccess) return cuda_fail(err, err_cap, #call, cu_status_);                                 \
+  } while (0)
+
+static rill_status cuda_fail(char *err, size_t err_cap, const char *call, cudaError_t e) {
+  /* Only the function's name: the arguments add nothing a user can act on. */
+  const char *paren = strchr(call, '(');
+  int len = paren != nullptr ? (int)(paren - call) : (int)strlen(call);
+  snprintf(err, err_cap, "device cuda: %.*s failed: %s", len, call, cudaGetErrorString(e));
+  return e == cudaErrorMemoryAllocation ? RILL_ERR_OUT_OF_MEMORY : RILL_ERR_DEVICE;
+}
+
+static rill_status fail(char *err, size_t err_cap, rill_status s, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, err_cap, fmt, ap);
+  va_end(ap);
+  return s;
+}
+
+namespace {
+
+struct layer_dev {
+  float *attn_norm, *ffn_norm, *q_norm, *k_norm, *qkv_bias, *o_bias;
+  __nv_bfloat16 *qkv, *o, *gate_up, *down;
+};
+
+} // namespace
+
+struct rill_cuda {
+  rill_model_config cfg;
+  rill_limits lim;
+  int32_t max_rows, qkv_dim, table_stride;
+  cudaStream_t stream;
+  layer_dev *layers; /* host array of device pointers */
+  __nv_bfloat16 *embed, *head;
+  float *final_norm, *inv_freq;
+  __nv_bfloat16 *kc, *vc;
+  rill_kv_geom geom;
+  /* Per fed token, [max_batch_tokens × width]. */
+  float *x, *xn, *qkv, *attn, *gu, *act;
+  float *row_hidden, *logits; /* [max_rows × hidden], [max_rows × vocab] */
+  float *part_ml, *part_acc;  /* split-KV partials (kernels.cuh) */
+  int32_t *meta;              /* device: tokens, positions, tok_seq, rows [T each], then tables */
+  int32_t *meta_host;         /* pinned mirror */
+  size_t meta_cap;
+  float *logits_host; /* pinned, [max_rows × vocab] */
+};
+
+rill_status rill_cuda_probe(char *err, size_t err_cap) {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    return fail(err, err_cap, RILL_ERR_DEVICE, "device cuda: no usable GPU (%s)", cudaGetErrorString(e));
+  }
+  if (count < 1) return fail(err, err_cap, RILL_ERR_DEVICE, "device cuda: no CUDA GPU found");
+  cudaDeviceProp prop;
+  CU(cudaGetDeviceProperties(&prop, 0));
+  if (prop.major < 8) {
+    return fail(err, err_cap, RILL_ERR_DEVICE, "device cuda: %s is sm_%d%d; the CUDA device needs sm_80 or newer",
+                prop.name, prop.major, prop.minor);
+  }
+  return RILL_OK;
+}
+
+template <typename V> static rill_status upload(V **dst, const void *src, size_t count, char *err, size_t err_cap) {
+  *dst = nullptr;
+  if (src == nullptr) return RILL_OK;
+  CU(cudaMalloc(reinterpret_cast<void **>(dst), count * sizeof(V)));
+  CU(cudaMemcpy(*dst, src, count * sizeof(V), cudaMemcpyHostToDevice));
+  return RILL_OK;
+}
+
+static rill_status upload_matrix(__nv_bfloat16 **dst, const rill_matrix *m, char *err, size_t err_cap) {
+  if (m->type != RILL_W_BF16 || m->ld != (size_t)m->cols) {
+    return fail(err, err_cap, RILL_ERR_INTERNAL, "device cuda: weights must be loaded as dense bf16");
+  }
+  return upload(dst, m->data, (size_t)m->rows * (size_t)m->cols, err, err_cap);
+}
+
+void rill_cuda_destroy(rill_cuda *d) {
+  if (d == nullptr) return;
+  /* Errors while freeing are not actionable; every pointer is released regardless. */
+  if (d->layers != nullptr) {
+    for (int l = 0; l < d->cfg.num_layers; l++) {
+      layer_dev *L = &d->layers[l];
+      void *ptrs[] = {L->attn_norm, L->ffn_norm, L->q_norm, L->k_norm, L->qkv_bias, L->o_bias,
+                      L->qkv,       L->o,        L->gate_up, L->down};
+      for (void *p : ptrs) cudaFree(p);
+    }
+    free(d->layers);
+  }
+  void *ptrs[] = {d->embed, d->head, d->final_norm, d->inv_freq, d->kc,   d->vc,         d->x,      d->xn,
+                  d->qkv,   d->attn, d->gu,         d->act,      d->row_hidden, d->logits, d->meta,
+                  d->part_ml, d->part_acc};
+  for (void *p : ptrs) cudaFree(p);
+  cudaFreeHost(d->meta_host);
+  cudaFreeHost(d->logits_host);
+  if (d->stream != nullptr) cudaStreamDestroy(d->stream);
+  free(d);
+}
+
+static rill_status check_shapes(const rill_model_config *c, const rill_limits *lim, char *err, size_t err_cap) {
+  /* Fed tokens index a grid dimension that CUDA caps at 65535. */
+  if (lim->max_batch_tokens > 65535) {
+    return fail(err, err_cap, RILL_ERR_UNSUPPORTED, "device cuda: max_batch_tokens %d (at most 65535)",
+                lim->max_batch_tokens);
+  }
+  const int64_t qd = (int64_t)c->num_heads * c->head_dim;
+  if (c->head_dim % 2 != 0 || c->head_dim > 256) {
+    return fail(err, err_cap, RILL_ERR_UNSUPPORTED, "device cuda: head_dim %d (supported: even, at most 256)",
+                c->head_dim);
+  }
+  if (c->hidden_size % 8 != 0 || c->intermediate_size % 8 != 0 || qd % 8 != 0) {
+    return fail(err, err_cap, RILL_ERR_UNSUPPORTED,
+                "device cuda: hidden_size, intermediate_size and heads × head_dim must be multiples of 8");
+  }
+  if (c->num_kv_heads < 1 || c->num_heads % c->num_kv_heads != 0) {
+    return fail(err, err_cap, RILL_ERR_UNSUPPORTED, "device cuda: num_heads must be a multiple of num_kv_heads");
+  }
+  return RILL_OK;
+}
+
+static rill_status upload_weights(rill_cuda *d, const rill_model_weights *w, const float *inv_freq, char *err,
+                                  size_t err_cap) {
+  const rill_model_config *c = &d->cfg;
+  const size_t H = (size_t)c->hidden_size, D = (size_t)c->head_dim;
+  d->layers = static_cast<layer_dev *>(calloc((size_t)c->num_layers, sizeof(layer_dev)));
+  if (d->layers == nullptr) return fail(err, err_cap, RILL_ERR_OUT_OF_MEMORY, "out of memory");
+  rill_status s = RILL_OK;
+  for (int l = 0; l < c->num_layers && s == RILL_OK; l++) {
+    const rill_layer_weights *src = &w->layers[l];
+    layer_dev *L = &d->layers[l];
+    if ((s = upload(&L->attn_norm, src->attn_norm, H, err, err_cap)) != RILL_OK) break;
+    if ((s = upload(&L->ffn_norm, src->ffn_norm, H, err, err_cap)) != RILL_OK) break;
+    if ((s = upload(&L->q_norm, src->q_norm, D, err, err_cap)) != RILL_OK) break;
+    if ((s = upload(&L->k_norm, src->k_norm, D, err, err_cap)) != RILL_OK) break;
+    if ((s = upload(&L->qkv_bias, src->qkv_bias, (size_t)d->qkv_dim, err, err_cap)) != RILL_OK) break;
+    if ((s = upload(&L->o_bias, src->o_bias, H, err, err_cap)) != RILL_OK) break;
+    if ((s = upload_matrix(&L->qkv, &src->qkv, err, err_cap)) != RILL_OK) break;
+    if ((s = upload_matrix(&L->o, &src->o, err, err_cap)) != RILL_OK) break;
+    if ((s = upload_matrix(&L->gate_up, &src->gate_up, err, err_cap)) != RILL_OK) break;
+    s = upload_matrix(&L->down, &src->down, err, err_cap);
+  }
+  if (s != RILL_OK) return s;
+  if ((s = upload_matrix(&d->embed, &w->embed, err, err_cap)) != RILL_OK) return s;
+  if (w->tied) {
+    d->head = nullptr;
+  } else if ((s = upload_matrix(&d->head, &w->lm_head, err, err_cap)) != RILL_OK) {
+    return s;
+  }
+  if ((s = upload(&d->final_norm, w->final_norm, H, err, err_cap)) != RILL_OK) return s;
+  return upload(&d->inv_freq, inv_freq, D / 2, err, err_cap);
+}
+
+static rill_status alloc_buffers(rill_cuda *d, char *err, size_t err_cap) {
+  const rill_model_config *c = &d->cfg;
+  const size_t T = (size_t)d->lim.max_batch_tokens, H = (size_t)c->hidden_size, I = (size_t)c->intermediate_size;
+  const size_t QD = (size_t)c->num_heads * (size_t)c->head_dim, V = (size_t)c->vocab_size, R = (size_t)d->max_rows;
+  CU(cudaMalloc(&d->x, T * H * sizeof(float)));
+  CU(cudaMalloc(&d->xn, T * H * sizeof(float)));
+  CU(cudaMalloc(&d->qkv, T * (size_t)d->qkv_dim * sizeof(float)));
+  CU(cudaMalloc(&d->attn, T * QD * sizeof(float)));
+  CU(cudaMalloc(&d->gu, T * 2 * I * sizeof(float)));
+  CU(cudaMalloc(&d->act, T * I * sizeof(float)));
+  CU(cudaMalloc(&d->row_hidden, R * H * sizeof(float)));
+  CU(cudaMalloc(&d->logits, R * V * sizeof(float)));
+  CU(cudaMalloc(&d->part_ml, (size_t)kSplitTokenBudget * (size_t)c->num_heads * 2 * sizeof(float)));
+  CU(cudaMalloc(&d->part_acc, (size_t)kSplitTokenBudget * QD * sizeof(float)));
+  d->meta_cap = 4 * T + (size_t)d->lim.max_seqs * (size_t)d->table_stride;
+  CU(cudaMalloc(&d->meta, d->meta_cap * sizeof(int32_t)));
+  CU(cudaMallocHost(&d->meta_host, d->meta_cap * sizeof(int32_t)));
+  CU(cudaMallocHost(&d->logits_host, R * V * sizeof(float)));
+  return RILL_OK;
+}
+
+rill_status rill_cuda_create(const rill_cuda_setup *setup, rill_cuda **out, rill_cuda_info *info, char *err,
+                             size_t err_cap) {
+  *out = nullptr;
+  const rill_model_config *c = setup->cfg;
+  rill_status s = check_shapes(c, setup->lim, err, err_cap);
+  if (s != RILL_OK) return s;
+  CU(cudaSetDevice(0));
+  cudaDeviceProp prop;
+  CU(cudaGetDeviceProperties(&prop, 0));
+  size_t free0 = 0, total = 0;
+  CU(cudaMemGetInfo(&free0, &total));
+
+  rill_cuda *d = static_cast<rill_cuda *>(calloc(1, sizeof(rill_cuda)));
+  if (d == nullptr) return fail(err, err_cap, RILL_ERR_OUT_OF_MEMORY, "out of memory");
+  d->cfg = *c;
+  d->lim = *setup->lim;
+  d->max_rows = setup->max_rows;
+  d->qkv_dim = (c->num_heads + 2 * c->num_kv_heads) * c->head_dim;
+  d->table_stride = (d->lim.max_positions + d->lim.block_size - 1) / d->lim.block_size;
+  s = [&]() -> rill_status {
+    CU(cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking));
+    rill_status st = upload_weights(d, setup->w, setup->inv_freq, err, err_cap);
+    if (st != RILL_OK) return st;
+    if ((st = alloc_buffers(d, err, err_cap)) != RILL_OK) return st;
+    size_t free1 = 0;
+    CU(cudaMemGetInfo(&free1, &total));
+    const size_t block_bytes =
+        2 * (size_t)c->num_layers * (size_t)c->num_kv_heads * (size_t)d->lim.block_size * (size_t)c->head_dim * 2;
+    int64_t blocks = setup->num_blocks;
+    if (blocks == 0) {
+      int64_t budget = setup->kv_bytes;
+      if (budget == 0) {
+        const double frac = setup->gpu_memory_fraction > 0.0f ? (double)setup->gpu_memory_fraction : 0.9;
+        budget = (int64_t)(frac * (double)free0) - (int64_t)(free0 - free1);
+      }
+      blocks = budget / (int64_t)block_bytes;
+      if (blocks > INT32_MAX / d->lim.block_size) blocks = INT32_MAX / d->lim.block_size;
+    }
+    if (blocks < 1) {
+      return fail(err, err_cap, RILL_ERR_OUT_OF_MEMORY,
+                  "device cuda: no memory left for the KV pool (%.1f GiB free of %.1f GiB after %.1f GiB of weights "
+                  "and buffers); raise gpu_memory_fraction or lower max_batch_tokens",
+                  (double)free1 / 1073741824.0, (double)total / 1073741824.0,
+                  (double)(free0 - free1) / 1073741824.0);
+    }
+    d->lim.num_blocks = (int32_t)blocks;
+    d->geom = rill_kv_geom{d->lim.num_blocks, d->lim.block_size, c->num_kv_heads, c->head_dim, d->table_stride};
+    const size_t half = (size_t)blocks * block_bytes / 2;
+    CU(cudaMalloc(&d->kc, half));
+    CU(cudaMalloc(&d->vc, half));
+    info->kv_bytes = (int64_t)(2 * half);
+    return RILL_OK;
+  }();
+  if (s != RILL_OK) {
+    rill_cuda_destroy(d);
+    return s;
+  }
+  setup->lim->num_blocks = d->lim.num_blocks;
+  info->weight_bytes = (int64_t)setup->w->bytes;
+  snprintf(info->device, sizeof info->device, "cuda:0");
+  snprintf(info->isa, sizeof info->isa, "sm_%d%d", prop.major, prop.minor);
+  *out = d;
+  return RILL_OK;
+}
+
+/* The layers over the batch's T fed tokens, then norm and output projection of rows [r0, r0 + n) into d->logits. */
+static rill_status run_layers(rill_cuda *d, int T, const int32_t *tokens, const int32_t *positions,
+                              const int32_t *tok_seq, const int32_t *tables, char *err, size_t err_cap) {
+  const rill_model_config *c = &d->cfg;
+  const int H = c->hidden_size, I = c->intermediate_size, QD = c->num_heads * c->head_dim;
+  cudaStream_t st = d->stream;
+  const int splits = rill_attention_splits(T);
+  CU(rill_k_embed(st, d->embed, H, tokens, T, d->x));
+  for (int l = 0; l < c->num_layers; l++) {
+    const layer_dev *L = &d->layers[l];
+    CU(rill_k_rms_norm(st, d->x, nullptr, L->attn_norm, H, c->rms_norm_eps, T, d->xn));
+    CU(rill_k_linear(st, d->xn, T, H, L->qkv, d->qkv_dim, L->qkv_bias, 0, d->qkv));
+    CU(rill_k_qk_rope_kv(st, d->qkv, T, c->num_heads, c->num_kv_heads, c->head_dim, L->q_norm, L->k_norm,
+                         c->rms_norm_eps, d->inv_freq, positions, tok_seq, tables, d->geom, l, d->kc, d->vc));
+    CU(rill_k_attention(st, d->qkv, T, c->num_heads, positions, tok_seq, tables, d->geom, l, d->kc, d->vc, d->attn,
+                        splits, d->part_ml, d->part_acc));
+    CU(rill_k_linear(st, d->attn, T, QD, L->o, H, L->o_bias, 1, d->x));
+    CU(rill_k_rms_norm(st, d->x, nullptr, L->ffn_norm, H, c->rms_norm_eps, T, d->xn));
+    CU(rill_k_linear(st, d->xn, T, H, L->gate_up, 2 * I, nullptr, 0, d->gu));
+    CU(rill_k_silu_mul(st, d->gu, T, I, d->act));
+    CU(rill_k_linear(st, d->act, T, I, L->down, H, nullptr, 1, d->x));
+  }
+  return RILL_OK;
+}
+
+rill_status rill_cuda_forward(rill_cuda *d, const rill_step_batch *b, int all_rows, float *out, const float **logits,
+                              int32_t *num_rows, char *err, size_t err_cap) {
+  const rill_model_config *c = &d->cfg;
+  const int T = b->num_tokens, V = c->vocab_size, bs = d->lim.block_size;
+  int32_t *tokens = d->meta_host, *positions = tokens + T, *tok_seq = positions + T, *rows = tok_seq + T;
+  int32_t R = 0;
+  if (all_rows) {
+    for (int t = 0; t < T; t++) rows[R++] = t;
+  } else {
+    for (int s = 0; s < b->num_seqs; s++) {
+      if (!b->sample_flags[s]) continue;
+      const int end = b->query_start[s + 1], n = b->draft_counts[s] + 1;
+      if (n > end - b->query_start[s]) {
+        return fail(err, err_cap, RILL_ERR_INVALID_ARGUMENT, "draft_counts[%d]: %d drafts but only %d fed tokens", s,
+                    n - 1, end - b->query_start[s]);
+      }
+      for (int t = end - n; t < end; t++) rows[R++] = t;
+    }
+  }
+  int32_t *tables = rows + T;
+  /* The batch was validated: every block a fed position needs is inside its row of the caller's table. */
+  for (int s = 0; s < b->num_seqs; s++) {
+    int32_t need = 0;
+    for (int t = b->query_start[s]; t < b->query_start[s + 1]; t++) {
+      tok_seq[t] = s;
+      const int32_t blocks = b->positions[t] / bs + 1;
+      need = blocks > need ? blocks : need;
+    }
+    memcpy(tables + (size_t)s * d->table_stride, b->block_tables + (size_t)s * b->block_table_stride,
+           (size_t)need * sizeof(int32_t));
+  }
+  memcpy(tokens, b->tokens, (size_t)T * sizeof(int32_t));
+  memcpy(positions, b->positions, (size_t)T * sizeof(int32_t));
+  const size_t meta_len = 4 * (size_t)T + (size_t)b->num_seqs * d->table_stride;
+  cudaStream_t st = d->stream;
+  CU(cudaMemcpyAsync(d->meta, d->meta_host, meta_len * sizeof(int32_t), cudaMemcpyHostToDevice, st));
+  const int32_t *dtokens = d->meta, *dpositions = dtokens + T, *dtok_seq = dpositions + T, *drows = dtok_seq + T;
+  const int32_t *dtables = drows + T;
+  rill_status s = run_layers(d, T, dtokens, dpositions, dtok_seq, dtables, err, err_cap);
+  if (s != RILL_OK) return s;
+
+  const __nv_bfloat16 *head = d->head != nullptr ? d->head : d->embed;
+  float *dst = all_rows ? out : d->logits_host;
+  /* rill_forward_logits may ask for more rows than the step buffers hold: go in slices of max_rows. */
+  for (int32_t r0 = 0; r0 < R; r0 += d->max_rows) {
+    const int32_t n = R - r0 < d->max_rows ? R - r0 : d->max_rows;
+    CU(rill_k_rms_norm(st, d->x, drows + r0, d->final_norm, c->hidden_size, c->rms_norm_eps, n, d->row_hidden));
+    CU(rill_k_linear(st, d->row_hidden, n, c->hidden_size, head, V, nullptr, 0, d->logits));
+    CU(cudaMemcpyAsync(dst + (size_t)r0 * V, d->logits, (size_t)n * V * sizeof(float), cudaMemcpyDeviceToHost, st));
+  }
+  CU(cudaStreamSynchronize(st));
+  *num_rows = R;
+  if (logits != nullptr) *logits = d->logits_host;
+  return RILL_OK;
+}

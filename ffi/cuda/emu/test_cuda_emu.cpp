@@ -1,0 +1,269 @@
+/*
+ * The CUDA device's kernels and forward pass, run on the host emulation (cuda_runtime.h here), against the CPU
+ * device holding the same bf16 weights and bf16 KV cache: logits of a mixed-length prefill across KV blocks (the
+ * tiled GEMM path), of decode steps (the weight-streaming path), of a verify-shaped step with drafts, and greedy
+ * tokens from rill_step. Both devices accumulate in fp32 in different orders, so logits agree to a relative bound,
+ * not bit for bit. Checks the arithmetic, indexing and barriers of the kernels — not their speed, and not anything
+ * the emulation's one-block-at-a-time fiber order cannot show (races between blocks, memory ordering).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../tests/batch_fixture.h"
+#include "../../tests/check.h"
+#include "rill.h"
+
+namespace {
+
+/* fp32 sums in another order change a key or value by an ulp, which can flip its bf16 rounding in the KV cache; over
+ * a few layers that stays well under this bound, while a wrong index (block, head, position) is off by O(1). */
+constexpr double kBound = 6e-3;
+double worst_seen = 0.0;
+
+struct pair {
+  rill_engine *cpu = nullptr, *cuda = nullptr;
+  int32_t vocab = 0;
+};
+
+bool open_pair(const char *dir, pair *p) {
+  rill_options o;
+  memset(&o, 0, sizeof o);
+  o.threads = 1;
+  o.num_blocks = FX_MAX_SEQS * FX_STRIDE;
+  o.max_batch_tokens = FX_MAX_TOKENS;
+  /* 4 sequences × (3 drafts + 1) = 16 logits rows per step: the 26- and 32-token forward_logits calls run in slices. */
+  o.max_seqs = 4;
+  o.max_drafts = 3;
+  o.dtype = "bf16";
+  o.kv_dtype = "bf16";
+  o.device = "cpu";
+  rill_status s = rill_engine_create(dir, &o, &p->cpu);
+  CHECK_MSG(s == RILL_OK, "cpu %s: %s", dir, rill_global_error());
+  o.device = "cuda";
+  s = rill_engine_create(dir, &o, &p->cuda);
+  CHECK_MSG(s == RILL_OK, "cuda %s: %s", dir, rill_global_error());
+  if (p->cpu == nullptr || p->cuda == nullptr) return false;
+  rill_info a, b;
+  rill_engine_info(p->cpu, &a);
+  rill_engine_info(p->cuda, &b);
+  CHECK_MSG(strcmp(b.device, "cuda:0") == 0 && strcmp(b.isa, "sm_90") == 0, "%s: cuda info %s %s", dir, b.device,
+            b.isa);
+  CHECK_EQ_INT(a.num_blocks, b.num_blocks);
+  CHECK(a.weight_bytes == b.weight_bytes);
+  p->vocab = a.vocab_size;
+  return true;
+}
+
+/* Max |a − b| over the rows, relative to the largest |a|. */
+double rel_diff(const float *a, const float *b, size_t n) {
+  double worst = 0.0, scale = 1e-6;
+  for (size_t i = 0; i < n; i++) {
+    worst = fmax(worst, fabs((double)a[i] - (double)b[i]));
+    scale = fmax(scale, fabs((double)a[i]));
+  }
+  return worst / scale;
+}
+
+void compare(pair *p, fixture *f, const char *dir, const char *what) {
+  rill_step_batch b = fixture_batch(f);
+  const size_t n = (size_t)b.num_tokens * (size_t)p->vocab;
+  float *x = static_cast<float *>(malloc(n * sizeof(float))), *y = static_cast<float *>(malloc(n * sizeof(float)));
+  rill_status s1 = rill_forward_logits(p->cpu, &b, x), s2 = rill_forward_logits(p->cuda, &b, y);
+  CHECK_MSG(s1 == RILL_OK && s2 == RILL_OK, "%s %s: %s / %s", dir, what, rill_last_error(p->cpu),
+            rill_last_error(p->cuda));
+  if (s1 == RILL_OK && s2 == RILL_OK) {
+    const double d = rel_diff(x, y, n);
+    worst_seen = fmax(worst_seen, d);
+    CHECK_MSG(d <= kBound, "%s %s: logits differ by %.3g of the largest", dir, what, d);
+  }
+  free(x);
+  free(y);
+}
+
+/* Deterministic pseudo-random token ids. */
+int32_t token_at(int32_t seq, int32_t pos, int32_t vocab) {
+  uint32_t h = (uint32_t)seq * 2654435761u ^ (uint32_t)pos * 40503u;
+  h ^= h >> 13;
+  h *= 0x5bd1e995u;
+  return (int32_t)((h ^ (h >> 15)) % (uint32_t)vocab);
+}
+
+void fill_tokens(fixture *f, int32_t vocab) {
+  for (int s = 0; s < f->num_seqs; s++) {
+    for (int t = f->query_start[s]; t < f->query_start[s + 1]; t++) f->tokens[t] = token_at(s, f->positions[t], vocab);
+  }
+}
+
+void logits_checks(const char *dir) {
+  pair p;
+  if (open_pair(dir, &p)) {
+    /* Prefill of mixed lengths, two of them across block boundaries: 26 tokens take the tiled GEMM path. */
+    fixture f;
+    const int32_t fed[3] = {19, 5, 2}, ctx[3] = {19, 5, 34};
+    fixture_init(&f, 3, fed, ctx);
+    fill_tokens(&f, p.vocab);
+    /* Sequence 2 starts mid-way: fill its first 32 positions in an earlier prefill. */
+    fixture pre;
+    const int32_t pfed[1] = {32}, pctx[1] = {32};
+    fixture_init(&pre, 1, pfed, pctx);
+    for (int j = 0; j < FX_STRIDE; j++) pre.block_tables[j] = f.block_tables[2 * FX_STRIDE + j];
+    for (int t = 0; t < 32; t++) pre.tokens[t] = token_at(2, t, p.vocab);
+    compare(&p, &pre, dir, "prefill 32 (tiled)");
+    compare(&p, &f, dir, "mixed prefill");
+    /* Decodes: one token per sequence per step (the streaming path). */
+    int32_t len[3] = {19, 5, 34};
+    for (int step = 0; step < 8; step++) {
+      const int32_t one[3] = {1, 1, 1}, c[3] = {len[0] + 1, len[1] + 1, len[2] + 1};
+      fixture d;
+      fixture_init(&d, 3, one, c);
+      for (int i = 0; i < 3; i++) {
+        for (int j = 0; j < FX_STRIDE; j++) d.block_tables[i * FX_STRIDE + j] = f.block_tables[i * FX_STRIDE + j];
+      }
+      fill_tokens(&d, p.vocab);
+      char what[32];
+      snprintf(what, sizeof what, "decode %d", step);
+      compare(&p, &d, dir, what);
+      for (int i = 0; i < 3; i++) len[i]++;
+    }
+    /* A verify-shaped step: 1 + 3 drafts on one sequence beside a decode. */
+    const int32_t vf[2] = {4, 1}, vc[2] = {len[0] + 4, len[1] + 1};
+    fixture v;
+    fixture_init(&v, 2, vf, vc);
+    for (int i = 0; i < 2; i++) {
+      for (int j = 0; j < FX_STRIDE; j++) v.block_tables[i * FX_STRIDE + j] = f.block_tables[i * FX_STRIDE + j];
+    }
+    fill_tokens(&v, p.vocab);
+    compare(&p, &v, dir, "verify");
+  }
+  rill_engine_destroy(p.cpu);
+  rill_engine_destroy(p.cuda);
+}
+
+/* A 300-token context (prefilled in two chunks) decoded beside a short one: decode attention splits the long context
+ * into several ranges and merges them; and the long sequence's decode logits are bitwise the same alone and in the
+ * batch (splits depend on a token's own context only). */
+void long_context_checks(const char *dir) {
+  pair p;
+  if (open_pair(dir, &p)) {
+    const int32_t chunk = 150;
+    for (int c = 0; c < 2; c++) {
+      fixture f;
+      const int32_t fed[2] = {chunk, c == 0 ? 20 : 1}, ctx[2] = {chunk * (c + 1), c == 0 ? 20 : 21};
+      fixture_init(&f, 2, fed, ctx);
+      fill_tokens(&f, p.vocab);
+      compare(&p, &f, dir, c == 0 ? "long prefill 1" : "long prefill 2");
+    }
+    for (int step = 0; step < 3; step++) {
+      fixture both;
+      const int32_t one[2] = {1, 1}, ctx[2] = {2 * chunk + 1 + step, 22 + step};
+      fixture_init(&both, 2, one, ctx);
+      fill_tokens(&both, p.vocab);
+      char what[48];
+      snprintf(what, sizeof what, "long decode %d (split attention)", step);
+      compare(&p, &both, dir, what);
+      /* Rewrite the long sequence's slot alone: its logits must not change bit for bit. */
+      rill_step_batch b2 = fixture_batch(&both);
+      const size_t V = (size_t)p.vocab;
+      float *in_batch = static_cast<float *>(malloc(2 * V * sizeof(float)));
+      float *alone = static_cast<float *>(malloc(V * sizeof(float)));
+      CHECK(rill_forward_logits(p.cuda, &b2, in_batch) == RILL_OK);
+      fixture one_seq = both;
+      one_seq.num_seqs = 1;
+      one_seq.num_tokens = 1;
+      one_seq.query_start[1] = 1;
+      rill_step_batch b1 = fixture_batch(&one_seq);
+      CHECK(rill_forward_logits(p.cuda, &b1, alone) == RILL_OK);
+      CHECK_MSG(memcmp(alone, in_batch, V * sizeof(float)) == 0, "%s: decode logits differ alone and in a batch",
+                dir);
+      free(in_batch);
+      free(alone);
+    }
+  }
+  rill_engine_destroy(p.cpu);
+  rill_engine_destroy(p.cuda);
+}
+
+/* Greedy decoding through rill_step: the two devices pick the same tokens. */
+void greedy_checks(const char *dir) {
+  pair p;
+  if (!open_pair(dir, &p)) {
+    rill_engine_destroy(p.cpu);
+    rill_engine_destroy(p.cuda);
+    return;
+  }
+  int32_t next[2][2] = {{3, 3}, {7, 7}}; /* [seq][engine] */
+  int32_t len[2] = {0, 0};
+  for (int step = 0; step < 12; step++) {
+    int32_t out_tok[2][2];
+    for (int e = 0; e < 2; e++) {
+      fixture f;
+      const int32_t fed[2] = {step == 0 ? 9 : 1, step == 0 ? 3 : 1};
+      const int32_t ctx[2] = {len[0] + fed[0], len[1] + fed[1]};
+      fixture_init(&f, 2, fed, ctx);
+      for (int s = 0; s < 2; s++) {
+        for (int t = f.query_start[s]; t < f.query_start[s + 1]; t++) {
+          f.tokens[t] = step == 0 ? token_at(s, f.positions[t], p.vocab) : next[s][e];
+        }
+      }
+      rill_step_batch b = fixture_batch(&f);
+      int32_t counts[2], tokens[2 * 4], top_ids[2 * 4 * 20];
+      float logprobs[2 * 4], top_lp[2 * 4 * 20];
+      rill_step_result r = {counts, tokens, logprobs, top_ids, top_lp, nullptr, nullptr};
+      rill_status s = rill_step(e == 0 ? p.cpu : p.cuda, &b, &r);
+      CHECK_MSG(s == RILL_OK, "%s step %d: %s", dir, step, rill_last_error(e == 0 ? p.cpu : p.cuda));
+      if (s != RILL_OK) break;
+      for (int q = 0; q < 2; q++) out_tok[q][e] = tokens[q * 4];
+    }
+    for (int q = 0; q < 2; q++) {
+      CHECK_MSG(out_tok[q][0] == out_tok[q][1], "%s step %d seq %d: cpu %d, cuda %d", dir, step, q, out_tok[q][0],
+                out_tok[q][1]);
+      next[q][0] = out_tok[q][0];
+      next[q][1] = out_tok[q][0];
+    }
+    len[0] += step == 0 ? 9 : 1;
+    len[1] += step == 0 ? 3 : 1;
+  }
+  /* A verify step: sequence 0 feeds its last token and 3 arbitrary drafts, sequence 1 a plain decode; both devices
+   * accept the same drafts and pick the same tokens. */
+  int32_t counts[2][2], toks[2][2 * 4];
+  for (int e = 0; e < 2; e++) {
+    fixture f;
+    const int32_t fed[2] = {4, 1}, ctx[2] = {len[0] + 4, len[1] + 1};
+    fixture_init(&f, 2, fed, ctx);
+    f.tokens[0] = next[0][0];
+    f.tokens[1] = token_at(0, 1, p.vocab);
+    f.tokens[2] = token_at(0, 2, p.vocab);
+    f.tokens[3] = token_at(0, 3, p.vocab);
+    f.tokens[4] = next[1][0];
+    f.draft_counts[0] = 3;
+    rill_step_batch b = fixture_batch(&f);
+    int32_t top_ids[2 * 4 * 20];
+    float logprobs[2 * 4], top_lp[2 * 4 * 20];
+    rill_step_result r = {counts[e], toks[e], logprobs, top_ids, top_lp, nullptr, nullptr};
+    rill_status s = rill_step(e == 0 ? p.cpu : p.cuda, &b, &r);
+    CHECK_MSG(s == RILL_OK, "%s verify: %s", dir, rill_last_error(e == 0 ? p.cpu : p.cuda));
+  }
+  CHECK_EQ_INT(counts[0][0], counts[0][1]);
+  CHECK_EQ_INT(counts[1][0], counts[1][1]);
+  for (int i = 0; i < counts[0][0] && i < 4; i++) CHECK_EQ_INT(toks[0][i], toks[1][i]);
+  CHECK_EQ_INT(toks[0][4], toks[1][4]);
+  rill_engine_destroy(p.cpu);
+  rill_engine_destroy(p.cuda);
+}
+
+} // namespace
+
+int main() {
+  const char *dirs[] = {"models/rill-tiny-chatml",
+                        "tests/fixtures/checkpoints/llama3-bf16",
+                        "tests/fixtures/checkpoints/mistral-bf16",
+                        "tests/fixtures/checkpoints/qwen2-bf16",
+                        "tests/fixtures/checkpoints/qwen3-bf16"};
+  for (const char *dir : dirs) logits_checks(dir);
+  long_context_checks("models/rill-tiny-chatml");
+  greedy_checks("models/rill-tiny-chatml");
+  printf("largest logits difference, relative: %.3g (bound %.3g)\n", worst_seen, kBound);
+  return check_summary();
+}

@@ -1,0 +1,30 @@
+/* The CUDA device of a build without nvcc (and of the sanitized C tests): every entry refuses. */
+#include <stdio.h>
+
+#include "device_cuda.h"
+
+rill_status rill_cuda_probe(char *err, size_t err_cap) {
+  snprintf(err, err_cap, "device cuda: this library was built without CUDA (nvcc not found at build time)");
+  return RILL_ERR_UNSUPPORTED;
+}
+
+rill_status rill_cuda_create(const rill_cuda_setup *setup, rill_cuda **out, rill_cuda_info *info, char *err,
+                             size_t err_cap) {
+  (void)setup;
+  (void)info;
+  *out = NULL;
+  return rill_cuda_probe(err, err_cap);
+}
+
+void rill_cuda_destroy(rill_cuda *d) { (void)d; }
+
+rill_status rill_cuda_forward(rill_cuda *d, const rill_step_batch *b, int all_rows, float *out, const float **logits,
+                              int32_t *num_rows, char *err, size_t err_cap) {
+  (void)d;
+  (void)b;
+  (void)all_rows;
+  (void)out;
+  (void)logits;
+  (void)num_rows;
+  return rill_cuda_probe(err, err_cap);
+}

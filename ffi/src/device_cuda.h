@@ -1,0 +1,58 @@
+/*
+ * The seam between the engine (engine.c) and the CUDA device (ffi/cuda/). engine.c validates every batch on the host
+ * and parses config and checkpoint there; the device receives the loaded bf16 weights once, uploads them, owns the KV
+ * pool and every device buffer (all allocated at create), and runs the forward pass. Built without nvcc, the same
+ * functions come from ffi/cuda/no_cuda.c and refuse with RILL_ERR_UNSUPPORTED.
+ */
+#ifndef RILL_DEVICE_CUDA_H
+#define RILL_DEVICE_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model_config.h"
+#include "model_weights.h"
+#include "rill.h"
+#include "validate.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct rill_cuda rill_cuda;
+
+/* RILL_OK when a CUDA GPU is usable; RILL_ERR_UNSUPPORTED (no CUDA in this build) or RILL_ERR_DEVICE (no driver, no
+ * GPU) with a one-line reason in err. */
+rill_status rill_cuda_probe(char *err, size_t err_cap);
+
+typedef struct rill_cuda_setup {
+  const rill_model_config *cfg;
+  const rill_model_weights *w; /* bf16 matrices; copied to the device, the caller may free them afterwards */
+  const float *inv_freq;       /* [head_dim / 2] */
+  rill_limits *lim;            /* in: everything but num_blocks; out: num_blocks */
+  int32_t num_blocks;          /* 0: from kv_bytes, else from gpu_memory_fraction */
+  int64_t kv_bytes;
+  float gpu_memory_fraction; /* of the free memory at create, for weights + buffers + KV; 0 = 0.9 */
+  int32_t max_rows;          /* most logits rows one step computes */
+} rill_cuda_setup;
+
+typedef struct rill_cuda_info {
+  char device[32]; /* "cuda:0" */
+  char isa[32];    /* "sm_90" */
+  int64_t weight_bytes, kv_bytes;
+} rill_cuda_info;
+
+rill_status rill_cuda_create(const rill_cuda_setup *setup, rill_cuda **out, rill_cuda_info *info, char *err,
+                             size_t err_cap);
+void rill_cuda_destroy(rill_cuda *d);
+
+/* Runs a validated batch. all_rows: the logits of every fed token go to out ([T × V], host memory, any kind);
+ * otherwise the sampled rows (the last draft_counts + 1 tokens of each sequence with sample_flags, batch order) go
+ * to *logits (host memory the device owns, valid until the next call), their count in *num_rows. */
+rill_status rill_cuda_forward(rill_cuda *d, const rill_step_batch *b, int all_rows, float *out, const float **logits,
+                              int32_t *num_rows, char *err, size_t err_cap);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RILL_DEVICE_CUDA_H */

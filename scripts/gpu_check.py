@@ -1,0 +1,619 @@
+#!/usr/bin/env python3
+"""
+rill's CUDA device checked on a GPU machine (nvcc, torch, transformers; no Deno needed):
+
+  python3 scripts/gpu_check.py [--skip-8b] [--skip-bench] [--workdir DIR]
+
+1. builds the native library (ffi/src with cc, ffi/cuda with nvcc, sm_80/89/90a + PTX) into build/gpu_check/;
+2. makes random-initialised bf16 checkpoints with transformers (Llama-3.2-1B, Qwen3-0.6B and Qwen3-8B shapes) and
+   compares the CUDA device's logits with transformers' (fp32 forward over the same bf16 weights) for a mixed-length
+   prefill paged across shuffled blocks and 32 decode steps;
+3. compares the CUDA device with the CPU device on the bundled models (bf16 weights and KV on both);
+4. greedy decoding with and without speculation (drafts verified in the step) gives the same tokens;
+5. batch invariance: a sequence's decode logits are bitwise the same alone and in a batch of 8;
+6. a short compute-sanitizer memcheck run on the bundled model;
+7. benchmarks on the Qwen3-8B shape: decode tokens/s at batch 1, 8, 64, 256 with 1k-token contexts, prefill tokens/s
+   for 1k and 8k prompts, start-up time, and each decode figure as a fraction of the roofline (bytes read per step
+   divided by the device-to-device copy bandwidth measured in the same run).
+
+It prints one table and exits 1 when any check or target misses. The library is driven over ctypes through the C ABI
+(ffi/include/rill.h); the structs below mirror it field for field.
+"""
+
+import argparse
+import ctypes as C
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "build" / "gpu_check"
+LIB = OUT / "librill.so"
+
+# ---- the C ABI (ffi/include/rill.h) ----
+
+
+class Options(C.Structure):
+    _fields_ = [
+        ("device", C.c_char_p), ("dtype", C.c_char_p), ("kv_dtype", C.c_char_p), ("draft_model_dir", C.c_char_p),
+        ("threads", C.c_int32), ("block_size", C.c_int32), ("num_blocks", C.c_int32), ("kv_bytes", C.c_int64),
+        ("max_seqs", C.c_int32), ("max_batch_tokens", C.c_int32), ("max_drafts", C.c_int32),
+        ("max_top_logprobs", C.c_int32), ("max_model_len", C.c_int32), ("gpu_memory_fraction", C.c_float),
+    ]
+
+
+class Info(C.Structure):
+    _fields_ = [(n, C.c_int32) for n in (
+        "abi_version", "vocab_size", "max_positions", "block_size", "num_blocks", "max_batch_tokens", "max_seqs",
+        "max_drafts", "max_top_logprobs", "shares_prefix_blocks", "num_layers", "hidden_size", "num_heads",
+        "num_kv_heads", "head_dim", "threads")] + [
+        ("weight_bytes", C.c_int64), ("kv_bytes", C.c_int64), ("device", C.c_char * 32), ("isa", C.c_char * 32),
+        ("dtype", C.c_char * 16), ("kv_dtype", C.c_char * 16), ("architecture", C.c_char * 64),
+        ("draft_weight_bytes", C.c_int64)]
+
+
+I32P, F32P, U8P, U64P, U32P = (C.POINTER(C.c_int32), C.POINTER(C.c_float), C.POINTER(C.c_uint8),
+                               C.POINTER(C.c_uint64), C.POINTER(C.c_uint32))
+
+
+class StepBatch(C.Structure):
+    _fields_ = [
+        ("num_seqs", C.c_int32), ("num_tokens", C.c_int32), ("block_table_stride", C.c_int32),
+        ("num_mask_rows", C.c_int32), ("history_len", C.c_int32), ("bias_len", C.c_int32),
+        ("seq_ids", I32P), ("tokens", I32P), ("positions", I32P), ("query_start", I32P), ("context_lens", I32P),
+        ("draft_counts", I32P), ("sample_flags", U8P), ("block_tables", I32P), ("temperature", F32P),
+        ("top_p", F32P), ("top_k", I32P), ("min_p", F32P), ("presence_penalty", F32P),
+        ("frequency_penalty", F32P), ("repetition_penalty", F32P), ("seeds", U64P), ("logprobs", I32P),
+        ("mask_row_start", I32P), ("allowed_mask", U32P), ("history_start", I32P), ("history", I32P),
+        ("history_prompt_lens", I32P), ("bias_start", I32P), ("bias_ids", I32P), ("bias_values", F32P),
+        ("propose_counts", I32P),
+    ]
+
+
+class StepResult(C.Structure):
+    _fields_ = [("counts", I32P), ("tokens", I32P), ("logprobs", F32P), ("top_ids", I32P), ("top_logprobs", F32P),
+                ("proposed_counts", I32P), ("proposed", I32P)]
+
+
+ABI_VERSION = 3  # the rill.h these structs mirror
+
+
+def load_library():
+    lib = C.CDLL(str(LIB))
+    if lib.rill_abi_version() != ABI_VERSION:
+        raise RuntimeError(f"library ABI {lib.rill_abi_version()}, this script mirrors ABI {ABI_VERSION}: update it")
+    lib.rill_engine_create.argtypes = [C.c_char_p, C.POINTER(Options), C.POINTER(C.c_void_p)]
+    lib.rill_engine_create.restype = C.c_int
+    lib.rill_engine_destroy.argtypes = [C.c_void_p]
+    lib.rill_engine_info.argtypes = [C.c_void_p, C.POINTER(Info)]
+    lib.rill_step.argtypes = [C.c_void_p, C.POINTER(StepBatch), C.POINTER(StepResult)]
+    lib.rill_forward_logits.argtypes = [C.c_void_p, C.POINTER(StepBatch), F32P]
+    lib.rill_last_error.argtypes = [C.c_void_p]
+    lib.rill_last_error.restype = C.c_char_p
+    lib.rill_global_error.restype = C.c_char_p
+    return lib
+
+
+class Engine:
+    """One engine; batches are built from plain Python lists of sequences."""
+
+    def __init__(self, lib, model_dir, device, **opts):
+        self.lib = lib
+        o = Options()
+        o.device = device.encode()
+        o.dtype = b"bf16"
+        o.kv_dtype = b"bf16"
+        for k, v in opts.items():
+            setattr(o, k, v)
+        h = C.c_void_p()
+        t0 = time.perf_counter()
+        s = lib.rill_engine_create(str(model_dir).encode(), C.byref(o), C.byref(h))
+        self.startup_s = time.perf_counter() - t0
+        if s != 0:
+            raise RuntimeError(f"create {model_dir} on {device}: {lib.rill_global_error().decode()}")
+        self.h = h
+        self.info = Info()
+        lib.rill_engine_info(h, C.byref(self.info))
+
+    def close(self):
+        if self.h:
+            self.lib.rill_engine_destroy(self.h)
+            self.h = None
+
+    def _batch(self, seqs):
+        """seqs: dicts with tokens (fed), start (position of the first fed token), table (block ids), drafts,
+        sample (bool)."""
+        import numpy as np
+        B = len(seqs)
+        T = sum(len(s["tokens"]) for s in seqs)
+        stride = max(len(s["table"]) for s in seqs)
+        a = {}
+        a["seq_ids"] = np.array([s.get("id", i) for i, s in enumerate(seqs)], np.int32)
+        a["tokens"] = np.array([t for s in seqs for t in s["tokens"]], np.int32)
+        a["positions"] = np.array([s["start"] + j for s in seqs for j in range(len(s["tokens"]))], np.int32)
+        qs = [0]
+        for s in seqs:
+            qs.append(qs[-1] + len(s["tokens"]))
+        a["query_start"] = np.array(qs, np.int32)
+        a["context_lens"] = np.array([s["start"] + len(s["tokens"]) for s in seqs], np.int32)
+        a["draft_counts"] = np.array([s.get("drafts", 0) for s in seqs], np.int32)
+        a["sample_flags"] = np.array([1 if s.get("sample", True) else 0 for s in seqs], np.uint8)
+        tab = np.full((B, stride), -1, np.int32)
+        for i, s in enumerate(seqs):
+            tab[i, :len(s["table"])] = s["table"]
+        a["block_tables"] = tab.reshape(-1)
+        a["temperature"] = np.zeros(B, np.float32)
+        a["top_p"] = np.ones(B, np.float32)
+        a["top_k"] = np.zeros(B, np.int32)
+        a["min_p"] = np.zeros(B, np.float32)
+        a["presence_penalty"] = np.zeros(B, np.float32)
+        a["frequency_penalty"] = np.zeros(B, np.float32)
+        a["repetition_penalty"] = np.ones(B, np.float32)
+        a["seeds"] = np.arange(B, dtype=np.uint64)
+        a["logprobs"] = np.full(B, -1, np.int32)
+        a["mask_row_start"] = np.full(B, -1, np.int32)
+        a["history_start"] = np.zeros(B + 1, np.int32)
+        a["history_prompt_lens"] = np.zeros(B, np.int32)
+        a["bias_start"] = np.zeros(B + 1, np.int32)
+        b = StepBatch()
+        b.num_seqs, b.num_tokens, b.block_table_stride, b.num_mask_rows, b.history_len, b.bias_len = B, T, stride, 0, 0, 0
+        ctypes_of = {np.int32: I32P, np.float32: F32P, np.uint8: U8P, np.uint64: U64P}
+        for k, v in a.items():
+            setattr(b, k, v.ctypes.data_as(ctypes_of[v.dtype.type]))
+        b.allowed_mask = None
+        b.history = None
+        b.bias_ids = None
+        b.bias_values = None
+        b.propose_counts = None
+        return b, a, T
+
+    def logits(self, seqs):
+        import numpy as np
+        b, keep, T = self._batch(seqs)
+        out = np.empty((T, self.info.vocab_size), np.float32)
+        s = self.lib.rill_forward_logits(self.h, C.byref(b), out.ctypes.data_as(F32P))
+        if s != 0:
+            raise RuntimeError(self.lib.rill_last_error(self.h).decode())
+        del keep
+        return out
+
+    def prepare(self, seqs):
+        """A step's batch and result buffers, built once (so benchmarks time the step, not Python)."""
+        import numpy as np
+        b, keep, _ = self._batch(seqs)
+        B, K1, L = len(seqs), self.info.max_drafts + 1, self.info.max_top_logprobs
+        bufs = (np.zeros(B, np.int32), np.zeros(B * K1, np.int32), np.zeros(B * K1, np.float32),
+                np.zeros(B * K1 * max(L, 1), np.int32), np.zeros(B * K1 * max(L, 1), np.float32))
+        r = StepResult(bufs[0].ctypes.data_as(I32P), bufs[1].ctypes.data_as(I32P), bufs[2].ctypes.data_as(F32P),
+                       bufs[3].ctypes.data_as(I32P), bufs[4].ctypes.data_as(F32P), None, None)
+        return (b, keep, bufs, r, B, K1)
+
+    def run(self, prepared):
+        b, _keep, bufs, r, B, K1 = prepared
+        s = self.lib.rill_step(self.h, C.byref(b), C.byref(r))
+        if s != 0:
+            raise RuntimeError(self.lib.rill_last_error(self.h).decode())
+        counts, toks = bufs[0], bufs[1]
+        return [list(toks[i * K1:i * K1 + counts[i]]) for i in range(B)]
+
+    def step(self, seqs):
+        """Greedy step; returns the accepted tokens of each sequence."""
+        return self.run(self.prepare(seqs))
+
+
+# ---- build ----
+
+def run(cmd, **kw):
+    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(map(str, cmd))}\n{r.stdout}{r.stderr}")
+    return r
+
+
+def build():
+    """The same sources and flags as scripts/build_ffi.ts, without Deno."""
+    nvcc = os.environ.get("NVCC") or shutil.which("nvcc")
+    if nvcc is None:
+        raise RuntimeError("nvcc not found (set NVCC)")
+    cc = os.environ.get("CC", "cc")
+    obj = OUT / "obj"
+    obj.mkdir(parents=True, exist_ok=True)
+    inc = ["-I", str(ROOT / "ffi/include"), "-I", str(ROOT / "ffi/src")]
+    cflags = ["-std=c17", "-Wall", "-Wextra", "-Werror", "-pthread", "-O2", "-fPIC", "-fvisibility=hidden", *inc]
+    nvflags = ["-std=c++17", "-O3", "-Xcompiler", "-fPIC,-fvisibility=hidden,-Wall,-Wextra,-Werror", "--Werror",
+               "all-warnings", *inc,
+               "-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_89,code=sm_89",
+               "-gencode", "arch=compute_90a,code=sm_90a", "-gencode", "arch=compute_90,code=compute_90"]
+    jobs = []
+    for i, src in enumerate(sorted((ROOT / "ffi/src").rglob("*.c"))):
+        jobs.append([cc, *cflags, "-c", str(src), "-o", str(obj / f"c{i}_{src.stem}.o")])
+    for src in sorted((ROOT / "ffi/cuda").glob("*.cu")):
+        jobs.append([nvcc, *nvflags, "-c", str(src), "-o", str(obj / f"cu_{src.stem}.o")])
+    with ThreadPoolExecutor(os.cpu_count() or 4) as ex:
+        list(ex.map(run, jobs))
+    objs = sorted(str(p) for p in obj.glob("*.o"))
+    run([nvcc, "-shared", *objs, "-o", str(LIB), "-lm", "-lpthread", "-cudart", "static", "-ldl", "-lrt"])
+    return nvcc
+
+
+# ---- checkpoints ----
+
+SHAPES = {
+    # Llama-3.2-1B: tied embeddings, rope_scaling llama3.
+    "llama3-1b": dict(arch="llama", hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
+                      num_attention_heads=32, num_key_value_heads=8, head_dim=64, vocab_size=128256,
+                      max_position_embeddings=131072, rope_theta=500000.0, rms_norm_eps=1e-5,
+                      tie_word_embeddings=True,
+                      rope_scaling={"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
+                                    "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}),
+    "qwen3-0.6b": dict(arch="qwen3", hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
+                       num_attention_heads=16, num_key_value_heads=8, head_dim=128, vocab_size=151936,
+                       max_position_embeddings=40960, rope_theta=1000000.0, rms_norm_eps=1e-6,
+                       tie_word_embeddings=True),
+    "qwen3-8b": dict(arch="qwen3", hidden_size=4096, intermediate_size=12288, num_hidden_layers=36,
+                     num_attention_heads=32, num_key_value_heads=8, head_dim=128, vocab_size=151936,
+                     max_position_embeddings=40960, rope_theta=1000000.0, rms_norm_eps=1e-6,
+                     tie_word_embeddings=False),
+}
+
+
+def make_checkpoint(name, workdir):
+    import torch
+    import transformers
+    d = Path(workdir) / name
+    if (d / "config.json").exists():
+        return d
+    spec = dict(SHAPES[name])
+    arch = spec.pop("arch")
+    cfg = (transformers.LlamaConfig if arch == "llama" else transformers.Qwen3Config)(**spec)
+    torch.manual_seed(1234)
+    torch.set_default_dtype(torch.bfloat16)
+    try:
+        with torch.device("cuda"):
+            model = transformers.AutoModelForCausalLM.from_config(cfg)
+    finally:
+        torch.set_default_dtype(torch.float32)
+    model.save_pretrained(d, safe_serialization=True)
+    # rill reads rope_theta / rope_scaling at the top level (as transformers 4 wrote them); newer versions may nest
+    # them in rope_parameters.
+    path = d / "config.json"
+    saved = json.loads(path.read_text())
+    rp = saved.get("rope_parameters")
+    if isinstance(rp, dict):
+        saved.setdefault("rope_theta", rp.get("rope_theta", spec.get("rope_theta")))
+        if rp.get("rope_type", "default") != "default" and not saved.get("rope_scaling"):
+            saved["rope_scaling"] = rp
+    path.write_text(json.dumps(saved, indent=2))
+    del model
+    torch.cuda.empty_cache()
+    return d
+
+
+def hf_reference(model_dir, sequences):
+    """fp32 logits of each full token sequence, computed by transformers from the same bf16 weights."""
+    import torch
+    import transformers
+    model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).cuda().eval()
+    outs = []
+    with torch.no_grad():
+        for seq in sequences:
+            ids = torch.tensor([seq], device="cuda")
+            outs.append(model(ids).logits[0].float().cpu().numpy())
+    del model
+    torch.cuda.empty_cache()
+    return outs
+
+
+# ---- checks ----
+
+class Table:
+    def __init__(self):
+        self.rows = []
+
+    def add(self, what, value, target, ok):
+        self.rows.append((what, value, target, "ok" if ok else "MISS"))
+        print(f"  {what}: {value} (target {target}) {'ok' if ok else 'MISS'}", flush=True)
+
+    def print(self):
+        w = [max(len(str(r[i])) for r in self.rows + [("check", "value", "target", "")]) for i in range(4)]
+        line = lambda r: " | ".join(str(c).ljust(w[i]) for i, c in enumerate(r))
+        print()
+        print(line(("check", "value", "target", "")))
+        print("-+-".join("-" * x for x in w))
+        for r in self.rows:
+            print(line(r))
+        return all(r[3] == "ok" for r in self.rows)
+
+
+def rel_err(a, b):
+    import numpy as np
+    return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-6))
+
+
+def paged(lengths, block_size, rng):
+    """Shuffled, distinct block ids for sequences of the given final lengths."""
+    need = [(n + block_size - 1) // block_size for n in lengths]
+    ids = list(range(sum(need)))
+    rng.shuffle(ids)
+    tables, at = [], 0
+    for k in need:
+        tables.append(ids[at:at + k])
+        at += k
+    return tables
+
+
+def check_vs_transformers(lib, model_dir, name, table, tol):
+    """Mixed-length prefill across shuffled blocks, then 32 decode steps, against transformers' fp32 forward."""
+    import numpy as np
+    rng = random.Random(7)
+    lengths = [700, 37, 129]
+    decode = 32
+    cfg = json.loads((Path(model_dir) / "config.json").read_text())
+    V = cfg["vocab_size"]
+    seqs = [[rng.randrange(V) for _ in range(n + decode)] for n in lengths]
+    ref = hf_reference(model_dir, seqs)
+    e = Engine(lib, model_dir, "cuda", max_seqs=8, max_batch_tokens=2048, gpu_memory_fraction=0.5, max_model_len=4096)
+    try:
+        tables = paged([n + decode for n in lengths], e.info.block_size, rng)
+        got = e.logits([{"tokens": s[:n], "start": 0, "table": t} for s, n, t in zip(seqs, lengths, tables)])
+        worst, at = 0.0, 0
+        for s, n, r in zip(seqs, lengths, ref):
+            worst = max(worst, rel_err(got[at:at + n], r[:n]))
+            at += n
+        table.add(f"{name}: prefill logits vs transformers (rel)", f"{worst:.2e}", f"<= {tol}", worst <= tol)
+        worst = 0.0
+        for k in range(decode):
+            out = e.logits([{"tokens": [s[n + k]], "start": n + k, "table": t}
+                            for s, n, t in zip(seqs, lengths, tables)])
+            for i, (n, r) in enumerate(zip(lengths, ref)):
+                worst = max(worst, rel_err(out[i:i + 1], r[n + k:n + k + 1]))
+        table.add(f"{name}: 32 decode steps vs transformers (rel)", f"{worst:.2e}", f"<= {tol}", worst <= tol)
+    finally:
+        e.close()
+
+
+def check_vs_cpu(lib, model_dir, table):
+    rng = random.Random(3)
+    cpu = Engine(lib, model_dir, "cpu", max_seqs=8, max_batch_tokens=512, num_blocks=256)
+    gpu = Engine(lib, model_dir, "cuda", max_seqs=8, max_batch_tokens=512, num_blocks=256)
+    try:
+        V, P = cpu.info.vocab_size, cpu.info.max_positions
+        lengths = [min(P - 8, 40), 7, min(P - 8, 23)]
+        tables = paged([n + 8 for n in lengths], cpu.info.block_size, rng)
+        seqs = [{"tokens": [rng.randrange(V) for _ in range(n)], "start": 0, "table": t}
+                for n, t in zip(lengths, tables)]
+        worst = rel_err(gpu.logits(seqs), cpu.logits(seqs))
+        for k in range(4):
+            dec = [{"tokens": [rng.randrange(V)], "start": n + k, "table": t} for n, t in zip(lengths, tables)]
+            worst = max(worst, rel_err(gpu.logits(dec), cpu.logits(dec)))
+        name = Path(model_dir).name
+        table.add(f"{name}: cuda vs cpu logits (rel)", f"{worst:.2e}", "<= 6e-3", worst <= 6e-3)
+    finally:
+        cpu.close()
+        gpu.close()
+
+
+steps_taken = [0]
+
+
+def greedy(e, prompt, n, table_ids, drafts_from=None, k=4):
+    """Greedy continuation of n tokens; with drafts_from, each step proposes the next k tokens of that list (a
+    perfect proposer, corrupted every third step so rejections happen too)."""
+    out = []
+    steps_taken[0] = 0
+    feed = list(prompt)
+    start = 0
+    step = 0
+    while len(out) < n:
+        drafts = []
+        if drafts_from is not None:
+            drafts = list(drafts_from[len(out):len(out) + k])
+            if step % 3 == 2 and drafts:
+                drafts[-1] = (drafts[-1] + 1) % e.info.vocab_size
+        toks = e.step([{"tokens": feed + drafts, "start": start, "table": table_ids, "drafts": len(drafts)}])[0]
+        step += 1
+        out.extend(toks)
+        steps_taken[0] += 1
+        # KV now holds everything fed before the drafts plus the accepted drafts; the last token is fed next.
+        start = start + len(feed) + len(toks) - 1
+        feed = [toks[-1]]
+    return out[:n]
+
+
+def check_speculation(lib, model_dir, table):
+    rng = random.Random(5)
+    e = Engine(lib, model_dir, "cuda", max_seqs=8, max_batch_tokens=512, num_blocks=64, max_drafts=4)
+    try:
+        prompt = [rng.randrange(e.info.vocab_size) for _ in range(21)]
+        tab = list(range(16))
+        plain = greedy(e, prompt, 48, tab)
+        plain_steps = steps_taken[0]
+        spec = greedy(e, prompt, 48, tab, drafts_from=plain)
+        ok = plain == spec and steps_taken[0] < plain_steps
+        table.add(f"{Path(model_dir).name}: greedy equal with speculation on/off",
+                  f"{plain == spec} ({plain_steps} vs {steps_taken[0]} steps)", "True, fewer steps", ok)
+    finally:
+        e.close()
+
+
+def check_batch_invariance(lib, model_dir, table):
+    import numpy as np
+    rng = random.Random(9)
+    e = Engine(lib, model_dir, "cuda", max_seqs=16, max_batch_tokens=1024, num_blocks=512)
+    try:
+        V = e.info.vocab_size
+        tables = paged([64] * 8, e.info.block_size, rng)
+        prompts = [[rng.randrange(V) for _ in range(40 + i)] for i in range(8)]
+        e.logits([{"tokens": p, "start": 0, "table": t} for p, t in zip(prompts, tables)])
+        tok = rng.randrange(V)
+        alone = e.logits([{"tokens": [tok], "start": len(prompts[0]), "table": tables[0]}])
+        batch = e.logits([{"tokens": [tok if i == 0 else rng.randrange(V)], "start": len(p), "table": t}
+                          for i, (p, t) in enumerate(zip(prompts, tables))])
+        same = bool(np.array_equal(alone[0], batch[0]))
+        table.add(f"{Path(model_dir).name}: decode logits alone == in a batch of 8", str(same), "True (bitwise)", same)
+    finally:
+        e.close()
+
+
+def check_sanitizer(nvcc, table):
+    sanitizer = shutil.which("compute-sanitizer") or str(Path(nvcc).resolve().parent / "compute-sanitizer")
+    if not Path(sanitizer).exists():
+        table.add("compute-sanitizer memcheck", "not found", "0 errors", False)
+        return
+    r = subprocess.run([sanitizer, "--tool", "memcheck", "--error-exitcode", "9", sys.executable, __file__,
+                        "--sanitizer-child"], capture_output=True, text=True, timeout=1800)
+    errors = "ERROR SUMMARY: 0 errors" in r.stdout + r.stderr and r.returncode == 0
+    tail = (r.stdout + r.stderr).strip().splitlines()[-1:] or [""]
+    table.add("compute-sanitizer memcheck (bundled model)", tail[0][:60], "0 errors", errors)
+
+
+def sanitizer_child():
+    lib = load_library()
+    model = ROOT / "models/rill-tiny-chatml"
+    e = Engine(lib, model, "cuda", max_seqs=4, max_batch_tokens=256, num_blocks=64)
+    try:
+        e.logits([{"tokens": list(range(1, 40)), "start": 0, "table": [0, 1, 2, 3]},
+                  {"tokens": list(range(5, 12)), "start": 0, "table": [4, 5]}])
+        for k in range(4):
+            e.step([{"tokens": [7], "start": 39 + k, "table": [0, 1, 2, 3]}])
+    finally:
+        e.close()
+
+
+# ---- benchmarks ----
+
+def copy_bandwidth():
+    """Device-to-device copy bandwidth in bytes/s (read + write), best of a few 2 GiB copies."""
+    import torch
+    n = 1 << 31
+    a = torch.empty(n, dtype=torch.uint8, device="cuda")
+    b = torch.empty_like(a)
+    b.copy_(a)
+    torch.cuda.synchronize()
+    best = 0.0
+    for _ in range(5):
+        t0 = time.perf_counter()
+        b.copy_(a)
+        torch.cuda.synchronize()
+        best = max(best, 2 * n / (time.perf_counter() - t0))
+    del a, b
+    torch.cuda.empty_cache()
+    return best
+
+
+def bench(lib, model_dir, table, bw):
+    e = Engine(lib, model_dir, "cuda", max_seqs=256, max_batch_tokens=8192, max_drafts=4, max_model_len=9216)
+    try:
+        i = e.info
+        table.add("8B: start-up (read weights + upload + buffers)", f"{e.startup_s:.1f} s", "<= 20 s",
+                  e.startup_s <= 20)
+        table.add("8B: KV pool", f"{i.num_blocks} blocks, {i.kv_bytes / 2**30:.1f} GiB", "info", True)
+        V, bs = i.vocab_size, i.block_size
+        tied = json.loads((Path(model_dir) / "config.json").read_text()).get("tie_word_embeddings", False)
+        rng = random.Random(1)
+        kv_per_token = 2 * i.num_layers * i.num_kv_heads * i.head_dim * 2
+        for plen in (1024, 8192):
+            t = list(range((plen + bs - 1) // bs))
+            prompt = [rng.randrange(V) for _ in range(plen)]
+            e.logits([{"tokens": prompt[:64], "start": 0, "table": t, "sample": False}])  # warm-up
+            t0 = time.perf_counter()
+            e.step([{"tokens": prompt, "start": 0, "table": t}])
+            dt = time.perf_counter() - t0
+            table.add(f"8B: prefill {plen} tokens", f"{plen / dt:,.0f} tok/s", "info", True)
+        ctx = 1024
+        # One 1k-token prefill whose blocks every sequence lists (prefix sharing), then each sequence's own blocks for
+        # its decoded tokens: each still reads 1k tokens of KV per step, without 256 separate prefills.
+        shared = list(range(ctx // bs))
+        own = (64 + bs - 1) // bs
+        e.step([{"tokens": [rng.randrange(V) for _ in range(ctx)], "start": 0, "table": shared}])
+        for B in (1, 8, 64, 256):
+            if len(shared) + B * own > i.num_blocks:
+                table.add(f"8B: decode batch {B}", "KV pool too small", "fits", False)
+                continue
+            base = len(shared)
+            tabs = [shared + list(range(base + s * own, base + (s + 1) * own)) for s in range(B)]
+            steps = 32
+            # Fed tokens are fixed in advance (the timing is the same whatever is fed) so batches are built untimed.
+            batches = [e.prepare([{"tokens": [rng.randrange(V)], "start": ctx + k, "table": tabs[s]}
+                                  for s in range(B)]) for k in range(steps)]
+            e.run(batches[0])  # warm-up at this batch size; rewrites the first slot of each sequence only
+            t0 = time.perf_counter()
+            for prepared in batches:
+                e.run(prepared)
+            dt = (time.perf_counter() - t0) / steps
+            # A decode step reads every weight but the embedding table (only B rows of it), and each sequence's KV.
+            embed = 0 if tied else V * i.hidden_size * 2
+            bytes_step = i.weight_bytes - embed + B * (ctx + steps // 2) * kv_per_token
+            roof = bytes_step / bw / dt
+            line = f"{B / dt:,.0f} tok/s, {dt * 1e3:.2f} ms/step, {roof:.0%} of roofline"
+            if B == 1:
+                table.add("8B: decode batch 1 (1k context)", line, ">= 85% of roofline", roof >= 0.85)
+            elif B == 256:
+                table.add("8B: decode batch 256 (1k context)", line, ">= 10,000 tok/s", B / dt >= 10000)
+            else:
+                table.add(f"8B: decode batch {B} (1k context)", line, "info", True)
+    finally:
+        e.close()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--workdir", default=None, help="where checkpoints go (default: a temporary folder)")
+    ap.add_argument("--skip-8b", action="store_true")
+    ap.add_argument("--skip-bench", action="store_true")
+    ap.add_argument("--sanitizer-child", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.sanitizer_child:
+        sanitizer_child()
+        return 0
+    import torch
+    table = Table()
+    gpu = torch.cuda.get_device_name(0)
+    print(f"rill gpu_check on {gpu}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", flush=True)
+    t0 = time.perf_counter()
+    nvcc = build()
+    table.add("build (cc + nvcc, sm_80/89/90a + PTX)", f"{time.perf_counter() - t0:.0f} s", "builds", True)
+    lib = load_library()
+    workdir = args.workdir or tempfile.mkdtemp(prefix="rill-gpu-check-")
+    steps = []
+    bundled = [ROOT / "models/rill-tiny-chatml", *sorted((ROOT / "tests/fixtures/checkpoints").glob("*-bf16"))]
+    for m in bundled:
+        steps.append((f"cpu vs cuda {m.name}", lambda m=m: check_vs_cpu(lib, m, table)))
+    steps.append(("speculation", lambda: check_speculation(lib, bundled[0], table)))
+    steps.append(("batch invariance", lambda: check_batch_invariance(lib, bundled[0], table)))
+    steps.append(("compute-sanitizer", lambda: check_sanitizer(nvcc, table)))
+    shapes = ["llama3-1b", "qwen3-0.6b"] + ([] if args.skip_8b else ["qwen3-8b"])
+    for name in shapes:
+        steps.append((f"transformers {name}",
+                      lambda name=name: check_vs_transformers(lib, make_checkpoint(name, workdir), name, table,
+                                                              2e-2)))
+    if not args.skip_8b:
+        steps.append(("speculation 8b", lambda: check_speculation(lib, make_checkpoint("qwen3-8b", workdir), table)))
+        steps.append(("batch invariance 8b",
+                      lambda: check_batch_invariance(lib, make_checkpoint("qwen3-8b", workdir), table)))
+    if not args.skip_bench and not args.skip_8b:
+        def run_bench():
+            bw = copy_bandwidth()
+            table.add("copy bandwidth (device to device, read + write)", f"{bw / 1e9:,.0f} GB/s", "info", True)
+            bench(lib, make_checkpoint("qwen3-8b", workdir), table, bw)
+        steps.append(("benchmarks", run_bench))
+    for what, fn in steps:
+        print(f"[{what}]", flush=True)
+        try:
+            fn()
+        except Exception as ex:  # a failing check is a row in the table, never the end of the run
+            table.add(what, f"error: {str(ex).splitlines()[0][:100]}", "runs", False)
+    ok = table.print()
+    print(f"\n{gpu}, {time.strftime('%Y-%m-%d', time.gmtime())}: {'all checks passed' if ok else 'MISSES above'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
