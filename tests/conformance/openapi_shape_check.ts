@@ -119,6 +119,16 @@ export function streamEventErrors(event: unknown): string[] {
   return [...errors, ...each(event, "logprobs", type, logprobErrors)];
 }
 
+/**
+ * One WebSocket-mode message: a message refused before its response started is the spec's `ResponseWsError`
+ * (`{type: "error", status, error: {type, code, message, param}}`); everything else is a stream event as over SSE.
+ */
+export function socketEventErrors(event: unknown): string[] {
+  if (!isObject(event) || event["type"] !== "error" || !("error" in event)) return streamEventErrors(event);
+  const errors = shapeErrors("ResponseWsError", event, "error");
+  return [...errors, ...shapeErrors("ErrorPayload", event["error"], "error.error")];
+}
+
 /** The `POST /v1/responses/compact` answer and its output items. */
 export function compactionResponseErrors(value: unknown, where = "compaction"): string[] {
   const errors = shapeErrors("CompactResource", value, where);

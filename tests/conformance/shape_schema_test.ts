@@ -13,6 +13,7 @@ import {
   completionErrors,
   fullResponseErrors,
   outputItemErrors,
+  socketEventErrors,
   streamEventErrors,
 } from "./openapi_shape_check.ts";
 import { SUMMARY_REQUEST } from "../../api/response_compaction.ts";
@@ -167,6 +168,19 @@ Deno.test("the shape checker rejects what the spec forbids: streamed events and 
     "response.made_up: no schema for this event type",
   ]);
   assert.ok(streamEventErrors({ type: "response.completed", sequence_number: 9, response: {} }).length > 10);
+  const wsError = {
+    type: "error",
+    status: 400,
+    error: { type: "invalid_request_error", code: null, message: "m", param: null },
+  };
+  assert.deepEqual(socketEventErrors(wsError), []);
+  assert.deepEqual(
+    socketEventErrors({ ...wsError, error: { type: "invalid_request_error", message: "m", param: null } }),
+    [
+      "error.error.code: missing",
+    ],
+  );
+  assert.deepEqual(socketEventErrors({ ...wsError, status: "400" }), ['error.status: "400" is not integer']);
 
   const usage = {
     input_tokens: 1,
@@ -321,9 +335,15 @@ Deno.test("the same responses conform event by event over the WebSocket mode", a
       while (!messages.some((m) => m["type"] === "response.completed" || m["type"] === "error")) {
         await new Promise<void>((resolve) => wake = resolve);
       }
-      assertEvents(messages, "WebSocket");
+      for (const m of messages) assert.deepEqual(socketEventErrors(m), [], JSON.stringify(m).slice(0, 300));
       assert.equal(messages.at(-1)!["type"], "response.completed");
     }
+    // A message refused before its response starts is answered with the spec's WebSocket error event.
+    messages.length = 0;
+    ws.send(JSON.stringify({ type: "response.create", ...REASONED, input: "hi", previous_response_id: "resp_nope" }));
+    while (messages.length === 0) await new Promise<void>((resolve) => wake = resolve);
+    assert.equal(messages[0]!["type"], "error");
+    assert.deepEqual(socketEventErrors(messages[0]), []);
   } finally {
     ws.close();
     await closed;
