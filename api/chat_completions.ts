@@ -212,7 +212,6 @@ export class ChatCompletionsService {
     return jsonResponse({
       ...head,
       object: "chat.completion",
-      system_fingerprint: null,
       choices: collected.map(({ message, reason }, index) => ({
         index,
         message: {

@@ -162,7 +162,6 @@ export class CompletionsService {
     }
     return jsonResponse({
       ...head,
-      system_fingerprint: null,
       choices: ends.map((end, i) => ({
         text: texts[i],
         index: i,
@@ -185,7 +184,6 @@ export class CompletionsService {
       `data: ${
         JSON.stringify({
           ...head,
-          system_fingerprint: null,
           choices: [{ text, index, logprobs: null, finish_reason: finish }],
           ...(includeUsage ? { usage: null } : {}),
         })
@@ -206,9 +204,7 @@ export class CompletionsService {
         Promise.all(runs).then((ends) => {
           if (includeUsage) {
             send(
-              `data: ${
-                JSON.stringify({ ...head, system_fingerprint: null, choices: [], usage: usageOf(ends, n) })
-              }\n\n`,
+              `data: ${JSON.stringify({ ...head, choices: [], usage: usageOf(ends, n) })}\n\n`,
             );
           }
           send("data: [DONE]\n\n");

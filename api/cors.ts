@@ -32,6 +32,16 @@ export class Cors {
     return this.#any || this.#origins.has(origin.toLowerCase()) ? origin : null;
   }
 
+  /**
+   * Whether a WebSocket upgrade may proceed. Browsers apply no CORS to WebSockets and a socket needs no API key when
+   * none is configured, so a cross-site page could otherwise drive a local rill: a request with an `Origin` (every
+   * browser sends one) must come from an allowed origin; one without (non-browser clients) is allowed.
+   */
+  allowsUpgrade(request: Request): boolean {
+    const origin = request.headers.get("origin");
+    return origin === null || this.#allowed(request) !== null;
+  }
+
   /** The answer to a preflight from an allowed origin; null for anything else. */
   preflight(request: Request): Response | null {
     if (request.method !== "OPTIONS" || !request.headers.has("access-control-request-method")) return null;

@@ -217,6 +217,16 @@ export function createServer(options: ServerOptions): RillServer {
         headers: { upgrade: "websocket", connection: "Upgrade" },
       });
     }
+    if (!cors.allowsUpgrade(request)) {
+      throw new ApiError({
+        status: 403,
+        type: "invalid_request_error",
+        message: `WebSocket connections from origin '${
+          request.headers.get("origin")
+        }' are not allowed (see --allowed-origins)`,
+        code: "origin_not_allowed",
+      });
+    }
     const { socket, response } = Deno.upgradeWebSocket(request);
     const handler = new ResponsesSocket(socket, {
       start: (body, previous, startedAt, trace) => responses.stream(body, previous, startedAt, trace),

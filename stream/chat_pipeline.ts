@@ -132,7 +132,7 @@ export function chatCompletionSseStream(
   const { head, includeUsage, includeLogprobs } = options;
   const utf8 = new TextEncoder();
   const prefix = `{"id":${JSON.stringify(head.id)},"object":"chat.completion.chunk","created":${head.created},` +
-    `"model":${JSON.stringify(head.model)},"system_fingerprint":null,"choices":[{"index":`;
+    `"model":${JSON.stringify(head.model)},"choices":[{"index":`;
   const suffix = includeUsage ? `}],"usage":null}` : `}]}`;
   const frame = (index: number, delta: ChatDelta, lps: readonly Logprob[] | null, finish: string | null) =>
     `data: ${prefix}${index},"delta":${JSON.stringify(delta)},"logprobs":${
@@ -190,7 +190,6 @@ export function chatCompletionSseStream(
                   JSON.stringify({
                     ...head,
                     object: "chat.completion.chunk",
-                    system_fingerprint: null,
                     choices: [],
                     usage: chatUsage(choicesUsage(usages)),
                   })

@@ -6,6 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { eventSchemaErrors, isLifecycleEvent, responseSchemaErrors } from "./openapi_response_check.ts";
+import { fullResponseErrors, streamEventErrors } from "./openapi_shape_check.ts";
 import type { Engine, EngineChunk } from "../../engine/engine.ts";
 import { MODEL, postJson, startTestServer, type TestServer, tokenizer } from "../../testing/test_server.ts";
 
@@ -13,6 +14,7 @@ const WEATHER = { type: "function", name: "get_weather", parameters: { type: "ob
 
 function assertConforms(response: unknown, where: string): void {
   assert.deepEqual(responseSchemaErrors(response, where), []);
+  assert.deepEqual(fullResponseErrors(response, where), []);
 }
 
 /** The SSE body's events, each lifecycle event checked; returns the events. */
@@ -22,7 +24,10 @@ async function streamedEvents(r: Response): Promise<Record<string, unknown>[]> {
     const data = frame.split("\n").find((l) => l.startsWith("data: "));
     return data === undefined ? [] : [JSON.parse(data.slice(6)) as Record<string, unknown>];
   });
-  for (const e of events) assert.deepEqual(eventSchemaErrors(e), [], String(e["type"]));
+  for (const e of events) {
+    assert.deepEqual(eventSchemaErrors(e), [], String(e["type"]));
+    assert.deepEqual(streamEventErrors(e), [], String(e["type"]));
+  }
   return events;
 }
 
