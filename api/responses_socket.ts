@@ -241,7 +241,7 @@ export class ResponsesSocket {
     try {
       for (let batch = await run.read(); batch !== null; batch = await run.read()) {
         if (this.#closed) continue;
-        for (const event of batch) this.#send(lane === undefined ? event : { ...event, stream_id: lane });
+        for (const event of batch) this.#send(socketEvent(event, lane));
         await this.#drained();
       }
     } catch (error) {
@@ -276,4 +276,25 @@ export class ResponsesSocket {
       await Promise.race([new Promise((resolve) => setTimeout(resolve, 5)), this.#closedSignal.promise]);
     }
   }
+}
+
+/**
+ * A stream event as sent over the socket: with its lane, and an `error` event (a failure after the response started)
+ * also carries the nested `error` object of the protocol's error event (ResponseWsError), next to the SSE fields it
+ * already has, so WebSocket clients and SSE-shaped readers both find the message.
+ */
+export function socketEvent(event: object, lane: string | undefined): Record<string, unknown> {
+  const e = event as Record<string, unknown>;
+  const withLane = lane === undefined ? e : { ...e, stream_id: lane };
+  if (e["type"] !== "error") return withLane;
+  const code = typeof e["code"] === "string" ? e["code"] : null;
+  return {
+    ...withLane,
+    error: {
+      type: "server_error",
+      code,
+      message: typeof e["message"] === "string" ? e["message"] : "The response failed",
+      param: typeof e["param"] === "string" ? e["param"] : null,
+    },
+  };
 }
