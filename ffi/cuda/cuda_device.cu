@@ -13,6 +13,7 @@
 
 #include "device_cuda.h"
 #include "kernels.cuh"
+#include "sample.cuh"
 
 #define CU(call)                                                                                                       \
   do {                                                                                                                 \
@@ -63,7 +64,41 @@ struct rill_cuda {
   int32_t *meta_host;         /* pinned mirror */
   size_t meta_cap;
   float *logits_host; /* pinned, [max_rows × vocab] */
+  /* Device sampling (sample.cuh): host-packed inputs in one pinned block mirrored on the device, outputs likewise. */
+  int host_sampling;         /* RILL_CUDA_HOST_SAMPLER=1 at create: rows go to the host sampler */
+  int32_t hist_cap, bias_cap; /* entries the packed history and bias hold */
+  size_t words;               /* mask words per row */
+  void *samp_in, *samp_in_host;
+  size_t samp_in_bytes;
+  void *samp_out, *samp_out_host;
+  size_t samp_out_bytes;
+  void *samp_scratch;
 };
+
+/* The packed sampling inputs and outputs: parts at 64-byte-aligned offsets of one block, so one copy moves each. */
+namespace {
+struct samp_layout {
+  size_t jobs, history, bias_ids, bias_values, drafts, mask, in_bytes;
+  size_t tok, lp, top_ids, top_lp, out_bytes;
+};
+size_t a64(size_t n) { return (n + 63) & ~(size_t)63; }
+samp_layout layout_of(size_t R, size_t hist, size_t bias, size_t words, size_t L) {
+  samp_layout l;
+  l.jobs = 0;
+  l.history = l.jobs + a64(R * sizeof(rill_sample_job));
+  l.bias_ids = l.history + a64(hist * sizeof(int32_t));
+  l.bias_values = l.bias_ids + a64(bias * sizeof(int32_t));
+  l.drafts = l.bias_values + a64(bias * sizeof(float));
+  l.mask = l.drafts + a64(R * sizeof(int32_t));
+  l.in_bytes = l.mask + a64(R * words * sizeof(uint32_t));
+  l.tok = 0;
+  l.lp = a64(R * sizeof(int32_t));
+  l.top_ids = l.lp + a64(R * sizeof(float));
+  l.top_lp = l.top_ids + a64(R * L * sizeof(int32_t));
+  l.out_bytes = l.top_lp + a64(R * L * sizeof(float));
+  return l;
+}
+} // namespace
 
 rill_status rill_cuda_probe(char *err, size_t err_cap) {
   int count = 0;
@@ -112,6 +147,11 @@ void rill_cuda_destroy(rill_cuda *d) {
                   d->qkv,   d->attn, d->gu,         d->act,      d->row_hidden, d->logits, d->meta,
                   d->part_ml, d->part_acc};
   for (void *p : ptrs) cudaFree(p);
+  cudaFree(d->samp_in);
+  cudaFree(d->samp_out);
+  cudaFree(d->samp_scratch);
+  cudaFreeHost(d->samp_in_host);
+  cudaFreeHost(d->samp_out_host);
   cudaFreeHost(d->meta_host);
   cudaFreeHost(d->logits_host);
   if (d->stream != nullptr) cudaStreamDestroy(d->stream);
@@ -189,6 +229,24 @@ static rill_status alloc_buffers(rill_cuda *d, char *err, size_t err_cap) {
   CU(cudaMalloc(&d->meta, d->meta_cap * sizeof(int32_t)));
   CU(cudaMallocHost(&d->meta_host, d->meta_cap * sizeof(int32_t)));
   CU(cudaMallocHost(&d->logits_host, R * V * sizeof(float)));
+  /* History and bias for device sampling: a long history or a huge bias falls back to the host sampler rather than
+   * allocating after create (OpenAI caps logit_bias at 300 entries per request). */
+  const int64_t hist = (int64_t)d->lim.max_seqs * 4096;
+  d->hist_cap = (int32_t)(hist > (1 << 24) ? (1 << 24) : (hist < 65536 ? 65536 : hist));
+  d->bias_cap = d->lim.max_seqs * 300;
+  d->words = (V + 31) / 32;
+  const samp_layout l = layout_of(R, (size_t)d->hist_cap, (size_t)d->bias_cap, d->words,
+                                  (size_t)d->lim.max_top_logprobs);
+  d->samp_in_bytes = l.in_bytes;
+  d->samp_out_bytes = l.out_bytes;
+  CU(cudaMalloc(&d->samp_in, l.in_bytes));
+  CU(cudaMallocHost(&d->samp_in_host, l.in_bytes));
+  CU(cudaMalloc(&d->samp_out, l.out_bytes));
+  CU(cudaMallocHost(&d->samp_out_host, l.out_bytes));
+  const size_t slots = R < (size_t)kSampleSlots ? R : (size_t)kSampleSlots;
+  CU(cudaMalloc(&d->samp_scratch, slots * rill_sample_slot_bytes((int)V)));
+  const char *host = getenv("RILL_CUDA_HOST_SAMPLER");
+  d->host_sampling = host != nullptr && strcmp(host, "1") == 0;
   return RILL_OK;
 }
 
@@ -282,8 +340,10 @@ static rill_status run_layers(rill_cuda *d, int T, const int32_t *tokens, const 
   return RILL_OK;
 }
 
-rill_status rill_cuda_forward(rill_cuda *d, const rill_step_batch *b, int all_rows, float *out, const float **logits,
-                              int32_t *num_rows, char *err, size_t err_cap) {
+/* The forward pass and the logits of the sampled (or all) rows. to_host: copied to dst in slices of max_rows and
+ * synchronised; otherwise R ≤ max_rows and the rows stay in d->logits, the stream not synchronised. */
+static rill_status forward_rows(rill_cuda *d, const rill_step_batch *b, int all_rows, int to_host, float *dst,
+                                int32_t *num_rows, char *err, size_t err_cap) {
   const rill_model_config *c = &d->cfg;
   const int T = b->num_tokens, V = c->vocab_size, bs = d->lim.block_size;
   int32_t *tokens = d->meta_host, *positions = tokens + T, *tok_seq = positions + T, *rows = tok_seq + T;
@@ -324,16 +384,144 @@ rill_status rill_cuda_forward(rill_cuda *d, const rill_step_batch *b, int all_ro
   if (s != RILL_OK) return s;
 
   const __nv_bfloat16 *head = d->head != nullptr ? d->head : d->embed;
-  float *dst = all_rows ? out : d->logits_host;
   /* rill_forward_logits may ask for more rows than the step buffers hold: go in slices of max_rows. */
   for (int32_t r0 = 0; r0 < R; r0 += d->max_rows) {
     const int32_t n = R - r0 < d->max_rows ? R - r0 : d->max_rows;
     CU(rill_k_rms_norm(st, d->x, drows + r0, d->final_norm, c->hidden_size, c->rms_norm_eps, n, d->row_hidden));
     CU(rill_k_linear(st, d->row_hidden, n, c->hidden_size, head, V, nullptr, 0, d->logits));
-    CU(cudaMemcpyAsync(dst + (size_t)r0 * V, d->logits, (size_t)n * V * sizeof(float), cudaMemcpyDeviceToHost, st));
+    if (to_host) {
+      CU(cudaMemcpyAsync(dst + (size_t)r0 * V, d->logits, (size_t)n * V * sizeof(float), cudaMemcpyDeviceToHost,
+                         st));
+    }
   }
-  CU(cudaStreamSynchronize(st));
+  if (to_host) CU(cudaStreamSynchronize(st));
   *num_rows = R;
-  if (logits != nullptr) *logits = d->logits_host;
+  return RILL_OK;
+}
+
+rill_status rill_cuda_forward(rill_cuda *d, const rill_step_batch *b, int all_rows, float *out, const float **logits,
+                              int32_t *num_rows, char *err, size_t err_cap) {
+  const rill_status s = forward_rows(d, b, all_rows, 1, all_rows ? out : d->logits_host, num_rows, err, err_cap);
+  if (s == RILL_OK && logits != nullptr) *logits = d->logits_host;
+  return s;
+}
+
+int rill_cuda_samples_on_device(const rill_cuda *d, const rill_step_batch *b) {
+  if (d->host_sampling) return 0;
+  int64_t rows = 0, hist = 0, bias = 0;
+  for (int32_t i = 0; i < b->num_seqs; i++) {
+    if (!b->sample_flags[i]) continue;
+    rows += b->draft_counts[i] + 1;
+    hist += b->history_start[i + 1] - b->history_start[i];
+    bias += b->bias_start[i + 1] - b->bias_start[i];
+  }
+  return rows <= d->max_rows && hist <= d->hist_cap && bias <= d->bias_cap;
+}
+
+rill_status rill_cuda_step(rill_cuda *d, const rill_step_batch *b, rill_step_result *res, char *err, size_t err_cap) {
+  const int32_t V = d->cfg.vocab_size, L = d->lim.max_top_logprobs, K1 = d->lim.max_drafts + 1;
+  const samp_layout l = layout_of((size_t)d->max_rows, (size_t)d->hist_cap, (size_t)d->bias_cap, d->words, (size_t)L);
+  uint8_t *in = static_cast<uint8_t *>(d->samp_in_host);
+  rill_sample_job *jobs = reinterpret_cast<rill_sample_job *>(in + l.jobs);
+  int32_t *hist = reinterpret_cast<int32_t *>(in + l.history), *bias_ids = reinterpret_cast<int32_t *>(in + l.bias_ids);
+  float *bias_values = reinterpret_cast<float *>(in + l.bias_values);
+  int32_t *drafts = reinterpret_cast<int32_t *>(in + l.drafts);
+  uint32_t *mask = reinterpret_cast<uint32_t *>(in + l.mask);
+  /* Pack, in batch order: one job per sampled row, each sequence's history, bias, drafts and mask rows once. */
+  int32_t R = 0, H = 0, B = 0, mask_rows = 0;
+  for (int32_t i = 0; i < b->num_seqs; i++) {
+    if (!b->sample_flags[i]) continue;
+    const int32_t dc = b->draft_counts[i], hs = b->history_start[i], hl = b->history_start[i + 1] - hs;
+    const int32_t bs = b->bias_start[i], bl = b->bias_start[i + 1] - bs;
+    if (hl > 0) memcpy(hist + H, b->history + hs, (size_t)hl * sizeof(int32_t));
+    if (bl > 0) {
+      memcpy(bias_ids + B, b->bias_ids + bs, (size_t)bl * sizeof(int32_t));
+      memcpy(bias_values + B, b->bias_values + bs, (size_t)bl * sizeof(float));
+    }
+    const int32_t *seq_drafts = b->tokens + b->query_start[i + 1] - dc;
+    const int plain = b->frequency_penalty[i] == 0 && b->presence_penalty[i] == 0 && b->repetition_penalty[i] == 1 &&
+                      b->mask_row_start[i] < 0 && bl == 0 && b->temperature[i] == 0;
+    for (int32_t r = 0; r <= dc; r++) {
+      rill_sample_job *j = &jobs[R + r];
+      j->r = r;
+      j->plain = plain;
+      j->temperature = b->temperature[i];
+      j->top_p = b->top_p[i];
+      j->min_p = b->min_p[i];
+      j->presence = b->presence_penalty[i];
+      j->frequency = b->frequency_penalty[i];
+      j->repetition = b->repetition_penalty[i];
+      j->top_k = b->top_k[i];
+      j->logprobs = b->logprobs[i];
+      j->seed = b->seeds[i];
+      j->position = b->context_lens[i] - dc + r;
+      j->mask_row = -1;
+      if (b->mask_row_start[i] >= 0) {
+        memcpy(mask + (size_t)mask_rows * d->words,
+               b->allowed_mask + ((size_t)b->mask_row_start[i] + (size_t)r) * d->words, d->words * sizeof(uint32_t));
+        j->mask_row = mask_rows++;
+      }
+      j->hist_off = H;
+      j->hist_len = hl;
+      j->hist_prompt = b->history_prompt_lens[i];
+      j->bias_off = B;
+      j->bias_len = bl;
+      j->drafts_off = R;
+      drafts[R + r] = r < dc ? seq_drafts[r] : 0;
+    }
+    R += dc + 1;
+    H += hl;
+    B += bl;
+  }
+  int32_t rows = 0;
+  rill_status s = forward_rows(d, b, 0, 0, nullptr, &rows, err, err_cap);
+  if (s != RILL_OK) return s;
+  cudaStream_t st = d->stream;
+  /* The whole packed block up to the mask rows used: the parts are at fixed offsets. */
+  const size_t in_bytes = l.mask + (size_t)mask_rows * d->words * sizeof(uint32_t);
+  CU(cudaMemcpyAsync(d->samp_in, d->samp_in_host, in_bytes, cudaMemcpyHostToDevice, st));
+  uint8_t *din = static_cast<uint8_t *>(d->samp_in), *dout = static_cast<uint8_t *>(d->samp_out);
+  CU(rill_k_sample(st, d->logits, R, V, reinterpret_cast<const rill_sample_job *>(din + l.jobs),
+                   reinterpret_cast<const int32_t *>(din + l.history), reinterpret_cast<const int32_t *>(din + l.bias_ids),
+                   reinterpret_cast<const float *>(din + l.bias_values), reinterpret_cast<const int32_t *>(din + l.drafts),
+                   reinterpret_cast<const uint32_t *>(din + l.mask), d->samp_scratch, L,
+                   reinterpret_cast<int32_t *>(dout + l.tok), reinterpret_cast<float *>(dout + l.lp),
+                   reinterpret_cast<int32_t *>(dout + l.top_ids), reinterpret_cast<float *>(dout + l.top_lp)));
+  CU(cudaMemcpyAsync(d->samp_out_host, d->samp_out, l.out_bytes, cudaMemcpyDeviceToHost, st));
+  CU(cudaStreamSynchronize(st));
+  const uint8_t *out = static_cast<const uint8_t *>(d->samp_out_host);
+  const int32_t *tok = reinterpret_cast<const int32_t *>(out + l.tok);
+  const float *lp = reinterpret_cast<const float *>(out + l.lp);
+  const int32_t *top_ids = reinterpret_cast<const int32_t *>(out + l.top_ids);
+  const float *top_lp = reinterpret_cast<const float *>(out + l.top_lp);
+  /* Verification (docs/backend-step.md): drafts accepted while the row's token equals the draft; rows past the first
+   * mismatch are not part of the result (nor, as on the CPU device, their mask failures). */
+  int32_t row = 0;
+  for (int32_t i = 0; i < b->num_seqs; i++) {
+    res->counts[i] = 0;
+    if (!b->sample_flags[i]) continue;
+    const int32_t dc = b->draft_counts[i], n = b->logprobs[i];
+    int32_t count = dc + 1;
+    for (int32_t r = 0; r <= dc; r++) {
+      const int32_t x = tok[row + r];
+      if (x < 0) {
+        return fail(err, err_cap, RILL_ERR_INVALID_ARGUMENT, "allowed_mask row %d (sequence %d, seq_id %d) allows no token",
+                    b->mask_row_start[i] + r, i, b->seq_ids[i]);
+      }
+      const size_t slot = (size_t)i * K1 + (size_t)r;
+      res->tokens[slot] = x;
+      res->logprobs[slot] = lp[row + r];
+      if (n > 0) {
+        memcpy(res->top_ids + slot * L, top_ids + (size_t)(row + r) * L, (size_t)n * sizeof(int32_t));
+        memcpy(res->top_logprobs + slot * L, top_lp + (size_t)(row + r) * L, (size_t)n * sizeof(float));
+      }
+      if (r < dc && x != b->tokens[b->query_start[i + 1] - dc + r]) {
+        count = r + 1;
+        break;
+      }
+    }
+    res->counts[i] = count;
+    row += dc + 1;
+  }
   return RILL_OK;
 }

@@ -52,6 +52,15 @@ void rill_cuda_destroy(rill_cuda *d);
 rill_status rill_cuda_forward(rill_cuda *d, const rill_step_batch *b, int all_rows, float *out, const float **logits,
                               int32_t *num_rows, char *err, size_t err_cap);
 
+/* Whether rill_cuda_step samples this validated batch on the device: its history and logit bias fit the buffers sized
+ * at create, and the host-sampler switch (RILL_CUDA_HOST_SAMPLER=1 at create) is off. Otherwise the engine samples
+ * rill_cuda_forward's rows on the host. */
+int rill_cuda_samples_on_device(const rill_cuda *d, const rill_step_batch *b);
+
+/* A validated batch's forward pass and sampling on the device (docs/backend-step.md): only each sampled row's token,
+ * logprob and top alternatives come back, and the drafts are verified from them. */
+rill_status rill_cuda_step(rill_cuda *d, const rill_step_batch *b, rill_step_result *r, char *err, size_t err_cap);
+
 #ifdef __cplusplus
 }
 #endif

@@ -462,13 +462,17 @@ RILL_API rill_status rill_step(rill_engine *e, const rill_step_batch *b, rill_st
       return RILL_ERR_INVALID_ARGUMENT;
     }
   }
-  int32_t rows = 0;
-  const float *logits = e->logits;
-  s = e->cuda != NULL ? rill_cuda_forward(e->cuda, b, 0, NULL, &logits, &rows, e->err, sizeof e->err)
-                      : rill_forward(e, b, RILL_ROWS_SAMPLED, NULL, &rows);
-  if (s != RILL_OK) return s;
-  s = rill_sample_batch_pooled(b, logits, e->cfg.vocab_size, e->lim.max_drafts, e->lim.max_top_logprobs,
-                               e->lim.max_seqs, e->pool, e->sample_scratch, r, e->err, sizeof e->err);
+  if (e->cuda != NULL && rill_cuda_samples_on_device(e->cuda, b)) {
+    s = rill_cuda_step(e->cuda, b, r, e->err, sizeof e->err);
+  } else {
+    int32_t rows = 0;
+    const float *logits = e->logits;
+    s = e->cuda != NULL ? rill_cuda_forward(e->cuda, b, 0, NULL, &logits, &rows, e->err, sizeof e->err)
+                        : rill_forward(e, b, RILL_ROWS_SAMPLED, NULL, &rows);
+    if (s != RILL_OK) return s;
+    s = rill_sample_batch_pooled(b, logits, e->cfg.vocab_size, e->lim.max_drafts, e->lim.max_top_logprobs,
+                                 e->lim.max_seqs, e->pool, e->sample_scratch, r, e->err, sizeof e->err);
+  }
   if (s != RILL_OK) return s;
   if (e->draft != NULL) return rill_draft_propose(e, b, r);
   if (b->propose_counts != NULL) memset(r->proposed_counts, 0, (size_t)b->num_seqs * sizeof(int32_t));

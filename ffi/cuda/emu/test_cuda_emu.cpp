@@ -2,7 +2,8 @@
  * The CUDA device's kernels and forward pass, run on the host emulation (cuda_runtime.h here), against the CPU
  * device holding the same bf16 weights and bf16 KV cache: logits of a mixed-length prefill across KV blocks (the
  * tiled GEMM path), of decode steps (the weight-streaming path), of a verify-shaped step with drafts, and greedy
- * tokens from rill_step. Both devices accumulate in fp32 in different orders, so logits agree to a relative bound,
+ * tokens from rill_step; and the device sampler (ffi/cuda/sample.cu) against the host sampler on the same CUDA logits,
+ * which must pick identical tokens and accept identical drafts. Both devices accumulate in fp32 in different orders, so logits agree to a relative bound,
  * not bit for bit. Checks the arithmetic, indexing and barriers of the kernels — not their speed, and not anything
  * the emulation's one-block-at-a-time fiber order cannot show (races between blocks, memory ordering).
  */
@@ -253,6 +254,180 @@ void greedy_checks(const char *dir) {
   rill_engine_destroy(p.cuda);
 }
 
+
+/* xorshift64*: the sampling cases' parameters and inputs (never zeros). */
+struct rng {
+  uint64_t s;
+  uint32_t next() {
+    s ^= s >> 12;
+    s ^= s << 25;
+    s ^= s >> 27;
+    return (uint32_t)((s * 2685821657736338717ull) >> 32);
+  }
+  int32_t below(int32_t n) { return (int32_t)(next() % (uint32_t)n); }
+  float unit() { return (float)next() / 4294967296.0f; }
+};
+
+struct step_out {
+  int32_t counts[4], tokens[4 * 4], top_ids[4 * 4 * 20];
+  float logprobs[4 * 4], top_lp[4 * 4 * 20];
+  rill_status status;
+  char err[256];
+};
+
+void run_step(rill_engine *e, fixture *f, step_out *o) {
+  memset(o, 0, sizeof *o);
+  rill_step_batch b = fixture_batch(f);
+  rill_step_result r = {o->counts, o->tokens, o->logprobs, o->top_ids, o->top_lp, nullptr, nullptr};
+  o->status = rill_step(e, &b, &r);
+  snprintf(o->err, sizeof o->err, "%s", rill_last_error(e));
+}
+
+/* Random sampling parameters, penalties with history, logit bias, allowed masks and drafts for 4 sequences of one
+ * prefill step; greedy, temperature, top-k, top-p, min-p and logprobs mixed within the batch. */
+void random_case(rng *g, fixture *f, int32_t vocab) {
+  const int32_t drafts[4] = {g->below(4), g->below(2), 0, g->below(4)};
+  int32_t fed[4], ctx[4];
+  for (int i = 0; i < 4; i++) {
+    fed[i] = drafts[i] + 1 + g->below(12);
+    ctx[i] = fed[i];
+  }
+  fixture_init(f, 4, fed, ctx);
+  for (int t = 0; t < f->num_tokens; t++) f->tokens[t] = g->below(vocab);
+  const float temps[4] = {0.0f, 0.7f, 1.0f, 1.6f}, top_ps[3] = {1.0f, 0.9f, 0.5f}, min_ps[3] = {0.0f, 0.05f, 0.3f};
+  const int32_t top_ks[4] = {0, 1, 5, 40}, lps[4] = {-1, 0, 3, 20};
+  const size_t words = ((size_t)vocab + 31) / 32;
+  int32_t hist = 0, bias = 0, mask_rows = 0;
+  for (int i = 0; i < 4; i++) {
+    f->draft_counts[i] = drafts[i];
+    f->temperature[i] = temps[g->below(4)];
+    f->top_p[i] = top_ps[g->below(3)];
+    f->min_p[i] = min_ps[g->below(3)];
+    f->top_k[i] = top_ks[g->below(4)];
+    f->logprobs[i] = lps[g->below(4)];
+    f->seeds[i] = ((uint64_t)g->next() << 32) | g->next();
+    f->history_start[i] = hist;
+    if (g->below(2) == 0) {
+      f->presence_penalty[i] = g->unit() * 1.5f;
+      f->frequency_penalty[i] = g->unit();
+      f->repetition_penalty[i] = g->below(2) == 0 ? 1.0f + g->unit() : 0.5f + 0.5f * g->unit();
+      const int32_t n = 1 + g->below(40);
+      /* Repeated ids, so counts above one matter. */
+      for (int32_t k = 0; k < n; k++) f->history[hist + k] = g->below(k < 8 ? vocab : 16);
+      f->history_prompt_lens[i] = g->below(n + 1);
+      hist += n;
+    }
+    f->bias_start[i] = bias;
+    if (g->below(3) == 0) {
+      const int32_t n = 1 + g->below(4);
+      for (int32_t k = 0; k < n; k++) {
+        f->bias_ids[bias + k] = g->below(vocab);
+        f->bias_values[bias + k] = g->below(5) == 0 ? 100.0f : (g->unit() - 0.5f) * 10.0f;
+      }
+      bias += n;
+    }
+    if (g->below(3) == 0) {
+      f->mask_row_start[i] = mask_rows;
+      for (int32_t r = 0; r <= drafts[i]; r++, mask_rows++) {
+        uint32_t *row = f->allowed_mask + (size_t)mask_rows * words;
+        for (size_t w = 0; w < words; w++) row[w] = g->next() & g->next();
+        row[g->below((int32_t)words)] |= 1u << g->below(32);
+        if (vocab % 32 != 0) row[words - 1] &= (1u << (vocab % 32)) - 1;
+        row[0] |= 1u << 3;
+      }
+    }
+  }
+  f->history_start[4] = hist;
+  f->history_len = hist;
+  f->bias_start[4] = bias;
+  f->bias_len = bias;
+  f->num_mask_rows = mask_rows;
+}
+
+/* The device sampler against the host sampler on the same CUDA device (the same logits): identical counts and tokens,
+ * logprobs and top alternatives within 1e-5; drafts made to agree (from the host sampler's tokens) so verification
+ * accepts some and rejects others. Greedy plain rows also against the CPU device. */
+void sampling_checks(const char *dir) {
+  pair p;
+  rill_engine *host = nullptr;
+  if (open_pair(dir, &p)) {
+    setenv("RILL_CUDA_HOST_SAMPLER", "1", 1);
+    rill_options o;
+    memset(&o, 0, sizeof o);
+    o.threads = 1;
+    o.num_blocks = FX_MAX_SEQS * FX_STRIDE;
+    o.max_batch_tokens = FX_MAX_TOKENS;
+    o.max_seqs = 4;
+    o.max_drafts = 3;
+    o.dtype = "bf16";
+    o.kv_dtype = "bf16";
+    o.device = "cuda";
+    CHECK_MSG(rill_engine_create(dir, &o, &host) == RILL_OK, "host-sampled cuda: %s", rill_global_error());
+    unsetenv("RILL_CUDA_HOST_SAMPLER");
+  }
+  if (host != nullptr) {
+    rng g{0x9e3779b97f4a7c15ull};
+    int accepted = 0, rejected = 0, mismatches = 0;
+    double worst_lp = 0.0;
+    for (int c = 0; c < 16; c++) {
+      fixture f;
+      random_case(&g, &f, p.vocab);
+      step_out a, b;
+      /* Make drafts agree with the target for a random number of rows: replace each rejected draft by the host's
+       * token, then (half the time) spoil the next one. */
+      for (int i = 0; i < 4; i++) {
+        const int32_t dc = f.draft_counts[i], keep = g.below(dc + 1);
+        for (int32_t r = 0; r < keep; r++) {
+          run_step(host, &f, &a);
+          if (a.status != RILL_OK || a.counts[i] > r + 1) continue;
+          f.tokens[f.query_start[i + 1] - dc + r] = a.tokens[i * 4 + r];
+        }
+      }
+      run_step(host, &f, &a);
+      run_step(p.cuda, &f, &b);
+      CHECK_MSG(a.status == b.status && strcmp(a.err, b.err) == 0, "case %d: status %d '%s' vs %d '%s'", c, a.status,
+                a.err, b.status, b.err);
+      if (a.status != RILL_OK || b.status != RILL_OK) continue;
+      for (int i = 0; i < 4; i++) {
+        CHECK_EQ_INT(a.counts[i], b.counts[i]);
+        if (a.counts[i] < f.draft_counts[i] + 1) rejected++;
+        accepted += a.counts[i] - 1;
+        for (int r = 0; r < a.counts[i] && r < b.counts[i]; r++) {
+          const int slot = i * 4 + r;
+          if (a.tokens[slot] != b.tokens[slot]) mismatches++;
+          CHECK_MSG(a.tokens[slot] == b.tokens[slot], "case %d seq %d row %d: host %d, device %d", c, i, r,
+                    a.tokens[slot], b.tokens[slot]);
+          worst_lp = fmax(worst_lp, fabs((double)a.logprobs[slot] - b.logprobs[slot]));
+          for (int k = 0; k < f.logprobs[i]; k++) {
+            CHECK_EQ_INT(a.top_ids[slot * 20 + k], b.top_ids[slot * 20 + k]);
+            worst_lp = fmax(worst_lp, fabs((double)a.top_lp[slot * 20 + k] - b.top_lp[slot * 20 + k]));
+          }
+        }
+      }
+    }
+    CHECK_MSG(worst_lp <= 1e-5, "logprobs differ by %.3g", worst_lp);
+    CHECK_MSG(accepted > 0 && rejected > 0, "verification: %d drafts accepted, %d rows rejected", accepted, rejected);
+    printf("device sampler: %d token mismatches, %d drafts accepted, %d rejections, logprobs within %.3g\n",
+           mismatches, accepted, rejected, worst_lp);
+    /* A mask row allowing nothing fails the step with the host sampler's message. */
+    fixture f;
+    const int32_t fed[2] = {3, 2}, ctx[2] = {3, 2};
+    fixture_init(&f, 2, fed, ctx);
+    fill_tokens(&f, p.vocab);
+    f.mask_row_start[1] = 0;
+    f.num_mask_rows = 1;
+    f.temperature[1] = 0.8f;
+    step_out a, b;
+    run_step(host, &f, &a);
+    run_step(p.cuda, &f, &b);
+    CHECK(a.status == RILL_ERR_INVALID_ARGUMENT && b.status == a.status);
+    CHECK_MSG(strcmp(a.err, b.err) == 0, "'%s' vs '%s'", a.err, b.err);
+  }
+  rill_engine_destroy(host);
+  rill_engine_destroy(p.cpu);
+  rill_engine_destroy(p.cuda);
+}
+
 } // namespace
 
 int main() {
@@ -264,6 +439,7 @@ int main() {
   for (const char *dir : dirs) logits_checks(dir);
   long_context_checks("models/rill-tiny-chatml");
   greedy_checks("models/rill-tiny-chatml");
+  sampling_checks("models/rill-tiny-chatml");
   printf("largest logits difference, relative: %.3g (bound %.3g)\n", worst_seen, kBound);
   return check_summary();
 }
