@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "device_cuda.h"
+#include "gemm_lt.cuh"
 #include "kernels.cuh"
 #include "sample.cuh"
 
@@ -73,6 +74,10 @@ struct rill_cuda {
   void *samp_out, *samp_out_host;
   size_t samp_out_bytes;
   void *samp_scratch;
+  /* cuBLASLt for steps above the GEMV threshold (gemm_lt.cuh); lt_on 0: the tiled kernel, for lt_why's reason. */
+  rill_gemm_lt lt;
+  int lt_on;
+  char lt_why[192];
 };
 
 /* The packed sampling inputs and outputs: parts at 64-byte-aligned offsets of one block, so one copy moves each. */
@@ -147,6 +152,7 @@ void rill_cuda_destroy(rill_cuda *d) {
                   d->qkv,   d->attn, d->gu,         d->act,      d->row_hidden, d->logits, d->meta,
                   d->part_ml, d->part_acc};
   for (void *p : ptrs) cudaFree(p);
+  rill_gemm_lt_destroy(&d->lt);
   cudaFree(d->samp_in);
   cudaFree(d->samp_out);
   cudaFree(d->samp_scratch);
@@ -245,6 +251,9 @@ static rill_status alloc_buffers(rill_cuda *d, char *err, size_t err_cap) {
   CU(cudaMallocHost(&d->samp_out_host, l.out_bytes));
   const size_t slots = R < (size_t)kSampleSlots ? R : (size_t)kSampleSlots;
   CU(cudaMalloc(&d->samp_scratch, slots * rill_sample_slot_bytes((int)V)));
+  /* cuBLASLt is optional: without it (or when it cannot start) the tiled kernel serves every batch size. */
+  const size_t widest = H > I ? (H > QD ? H : QD) : (I > QD ? I : QD);
+  d->lt_on = rill_gemm_lt_create(&d->lt, (T > R ? T : R) * widest, d->lt_why, sizeof d->lt_why) == RILL_OK;
   const char *host = getenv("RILL_CUDA_HOST_SAMPLER");
   d->host_sampling = host != nullptr && strcmp(host, "1") == 0;
   return RILL_OK;
@@ -310,9 +319,26 @@ rill_status rill_cuda_create(const rill_cuda_setup *setup, rill_cuda **out, rill
   setup->lim->num_blocks = d->lim.num_blocks;
   info->weight_bytes = (int64_t)setup->w->bytes;
   snprintf(info->device, sizeof info->device, "cuda:0");
-  snprintf(info->isa, sizeof info->isa, "sm_%d%d", prop.major, prop.minor);
+  /* The GEMM above the GEMV threshold rides along in isa: "sm_90 cublasLt", or "sm_90 tiled: <short reason>". */
+  const char *gemm = d->lt_on                                        ? "cublasLt"
+                     : strncmp(d->lt_why, "no libcublasLt", 14) == 0 ? "tiled: no cublasLt"
+                     : strstr(d->lt_why, "missing symbol") != nullptr ? "tiled: symbol missing"
+                     : strcmp(d->lt_why, "host emulation") == 0      ? "tiled: emulation"
+                                                                      : "tiled: init failed";
+  snprintf(info->isa, sizeof info->isa, "sm_%d%d %s", prop.major, prop.minor, gemm);
+  snprintf(info->gemm, sizeof info->gemm, "%s", d->lt_on ? "cublasLt" : d->lt_why);
   *out = d;
   return RILL_OK;
+}
+
+/* rill_k_linear, through cuBLASLt above the GEMV threshold when it is loaded and has an algorithm for the shape. */
+static cudaError_t linear(rill_cuda *d, const float *x, int T, int K, const __nv_bfloat16 *W, int N, const float *bias,
+                          int accumulate, float *y) {
+  if (d->lt_on && T > kGemvMaxTokens) {
+    const cudaError_t e = rill_gemm_lt_linear(&d->lt, d->stream, x, T, K, W, N, bias, accumulate, y);
+    if (e != cudaErrorNotSupported) return e;
+  }
+  return rill_k_linear(d->stream, x, T, K, W, N, bias, accumulate, y);
 }
 
 /* The layers over the batch's T fed tokens, then norm and output projection of rows [r0, r0 + n) into d->logits. */
@@ -326,16 +352,16 @@ static rill_status run_layers(rill_cuda *d, int T, const int32_t *tokens, const 
   for (int l = 0; l < c->num_layers; l++) {
     const layer_dev *L = &d->layers[l];
     CU(rill_k_rms_norm(st, d->x, nullptr, L->attn_norm, H, c->rms_norm_eps, T, d->xn));
-    CU(rill_k_linear(st, d->xn, T, H, L->qkv, d->qkv_dim, L->qkv_bias, 0, d->qkv));
+    CU(linear(d, d->xn, T, H, L->qkv, d->qkv_dim, L->qkv_bias, 0, d->qkv));
     CU(rill_k_qk_rope_kv(st, d->qkv, T, c->num_heads, c->num_kv_heads, c->head_dim, L->q_norm, L->k_norm,
                          c->rms_norm_eps, d->inv_freq, positions, tok_seq, tables, d->geom, l, d->kc, d->vc));
     CU(rill_k_attention(st, d->qkv, T, c->num_heads, positions, tok_seq, tables, d->geom, l, d->kc, d->vc, d->attn,
                         splits, d->part_ml, d->part_acc));
-    CU(rill_k_linear(st, d->attn, T, QD, L->o, H, L->o_bias, 1, d->x));
+    CU(linear(d, d->attn, T, QD, L->o, H, L->o_bias, 1, d->x));
     CU(rill_k_rms_norm(st, d->x, nullptr, L->ffn_norm, H, c->rms_norm_eps, T, d->xn));
-    CU(rill_k_linear(st, d->xn, T, H, L->gate_up, 2 * I, nullptr, 0, d->gu));
+    CU(linear(d, d->xn, T, H, L->gate_up, 2 * I, nullptr, 0, d->gu));
     CU(rill_k_silu_mul(st, d->gu, T, I, d->act));
-    CU(rill_k_linear(st, d->act, T, I, L->down, H, nullptr, 1, d->x));
+    CU(linear(d, d->act, T, I, L->down, H, nullptr, 1, d->x));
   }
   return RILL_OK;
 }
@@ -388,7 +414,7 @@ static rill_status forward_rows(rill_cuda *d, const rill_step_batch *b, int all_
   for (int32_t r0 = 0; r0 < R; r0 += d->max_rows) {
     const int32_t n = R - r0 < d->max_rows ? R - r0 : d->max_rows;
     CU(rill_k_rms_norm(st, d->x, drows + r0, d->final_norm, c->hidden_size, c->rms_norm_eps, n, d->row_hidden));
-    CU(rill_k_linear(st, d->row_hidden, n, c->hidden_size, head, V, nullptr, 0, d->logits));
+    CU(linear(d, d->row_hidden, n, c->hidden_size, head, V, nullptr, 0, d->logits));
     if (to_host) {
       CU(cudaMemcpyAsync(dst + (size_t)r0 * V, d->logits, (size_t)n * V * sizeof(float), cudaMemcpyDeviceToHost,
                          st));

@@ -34,6 +34,9 @@ cudaError_t rill_k_embed(cudaStream_t s, const __nv_bfloat16 *embed, int H, cons
 cudaError_t rill_k_rms_norm(cudaStream_t s, const float *x, const int32_t *rows, const float *w, int n, float eps,
                             int R, float *out);
 
+/* Steps of at most this many fed tokens stream W (the GEMV path); larger ones use a GEMM. */
+constexpr int kGemvMaxTokens = 16;
+
 /* y[t][n] = (accumulate ? y[t][n] : 0) + Σ_k x[t][k] · W[n][k] + (bias ? bias[n] : 0), for t < T, n < N; K % 8 == 0.
  * Small T streams W once per 8 tokens with 16-byte loads; larger T uses shared-memory tiles. */
 cudaError_t rill_k_linear(cudaStream_t s, const float *x, int T, int K, const __nv_bfloat16 *W, int N,

@@ -110,7 +110,8 @@ __global__ void tiled_kernel(const float *x, int T, int K, const __nv_bfloat16 *
 cudaError_t rill_k_linear(cudaStream_t s, const float *x, int T, int K, const __nv_bfloat16 *W, int N,
                           const float *bias, int accumulate, float *y) {
   if (T == 0) return cudaSuccess;
-  if (T <= 2 * kSkinnyTokens) {
+  static_assert(kGemvMaxTokens == 2 * kSkinnyTokens, "two passes over W at most on the GEMV path");
+  if (T <= kGemvMaxTokens) {
     const dim3 grid((unsigned)((N + kSkinnyWarps - 1) / kSkinnyWarps), (unsigned)((T + kSkinnyTokens - 1) / kSkinnyTokens));
     RILL_LAUNCH(skinny_kernel, grid, 32 * kSkinnyWarps, s, x, T, K, W, N, bias, accumulate, y);
   } else {

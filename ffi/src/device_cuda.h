@@ -38,8 +38,9 @@ typedef struct rill_cuda_setup {
 
 typedef struct rill_cuda_info {
   char device[32]; /* "cuda:0" */
-  char isa[32];    /* "sm_90" */
+  char isa[32];    /* "sm_90 cublasLt" or "sm_90 tiled: <short reason>" */
   int64_t weight_bytes, kv_bytes;
+  char gemm[192]; /* "cublasLt", or why the tiled kernel serves large batches */
 } rill_cuda_info;
 
 rill_status rill_cuda_create(const rill_cuda_setup *setup, rill_cuda **out, rill_cuda_info *info, char *err,

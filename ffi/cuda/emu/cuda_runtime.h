@@ -56,6 +56,7 @@ typedef enum cudaError {
   cudaErrorInvalidValue = 1,
   cudaErrorMemoryAllocation = 2,
   cudaErrorNoDevice = 100,
+  cudaErrorNotSupported = 801,
 } cudaError_t;
 typedef struct CUstream_st *cudaStream_t;
 enum cudaMemcpyKind { cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2, cudaMemcpyDeviceToDevice = 3 };
