@@ -10,16 +10,18 @@
  *   ÷ the read bandwidth `bench_decode --bandwidth` measures right before each row (the shared machine's bandwidth
  *   drifts, so each row gets its own);
  * - the sampling stage on its own, serial vs over the thread pool (ffi/bench/bench_sample.c, alternated);
- * - speculation at batch 1 on a repetitive task through the whole engine (bundled model, native device): one row per
- *   entry of SPECULATION_CASES, each against the same engine with speculation off.
+ * - speculation at batch 1 on a repetitive task (the bundled model's "repeat the phrase" prompts, greedy) through the
+ *   whole engine on the native device, each case against the same engine with speculation off, output checked token
+ *   for token: n-gram drafts, and draft models that scripts/bench/make_draft_checkpoint.py makes once from the target's
+ *   own weights (build/bench/*-draft*): the bundled model's first layers ("layer skip"), and the 0.5B shape in bf16.
  *
  * Steps are timed at the backend seam (engine/step_batch.ts), where the engine drives both backends, so ONNX pays its
  * host sampler and the native device its FFI call, as when serving. Prints one line per measurement and then a table.
  * Environment: RILL_BENCH_THREADS (default: all cores), RILL_BENCH_NATIVE_SMALL=1 (bundled model only).
  */
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { createBackend } from "../engine/backends/create_backend.ts";
-import { readModelDir } from "../model/model_dir.ts";
+import { contextLength, readModelDir } from "../model/model_dir.ts";
 import type { ModelConfig } from "../model/model_dir.ts";
 import type { Backend, StepBatch, StepResult } from "../engine/step_batch.ts";
 import type { EngineChunk } from "../engine/engine.ts";
@@ -59,20 +61,6 @@ const LLAMA_CPP: Readonly<Record<Dtype, { x1: number; x8?: number }>> = {
   bf16: { x1: 30.0 },
   int8: { x1: 45.4, x8: 101 },
 };
-
-/**
- * Speculation cases at batch 1, each run against the same engine options with speculation off. A draft-model case is
- * one more entry (`{ speculative: "draft", draftModel: DIR, numSpeculativeTokens: 4 }` once the engine takes them).
- */
-interface SpeculationCase {
-  readonly name: string;
-  readonly options: Partial<OpenEngineOptions>;
-}
-
-const SPECULATION_CASES: readonly SpeculationCase[] = [
-  { name: "n-gram K=4", options: { speculative: "ngram", numSpeculativeTokens: 4 } },
-  { name: "n-gram K=8", options: { speculative: "ngram", numSpeculativeTokens: 8 } },
-];
 
 interface ModelCase {
   readonly label: string;
@@ -336,79 +324,219 @@ async function measureBackend(m: ModelCase, c: BackendCase, probe: string): Prom
   }
 }
 
-async function consume(stream: ReadableStream<EngineChunk>): Promise<{ tokens: number; steps: number }> {
-  let tokens = 0, steps = 0;
-  for await (const c of stream) {
-    if (c.type === "step") {
-      tokens += c.tokens.length;
-      steps++;
-    }
-  }
-  return { tokens, steps };
+interface Generation {
+  readonly tokens: number[];
+  readonly steps: number;
+  /** Seconds from the request to its last chunk, and from its first step (the prefill's token) to its last chunk. */
+  readonly seconds: number;
+  readonly decodeSeconds: number;
+  /** Tokens of the first step (the prefill's one token). */
+  readonly firstTokens: number;
 }
 
-/** Batch-1 speculation speedups on the bundled model's repeat task, through the engine on the native device. */
-async function speculation(): Promise<string[]> {
-  const model = await loadModel(BUNDLED);
+async function generate(stream: ReadableStream<EngineChunk>): Promise<Generation> {
+  const t0 = performance.now();
+  let first = NaN, steps = 0, firstTokens = 0;
+  const tokens: number[] = [];
+  for await (const c of stream) {
+    if (c.type !== "step") continue;
+    if (steps === 0) [first, firstTokens] = [performance.now(), c.tokens.length];
+    tokens.push(...c.tokens);
+    steps++;
+  }
+  const end = performance.now();
+  return { tokens, steps, seconds: (end - t0) / 1000, decodeSeconds: (end - first) / 1000, firstTokens };
+}
+
+/** A draft model made from the target's own weights by scripts/bench/make_draft_checkpoint.py. */
+interface DraftSpec {
+  /** The first N of the target's layers (all when absent). */
+  readonly layers?: number;
+  /** Stored as bf16, so beside an fp32 target it reads half the bytes per token. */
+  readonly bf16?: boolean;
+}
+
+interface SpeculationCase {
+  readonly name: string;
+  readonly k: number;
+  /** Absent: n-gram (prompt lookup) drafts. */
+  readonly draft?: DraftSpec;
+}
+
+/** A target for the batch-1 speculation rows: the repeat task's prompts, greedy, through the engine (native). */
+interface SpeculationTarget {
+  readonly label: string;
+  readonly dir: string;
+  readonly prompts: number;
+  readonly maxTokens: number;
+  /** Timed repetitions after one warm-up (best kept); 0: one timed pass, no warm-up. */
+  readonly reps: number;
+  readonly cases: readonly SpeculationCase[];
+}
+
+/**
+ * The bundled model is trained, so a draft of its first layers ("layer skip") often picks the full model's token on
+ * this task. The random 0.5B shape's greedy token is set by its deep layers, so a draft of its first layers is never
+ * accepted (README, Measured figures); its draft is its own weights in bf16 beside the fp32 target instead: always
+ * accepted, each pass reading half the target's bytes.
+ */
+const BUNDLED_SPECULATION: readonly SpeculationCase[] = [
+  { name: "n-gram", k: 4 },
+  { name: "n-gram", k: 8 },
+  { name: "draft: first 1 of 4 layers", k: 2, draft: { layers: 1 } },
+  { name: "draft: first 1 of 4 layers", k: 4, draft: { layers: 1 } },
+  { name: "draft: first 2 of 4 layers", k: 2, draft: { layers: 2 } },
+  { name: "draft: first 2 of 4 layers", k: 4, draft: { layers: 2 } },
+];
+
+const BIG_SPECULATION: readonly SpeculationCase[] = [
+  { name: "n-gram", k: 4 },
+  { name: "draft: itself in bf16", k: 2, draft: { bf16: true } },
+  { name: "draft: itself in bf16", k: 4, draft: { bf16: true } },
+];
+
+interface SpeculationRow {
+  readonly target: string;
+  readonly c: SpeculationCase;
+  readonly off: Wave;
+  readonly on: Wave;
+}
+
+interface Wave {
+  readonly tokensPerS: number;
+  readonly decodePerS: number;
+  readonly tokensPerStep: number;
+  /** Accepted ÷ proposed drafts (NaN without speculation). */
+  readonly acceptance: number;
+  readonly outputs: readonly (readonly number[])[];
+}
+
+/** The draft checkpoint for `spec` next to build/bench's others, written once per target checkpoint. */
+async function draftCheckpoint(targetDir: string, label: string, spec: DraftSpec): Promise<string> {
+  const name = `${label}-draft${spec.layers === undefined ? "" : `-${spec.layers}l`}${spec.bf16 ? "-bf16" : ""}`;
+  const dir = join(OUT, name);
+  const done = join(dir, "complete");
+  const stale = !(await exists(done)) ||
+    (await Deno.stat(done)).mtime! < (await Deno.stat(join(targetDir, "model.safetensors"))).mtime!;
+  if (stale) {
+    const args = [join(ROOT, "scripts/bench/make_draft_checkpoint.py"), targetDir, dir];
+    if (spec.layers !== undefined) args.push("--layers", String(spec.layers));
+    if (spec.bf16) args.push("--bf16");
+    await exec("/usr/bin/python3", args);
+  }
+  return dir;
+}
+
+/** Batch-1 speculation on the repeat task through the whole engine on the native device, each case against off. */
+async function speculation(targets: readonly SpeculationTarget[]): Promise<SpeculationRow[]> {
+  const bundled = await loadModel(BUNDLED);
   const phrases = ["one more time", "good morning", "hello world", "happy day", "thank you", "go team"];
-  const prompts = phrases.map((p) =>
-    model.format.render({
+  const allPrompts = phrases.map((p) =>
+    bundled.format.render({
       messages: [{ role: "user", content: `Repeat the phrase '${p}' 6 times.` }],
       tools: [],
       toolChoice: "auto",
     })
   );
-  const wave = async (options: Partial<OpenEngineOptions>) => {
-    const engine = await openEngine({
-      modelDir: BUNDLED,
-      model,
-      modelId: "bench",
-      maxModelLen: model.maxModelLen,
-      backend: { kind: "native", threads: THREADS },
-      maxNumSeqs: 1,
-      ...options,
-    });
-    try {
-      let best = Infinity, tokens = 0, steps = 0;
-      for (let rep = 0; rep < 4; rep++) {
-        const t0 = performance.now();
-        let tk = 0, st = 0;
-        for (const [i, promptTokens] of prompts.entries()) {
-          const r = await consume(engine.generate({
-            id: `spec-${rep}-${i}`,
-            promptTokens,
-            sampling: {
-              temperature: 0,
-              topP: 1,
-              topK: 0,
-              maxTokens: 200,
-              stopTokens: model.format.stopTokens,
-              stopStrings: [],
-              logprobs: -1,
-            },
-          }));
-          tk += r.tokens;
-          st += r.steps;
+  const rows: SpeculationRow[] = [];
+  for (const t of targets) {
+    const model = t.dir === BUNDLED ? bundled : await readModelDir(t.dir);
+    const prompts = allPrompts.slice(0, t.prompts);
+    const wave = async (options: Partial<OpenEngineOptions>, draftModelDir?: string): Promise<Wave> => {
+      const engine = await openEngine({
+        modelDir: t.dir,
+        model,
+        modelId: "bench",
+        maxModelLen: Math.min(CONTEXT, contextLength(model)),
+        // The checkpoint's own dtype for target and draft alike (fp32 targets here; a bf16 draft stays bf16).
+        backend: { kind: "native", threads: THREADS, ...(draftModelDir === undefined ? {} : { draftModelDir }) },
+        maxNumSeqs: 1,
+        ...options,
+      });
+      try {
+        let best: Generation[] | undefined;
+        const total = (gs: readonly Generation[]) => gs.reduce((a, g) => a + g.seconds, 0);
+        const passes = t.reps === 0 ? 1 : t.reps + 1;
+        for (let rep = 0; rep < passes; rep++) {
+          const gens: Generation[] = [];
+          for (const [i, promptTokens] of prompts.entries()) {
+            gens.push(
+              await generate(engine.generate({
+                id: `spec-${rep}-${i}`,
+                promptTokens,
+                sampling: {
+                  temperature: 0,
+                  topP: 1,
+                  topK: 0,
+                  maxTokens: t.maxTokens,
+                  stopTokens: bundled.format.stopTokens,
+                  stopStrings: [],
+                  logprobs: -1,
+                },
+              })),
+            );
+          }
+          const timed = t.reps === 0 || rep > 0;
+          if (timed && (best === undefined || total(gens) < total(best))) best = gens;
         }
-        const ms = performance.now() - t0;
-        if (rep > 0 && ms < best) [best, tokens, steps] = [ms, tk, st];
+        const gens = best!;
+        const tokens = gens.reduce((a, g) => a + g.tokens.length, 0);
+        const steps = gens.reduce((a, g) => a + g.steps, 0);
+        const firsts = gens.reduce((a, g) => a + g.firstTokens, 0);
+        const m = engine.metrics();
+        return {
+          tokensPerS: tokens / total(gens),
+          // Past each request's first step (its prefill, which yields one token).
+          decodePerS: (tokens - firsts) / gens.reduce((a, g) => a + g.decodeSeconds, 0),
+          tokensPerStep: tokens / steps,
+          acceptance: m.draftedTokens > 0 ? m.acceptedDrafts / m.draftedTokens : NaN,
+          outputs: gens.map((g) => g.tokens),
+        };
+      } finally {
+        await engine.close();
       }
-      return { tokensPerS: tokens / (best / 1000), tokensPerStep: tokens / steps, tokens };
-    } finally {
-      await engine.close();
+    };
+    const off = await wave({ speculative: "none" });
+    for (const c of t.cases) {
+      let on: Wave;
+      if (c.draft === undefined) {
+        on = await wave({ speculative: "ngram", numSpeculativeTokens: c.k });
+      } else {
+        let draftDir: string;
+        try {
+          draftDir = await draftCheckpoint(t.dir, t.dir === BUNDLED ? "rill-tiny-harmony" : basename(t.dir), c.draft);
+        } catch (e) {
+          console.log(
+            `native speculation x1 ${t.label}: ${c.name}: no draft model (${
+              e instanceof Error ? e.message.split("\n")[0] : e
+            })`,
+          );
+          continue;
+        }
+        on = await wave({ speculative: "draft", numSpeculativeTokens: c.k }, draftDir);
+      }
+      const row = { target: t.label, c, off, on };
+      console.log(`native speculation x1 ${t.label}: ${speculationLine(row)}`);
+      rows.push(row);
     }
-  };
-  const off = await wave({ speculative: "none" });
-  const lines: string[] = [];
-  for (const s of SPECULATION_CASES) {
-    const on = await wave(s.options);
-    const line = `${s.name}: ${fmt(off.tokensPerS, 0)} → ${fmt(on.tokensPerS, 0)} tok/s (${
-      fmt(on.tokensPerS / off.tokensPerS, 2)
-    }×), ${fmt(on.tokensPerStep, 2)} tokens/step; ${on.tokens} tokens (off ${off.tokens})`;
-    console.log(`native speculation x1 (rill-tiny-harmony, repeat task, greedy, best of 3) ${line}`);
-    lines.push(line);
   }
-  return lines;
+  return rows;
+}
+
+function sameOutputs(a: Wave, b: Wave): boolean {
+  return a.outputs.length === b.outputs.length &&
+    a.outputs.every((o, i) => o.length === b.outputs[i]!.length && o.every((x, j) => x === b.outputs[i]![j]));
+}
+
+function speculationLine(r: SpeculationRow): string {
+  const tokens = r.on.outputs.reduce((a, o) => a + o.length, 0);
+  return `${r.c.name} K=${r.c.k}: ${fmt(r.off.tokensPerS, 1)} → ${fmt(r.on.tokensPerS, 1)} tok/s (${
+    fmt(r.on.tokensPerS / r.off.tokensPerS, 2)
+  }×; decode ${fmt(r.off.decodePerS, 1)} → ${fmt(r.on.decodePerS, 1)}, ${
+    fmt(r.on.decodePerS / r.off.decodePerS, 2)
+  }×), ${fmt(100 * r.on.acceptance, 0)}% of drafts accepted, ${
+    fmt(r.on.tokensPerStep, 2)
+  } tokens/step; ${tokens} tokens, ${sameOutputs(r.off, r.on) ? "identical to" : "DIFFERENT from"} speculation off`;
 }
 
 function loadAverage(): string {
@@ -447,7 +575,21 @@ export async function run(): Promise<void> {
   }
   const sampling = await exec(tools.sample, ["--threads", String(THREADS), "--seqs", "8"]);
   console.log(`native ${sampling.trim()}`);
-  const spec = await speculation();
+  const specTargets: SpeculationTarget[] = [
+    { label: "rill-tiny-harmony", dir: BUNDLED, prompts: 6, maxTokens: 200, reps: 3, cases: BUNDLED_SPECULATION },
+  ];
+  const big = models.find((m) => m.dir !== BUNDLED);
+  if (big !== undefined) {
+    specTargets.push({
+      label: "Qwen2.5-0.5B shape fp32",
+      dir: big.dir,
+      prompts: 2,
+      maxTokens: 32,
+      reps: 0,
+      cases: BIG_SPECULATION,
+    });
+  }
+  const spec = await speculation(specTargets);
 
   // The table: ratios within a model are from the same run, so the machine's load hits every row alike.
   console.log(
@@ -476,5 +618,19 @@ export async function run(): Promise<void> {
     );
   }
   console.log(`sampling stage: ${sampling.trim()}`);
-  for (const s of spec) console.log(`speculation x1: ${s}`);
+  console.log(
+    "\n| target | speculation | K | off tok/s | on tok/s | speedup | decode off → on tok/s | decode speedup | drafts accepted | tokens/step | output |",
+  );
+  console.log("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+  for (const r of spec) {
+    console.log(
+      `| ${r.target} | ${r.c.name} | ${r.c.k} | ${fmt(r.off.tokensPerS, 1)} | ${fmt(r.on.tokensPerS, 1)} | ${
+        fmt(r.on.tokensPerS / r.off.tokensPerS, 2)
+      }× | ${fmt(r.off.decodePerS, 1)} → ${fmt(r.on.decodePerS, 1)} | ${
+        fmt(r.on.decodePerS / r.off.decodePerS, 2)
+      }× | ${fmt(100 * r.on.acceptance, 0)}% | ${fmt(r.on.tokensPerStep, 2)} | ${
+        sameOutputs(r.off, r.on) ? "identical" : "DIFFERENT"
+      } |`,
+    );
+  }
 }

@@ -68,7 +68,8 @@ int main(int argc, char **argv) {
   int32_t *seq_ids = i32, *tokens = i32 + N, *positions = i32 + 2 * N, *query_start = i32 + 3 * N,
           *context_lens = i32 + 4 * N + 1, *draft_counts = i32 + 5 * N + 1, *top_k = i32 + 6 * N + 1,
           *logprobs = i32 + 7 * N + 1, *mask_row_start = i32 + 8 * N + 1, *history_start = i32 + 9 * N + 1,
-          *history_prompt_lens = i32 + 10 * N + 2, *counts = i32 + 11 * N + 2, *out_tokens = i32 + 12 * N + 2;
+          *history_prompt_lens = i32 + 10 * N + 2, *counts = i32 + 11 * N + 2, *out_tokens = i32 + 12 * N + 2,
+          *bias_start = i32 + 14 * N + 2;
   float *temp = f32, *top_p = f32 + N, *min_p = f32 + 2 * N, *pp = f32 + 3 * N, *fp = f32 + 4 * N,
         *rp = f32 + 5 * N, *out_lp = f32 + 6 * N;
   for (int32_t i = 0; i < N; i++) {
@@ -92,8 +93,8 @@ int main(int argc, char **argv) {
                        .top_k = top_k, .min_p = min_p, .presence_penalty = pp, .frequency_penalty = fp,
                        .repetition_penalty = rp, .seeds = seeds, .logprobs = logprobs,
                        .mask_row_start = mask_row_start, .history_start = history_start,
-                       .history_prompt_lens = history_prompt_lens};
-  rill_step_result r = {counts, out_tokens, out_lp, NULL, NULL};
+                       .history_prompt_lens = history_prompt_lens, .bias_start = bias_start};
+  rill_step_result r = {.counts = counts, .tokens = out_tokens, .logprobs = out_lp};
   char err[256];
   double serial[101], pooled[101];
   for (int k = 0; k < reps; k++) {
