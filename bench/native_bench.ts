@@ -27,6 +27,7 @@ import type { Backend, StepBatch, StepResult } from "../engine/step_batch.ts";
 import type { EngineChunk } from "../engine/engine.ts";
 import { loadModel } from "../formats/load_model.ts";
 import { openEngine, type OpenEngineOptions } from "../engine/open_engine.ts";
+import { neutralStepFields } from "../testing/neutral_step_fields.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 const OUT = join(ROOT, "build/bench");
@@ -195,30 +196,11 @@ class Streams {
       positions: new Int32Array(T),
       queryStart: new Int32Array(B + 1),
       contextLens: new Int32Array(B),
-      draftCounts: new Int32Array(B),
-      sampleFlags: new Uint8Array(B).fill(1),
       blockTables: new Int32Array(B * stride).fill(-1),
       blockTableStride: stride,
-      sampling: {
-        temperature: new Float32Array(B).fill(temperature),
-        topP: new Float32Array(B).fill(1),
-        topK: new Int32Array(B),
-        minP: new Float32Array(B),
-        presencePenalty: new Float32Array(B),
-        frequencyPenalty: new Float32Array(B),
-        repetitionPenalty: new Float32Array(B).fill(1),
-        seeds: new BigUint64Array(B).fill(7n),
-        logprobs: new Int32Array(B).fill(-1),
-      },
-      maskRowStart: new Int32Array(B).fill(-1),
-      allowedMask: new Uint32Array(0),
-      historyStart: new Int32Array(B + 1),
-      history: new Int32Array(0),
-      historyPromptLens: new Int32Array(B),
-      biasStart: new Int32Array(B + 1),
-      biasIds: new Int32Array(0),
-      biasValues: new Float32Array(0),
+      ...neutralStepFields(B),
     };
+    b.sampling.temperature.fill(temperature);
     let t = 0;
     for (let i = 0; i < B; i++) {
       b.queryStart[i] = t;

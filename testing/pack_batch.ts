@@ -4,6 +4,7 @@
  * (0 for an intermediate prefill chunk). Block tables list consecutive ids from `firstBlock` per sequence.
  */
 import type { StepBatch } from "../engine/step_batch.ts";
+import { neutralStepFields } from "./neutral_step_fields.ts";
 
 export interface PackEntry {
   readonly seqId: number;
@@ -24,29 +25,9 @@ export function packBatch(entries: readonly PackEntry[], blockSize = 16): StepBa
     positions: new Int32Array(T),
     queryStart: new Int32Array(B + 1),
     contextLens: new Int32Array(B),
-    draftCounts: new Int32Array(B),
-    sampleFlags: new Uint8Array(B),
     blockTables: new Int32Array(B * stride).fill(-1),
     blockTableStride: stride,
-    sampling: {
-      temperature: new Float32Array(B),
-      topP: new Float32Array(B).fill(1),
-      topK: new Int32Array(B),
-      minP: new Float32Array(B),
-      presencePenalty: new Float32Array(B),
-      frequencyPenalty: new Float32Array(B),
-      repetitionPenalty: new Float32Array(B).fill(1),
-      seeds: new BigUint64Array(B),
-      logprobs: new Int32Array(B).fill(-1),
-    },
-    maskRowStart: new Int32Array(B).fill(-1),
-    allowedMask: new Uint32Array(0),
-    historyStart: new Int32Array(B + 1),
-    history: new Int32Array(0),
-    historyPromptLens: new Int32Array(B),
-    biasStart: new Int32Array(B + 1),
-    biasIds: new Int32Array(0),
-    biasValues: new Float32Array(0),
+    ...neutralStepFields(B),
   };
   let t = 0;
   entries.forEach((e, i) => {

@@ -3,6 +3,7 @@
  * 0, its blocks allocated consecutively from `firstBlock`), greedy unless changed, sized exactly.
  */
 import type { BackendInfo, StepBatch, StepResult } from "../../engine/step_batch.ts";
+import { neutralStepFields } from "../../testing/neutral_step_fields.ts";
 
 export interface PrefillSeq {
   readonly seqId: number;
@@ -38,29 +39,9 @@ export function prefillBatch(info: BackendInfo, seqs: readonly PrefillSeq[], fir
     positions,
     queryStart,
     contextLens,
-    draftCounts: new Int32Array(B),
-    sampleFlags: new Uint8Array(B).fill(1),
     blockTables,
     blockTableStride: stride,
-    sampling: {
-      temperature: new Float32Array(B),
-      topP: new Float32Array(B).fill(1),
-      topK: new Int32Array(B),
-      minP: new Float32Array(B),
-      presencePenalty: new Float32Array(B),
-      frequencyPenalty: new Float32Array(B),
-      repetitionPenalty: new Float32Array(B).fill(1),
-      seeds: new BigUint64Array(B).fill(7n),
-      logprobs: new Int32Array(B).fill(-1),
-    },
-    maskRowStart: new Int32Array(B).fill(-1),
-    allowedMask: new Uint32Array(0),
-    historyStart: new Int32Array(B + 1),
-    history: new Int32Array(0),
-    historyPromptLens: new Int32Array(B),
-    biasStart: new Int32Array(B + 1),
-    biasIds: new Int32Array(0),
-    biasValues: new Float32Array(0),
+    ...neutralStepFields(B),
   };
 }
 
