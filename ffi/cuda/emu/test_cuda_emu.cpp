@@ -14,6 +14,7 @@
 
 #include "../../tests/batch_fixture.h"
 #include "../../tests/check.h"
+#include "attention_checks.h"
 #include "rill.h"
 
 namespace {
@@ -432,6 +433,10 @@ void sampling_checks(const char *dir) {
 } // namespace
 
 int main() {
+  int attn_passed = 0, attn_failed = 0;
+  attention_kernel_checks(&attn_passed, &attn_failed);
+  check_passed_count += attn_passed;
+  check_failed_count += attn_failed;
   const char *dirs[] = {"models/rill-tiny-chatml",
                         "tests/fixtures/checkpoints/llama3-bf16",
                         "tests/fixtures/checkpoints/mistral-bf16",
