@@ -31,6 +31,15 @@ constexpr int kMaxRows = 64;
 constexpr int kKvStride = kMaxHeadDim + 2; /* padded row of the K/V tile: lanes reading different rows hit different
                                               banks ((D + 2) / 2 words apart, odd for D ≡ 0 mod 4) */
 constexpr int kMinGranule = 128;
+
+/* A product the compiler may not fuse into a following add: both kernels must round a score the same way. */
+__device__ inline float mul_rn(float a, float b) {
+#ifdef RILL_CUDA_EMU
+  return a * b; /* g++ in ISO C++ mode contracts nothing */
+#else
+  return __fmul_rn(a, b);
+#endif
+}
 constexpr int kMaxGranules = 64;
 
 /* Tokens per tile: as many as fit kRowElems and kMaxRows with all of the group's query heads, at most 16. */
@@ -162,7 +171,7 @@ __device__ inline void run_granule(block_state &s, float (&acc)[kPerThread], int
           dot = fmaf(q[d], kk.x, dot);
           dot = fmaf(q[d + 1], kk.y, dot);
         }
-        score = dot * scale;
+        score = mul_rn(dot, scale);
       }
       const float m_old = s.r[r].m;
       const float m_new = fmaxf(m_old, rill_warp_max(score));
