@@ -57,7 +57,7 @@ cudaError_t rill_k_qk_rope_kv(cudaStream_t s, float *qkv, int T, int num_heads, 
  * depends on its own context alone: bitwise the same whatever else is in the step and whichever kernel runs it. */
 constexpr int kSplitMaxTokens = 16;
 
-/* Positions per granule for a pool of max_positions: at most 64 granules per sequence, multiples of 32, at least 128. */
+/* Positions per granule for max_positions: at most 64 granules per sequence, a multiple of 32, at least 128. */
 int rill_attention_granule(int max_positions);
 
 /* Granules per sequence the block table can address (the split grid's depth and the partials' stride). The split

@@ -25,7 +25,7 @@ constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kChunk = 32;        /* positions per chunk: one warp lane each */
 constexpr int kMaxHeadDim = 256;
-constexpr int kRowElems = 4096;   /* rows × head_dim of one block: its q in shared memory, its accumulators in registers */
+constexpr int kRowElems = 4096; /* rows × head_dim of a block: its q in shared memory, accumulators in registers */
 constexpr int kPerThread = kRowElems / kThreads;
 constexpr int kMaxRows = 64;
 constexpr int kKvStride = kMaxHeadDim + 2; /* padded row of the K/V tile: lanes reading different rows hit different
@@ -234,6 +234,13 @@ __global__ void split_kernel(const float *qkv, int num_seqs, int num_heads, cons
                              float *part_acc) {
   __shared__ block_state s;
   const int D = g.head_dim, G = num_heads / g.kv_heads, kh = blockIdx.y, z = blockIdx.z;
+  /* Most blocks of a deep grid lie past every context of the step (at most kSplitMaxTokens tokens): they leave
+   * before the tile search. */
+  int step_hi = 0;
+  for (int t = 0, T = query_start[num_seqs]; t < T; t++) {
+    step_hi = positions[t] + 1 > step_hi ? positions[t] + 1 : step_hi;
+  }
+  if (z * g.granule >= step_hi) return;
   const tile_work w = find_tile(query_start, num_seqs, tile_tokens(G, D), blockIdx.x);
   if (w.nt == 0) return;
   const int hi = tile_end(positions, w), gb = z * g.granule;
@@ -344,7 +351,9 @@ int rill_attention_granules(rill_kv_geom g) {
 }
 
 int rill_attention_supports(int num_heads, int kv_heads, int head_dim) {
-  if (kv_heads < 1 || num_heads % kv_heads != 0 || head_dim < 2 || head_dim % 2 != 0 || head_dim > kMaxHeadDim) return 0;
+  if (kv_heads < 1 || num_heads % kv_heads != 0 || head_dim < 2 || head_dim % 2 != 0 || head_dim > kMaxHeadDim) {
+    return 0;
+  }
   const int G = num_heads / kv_heads;
   return G <= kMaxRows && G * head_dim <= kRowElems;
 }
