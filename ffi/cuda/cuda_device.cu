@@ -61,7 +61,7 @@ struct rill_cuda {
   float *x, *xn, *qkv, *attn, *gu, *act;
   float *row_hidden, *logits; /* [max_rows × hidden], [max_rows × vocab] */
   float *part_ml, *part_acc;  /* split-KV partials (kernels.cuh) */
-  int32_t *meta;              /* device: tokens, positions, tok_seq, rows [T each], then tables */
+  int32_t *meta;              /* device: tokens, positions, tok_seq, rows [T each], query_start [S + 1], tables */
   int32_t *meta_host;         /* pinned mirror */
   size_t meta_cap;
   float *logits_host; /* pinned, [max_rows × vocab] */
@@ -182,6 +182,12 @@ static rill_status check_shapes(const rill_model_config *c, const rill_limits *l
   if (c->num_kv_heads < 1 || c->num_heads % c->num_kv_heads != 0) {
     return fail(err, err_cap, RILL_ERR_UNSUPPORTED, "device cuda: num_heads must be a multiple of num_kv_heads");
   }
+  if (!rill_attention_supports(c->num_heads, c->num_kv_heads, c->head_dim)) {
+    return fail(err, err_cap, RILL_ERR_UNSUPPORTED,
+                "device cuda: %d query heads per KV head of head_dim %d (attention takes at most 64, and at most 4096 "
+                "values per KV head)",
+                c->num_heads / c->num_kv_heads, c->head_dim);
+  }
   return RILL_OK;
 }
 
@@ -229,9 +235,10 @@ static rill_status alloc_buffers(rill_cuda *d, char *err, size_t err_cap) {
   CU(cudaMalloc(&d->act, T * I * sizeof(float)));
   CU(cudaMalloc(&d->row_hidden, R * H * sizeof(float)));
   CU(cudaMalloc(&d->logits, R * V * sizeof(float)));
-  CU(cudaMalloc(&d->part_ml, (size_t)kSplitTokenBudget * (size_t)c->num_heads * 2 * sizeof(float)));
-  CU(cudaMalloc(&d->part_acc, (size_t)kSplitTokenBudget * QD * sizeof(float)));
-  d->meta_cap = 4 * T + (size_t)d->lim.max_seqs * (size_t)d->table_stride;
+  const size_t parts = (size_t)kSplitMaxTokens * (size_t)c->num_heads * (size_t)rill_attention_granules(d->geom);
+  CU(cudaMalloc(&d->part_ml, parts * 2 * sizeof(float)));
+  CU(cudaMalloc(&d->part_acc, parts * (size_t)c->head_dim * sizeof(float)));
+  d->meta_cap = 4 * T + (size_t)d->lim.max_seqs + 1 + (size_t)d->lim.max_seqs * (size_t)d->table_stride;
   CU(cudaMalloc(&d->meta, d->meta_cap * sizeof(int32_t)));
   CU(cudaMallocHost(&d->meta_host, d->meta_cap * sizeof(int32_t)));
   CU(cudaMallocHost(&d->logits_host, R * V * sizeof(float)));
@@ -278,6 +285,8 @@ rill_status rill_cuda_create(const rill_cuda_setup *setup, rill_cuda **out, rill
   d->max_rows = setup->max_rows;
   d->qkv_dim = (c->num_heads + 2 * c->num_kv_heads) * c->head_dim;
   d->table_stride = (d->lim.max_positions + d->lim.block_size - 1) / d->lim.block_size;
+  d->geom = rill_kv_geom{0, d->lim.block_size, c->num_kv_heads, c->head_dim, d->table_stride,
+                         rill_attention_granule(d->lim.max_positions)};
   s = [&]() -> rill_status {
     CU(cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking));
     rill_status st = upload_weights(d, setup->w, setup->inv_freq, err, err_cap);
@@ -305,7 +314,7 @@ rill_status rill_cuda_create(const rill_cuda_setup *setup, rill_cuda **out, rill
                   (double)(free0 - free1) / 1073741824.0);
     }
     d->lim.num_blocks = (int32_t)blocks;
-    d->geom = rill_kv_geom{d->lim.num_blocks, d->lim.block_size, c->num_kv_heads, c->head_dim, d->table_stride};
+    d->geom.num_blocks = d->lim.num_blocks;
     const size_t half = (size_t)blocks * block_bytes / 2;
     CU(cudaMalloc(&d->kc, half));
     CU(cudaMalloc(&d->vc, half));
@@ -342,12 +351,12 @@ static cudaError_t linear(rill_cuda *d, const float *x, int T, int K, const __nv
 }
 
 /* The layers over the batch's T fed tokens, then norm and output projection of rows [r0, r0 + n) into d->logits. */
-static rill_status run_layers(rill_cuda *d, int T, const int32_t *tokens, const int32_t *positions,
-                              const int32_t *tok_seq, const int32_t *tables, char *err, size_t err_cap) {
+static rill_status run_layers(rill_cuda *d, int T, int S, const int32_t *tokens, const int32_t *positions,
+                              const int32_t *tok_seq, const int32_t *query_start, const int32_t *tables, char *err,
+                              size_t err_cap) {
   const rill_model_config *c = &d->cfg;
   const int H = c->hidden_size, I = c->intermediate_size, QD = c->num_heads * c->head_dim;
   cudaStream_t st = d->stream;
-  const int splits = rill_attention_splits(T);
   CU(rill_k_embed(st, d->embed, H, tokens, T, d->x));
   for (int l = 0; l < c->num_layers; l++) {
     const layer_dev *L = &d->layers[l];
@@ -355,8 +364,8 @@ static rill_status run_layers(rill_cuda *d, int T, const int32_t *tokens, const 
     CU(linear(d, d->xn, T, H, L->qkv, d->qkv_dim, L->qkv_bias, 0, d->qkv));
     CU(rill_k_qk_rope_kv(st, d->qkv, T, c->num_heads, c->num_kv_heads, c->head_dim, L->q_norm, L->k_norm,
                          c->rms_norm_eps, d->inv_freq, positions, tok_seq, tables, d->geom, l, d->kc, d->vc));
-    CU(rill_k_attention(st, d->qkv, T, c->num_heads, positions, tok_seq, tables, d->geom, l, d->kc, d->vc, d->attn,
-                        splits, d->part_ml, d->part_acc));
+    CU(rill_k_attention(st, d->qkv, T, S, c->num_heads, positions, query_start, tables, d->geom, l, d->kc, d->vc,
+                        d->attn, d->part_ml, d->part_acc));
     CU(linear(d, d->attn, T, QD, L->o, H, L->o_bias, 1, d->x));
     CU(rill_k_rms_norm(st, d->x, nullptr, L->ffn_norm, H, c->rms_norm_eps, T, d->xn));
     CU(linear(d, d->xn, T, H, L->gate_up, 2 * I, nullptr, 0, d->gu));
@@ -387,7 +396,8 @@ static rill_status forward_rows(rill_cuda *d, const rill_step_batch *b, int all_
       for (int t = end - n; t < end; t++) rows[R++] = t;
     }
   }
-  int32_t *tables = rows + T;
+  int32_t *query_start = rows + T, *tables = query_start + b->num_seqs + 1;
+  memcpy(query_start, b->query_start, ((size_t)b->num_seqs + 1) * sizeof(int32_t));
   /* The batch was validated: every block a fed position needs is inside its row of the caller's table. */
   for (int s = 0; s < b->num_seqs; s++) {
     int32_t need = 0;
@@ -401,12 +411,12 @@ static rill_status forward_rows(rill_cuda *d, const rill_step_batch *b, int all_
   }
   memcpy(tokens, b->tokens, (size_t)T * sizeof(int32_t));
   memcpy(positions, b->positions, (size_t)T * sizeof(int32_t));
-  const size_t meta_len = 4 * (size_t)T + (size_t)b->num_seqs * d->table_stride;
+  const size_t meta_len = 4 * (size_t)T + (size_t)b->num_seqs + 1 + (size_t)b->num_seqs * d->table_stride;
   cudaStream_t st = d->stream;
   CU(cudaMemcpyAsync(d->meta, d->meta_host, meta_len * sizeof(int32_t), cudaMemcpyHostToDevice, st));
   const int32_t *dtokens = d->meta, *dpositions = dtokens + T, *dtok_seq = dpositions + T, *drows = dtok_seq + T;
-  const int32_t *dtables = drows + T;
-  rill_status s = run_layers(d, T, dtokens, dpositions, dtok_seq, dtables, err, err_cap);
+  const int32_t *dquery_start = drows + T, *dtables = dquery_start + b->num_seqs + 1;
+  rill_status s = run_layers(d, T, b->num_seqs, dtokens, dpositions, dtok_seq, dquery_start, dtables, err, err_cap);
   if (s != RILL_OK) return s;
 
   const __nv_bfloat16 *head = d->head != nullptr ? d->head : d->embed;

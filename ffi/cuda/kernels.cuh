@@ -25,6 +25,7 @@
 struct rill_kv_geom {
   int32_t num_blocks, block_size, kv_heads, head_dim;
   int32_t table_stride; /* entries per sequence in the device's block table */
+  int32_t granule;      /* attention's unit of positions (rill_attention_granule), fixed at create */
 };
 
 /* x[t] = embed[tokens[t]] as fp32. */
@@ -49,23 +50,33 @@ cudaError_t rill_k_qk_rope_kv(cudaStream_t s, float *qkv, int T, int num_heads, 
                               const int32_t *positions, const int32_t *tok_seq, const int32_t *tables,
                               rill_kv_geom g, int layer, __nv_bfloat16 *kc, __nv_bfloat16 *vc);
 
-/* Split-KV: steps of at most kSplitMaxTokens fed tokens (decode and verify) split each token's positions into
- * kMaxSplits ranges whose lengths depend on that token's context alone, so small batches fill the GPU and a token's
- * logits are the same whatever else is in the step. Scratch for the partials: part_ml [kSplitMaxTokens × kMaxSplits
- * × num_heads × 2], part_acc [kSplitMaxTokens × kMaxSplits × num_heads × head_dim] floats. */
-constexpr int kMaxSplits = 16;
+/* Attention (kernels_attention.cu). Steps of at most kSplitMaxTokens fed tokens (decode and draft verification)
+ * run split-KV: one block per (tile of a sequence's fed tokens, KV head, granule of positions) serving every query
+ * head of the KV head, then a merge; larger steps (prefill, chunked prefill after cached prefix blocks) run one block
+ * per (tile, KV head) over all its granules. Granule boundaries are fixed multiples of g.granule, so a token's output
+ * depends on its own context alone: bitwise the same whatever else is in the step and whichever kernel runs it. */
 constexpr int kSplitMaxTokens = 16;
-constexpr int kSplitTokenBudget = kSplitMaxTokens * kMaxSplits;
 
-/* Splits for a step of T fed tokens: kMaxSplits, or 1 (no split) for larger steps. */
-int rill_attention_splits(int T);
+/* Positions per granule for max_positions: at most 64 granules per sequence, a multiple of 32, at least 128. */
+int rill_attention_granule(int max_positions);
+
+/* Granules per sequence the block table can address (the split grid's depth and the partials' stride). The split
+ * partials need part_ml [kSplitMaxTokens × num_heads × granules × 2] and part_acc [kSplitMaxTokens × num_heads ×
+ * granules × head_dim] floats. */
+int rill_attention_granules(rill_kv_geom g);
+
+/* Whether the kernels take these heads: head_dim even and ≤ 256, query heads per KV head × head_dim ≤ 4096, at most 64
+ * query heads per KV head. */
+int rill_attention_supports(int num_heads, int kv_heads, int head_dim);
 
 /* out[t][h] = softmax(q[t][h] · K[0..positions[t]]ᵀ / √D) · V over the token's sequence, read through its block
- * table; q heads h share kv head h / (num_heads / kv_heads). With splits > 1 (rill_attention_splits), ranges of
- * positions run in parallel and a merge kernel combines them. */
-cudaError_t rill_k_attention(cudaStream_t s, const float *qkv, int T, int num_heads, const int32_t *positions,
-                             const int32_t *tok_seq, const int32_t *tables, rill_kv_geom g, int layer,
-                             const __nv_bfloat16 *kc, const __nv_bfloat16 *vc, float *out, int splits,
+ * table; query head h reads KV head h / (num_heads / kv_heads). Sequence s feeds tokens [query_start[s],
+ * query_start[s + 1]) (num_seqs + 1 entries on the device). T and num_seqs only bound the launch
+ * shapes (T ≤ kSplitMaxTokens picks split-KV): a larger bound with query_start padded by its last entry is the same
+ * computation. */
+cudaError_t rill_k_attention(cudaStream_t s, const float *qkv, int T, int num_seqs, int num_heads,
+                             const int32_t *positions, const int32_t *query_start, const int32_t *tables,
+                             rill_kv_geom g, int layer, const __nv_bfloat16 *kc, const __nv_bfloat16 *vc, float *out,
                              float *part_ml, float *part_acc);
 
 /* act[t][i] = silu(gu[t][i]) · gu[t][I + i]. */

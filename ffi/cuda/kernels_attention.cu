@@ -1,223 +1,382 @@
-/* Causal attention of fed tokens over the paged KV cache (kernels.cuh), with an online softmax over chunks of
- * positions so any context length runs in fixed shared memory. The grouped kernel gives one block to a (token, KV
- * head) and all the query heads that share it, so each K/V row is read from memory once per token; shapes whose
- * query group does not fit its shared memory run the per-head kernel. */
+/* Causal attention of fed tokens over the paged KV cache (kernels.cuh).
+ *
+ * Work unit: a tile of consecutive fed tokens of one sequence × one KV head; its rows are (token, query head of the
+ * group) pairs, so each K/V row a block stages in shared memory serves every query head of the KV head and every
+ * token of the tile. A token's positions are cut into granules of g.granule positions at fixed multiples (a function
+ * of the position alone); within a granule an online softmax runs over chunks of kChunk positions, and the granules
+ * are combined in ascending order by merge_into. Two kernels share that arithmetic:
+ *  - split (steps of at most kSplitMaxTokens tokens: decode and draft verification): one block per (tile, KV head,
+ *    granule) writes each row's partial (max, sum, weighted values); merge_kernel combines a token's granules;
+ *  - prefill (larger steps, chunked prefill after cached prefix blocks): one block per (tile, KV head) walks the
+ *    granules in order and combines them in registers.
+ * Every per-row operation is the same in both and independent of the other rows of the block (a position past a
+ * row's own is masked and leaves its state bit for bit unchanged), so a token's output is bitwise the same whatever
+ * else is in the step, and whichever kernel serves it.
+ *
+ * Everything per step comes from device memory (positions, query_start); the launch shapes depend only on the upper
+ * bounds T and num_seqs, and blocks past the step's work exit at once.
+ */
 #include "block_reduce.cuh"
 #include "kernels.cuh"
 
 namespace {
 
-constexpr int kThreads = 128;   /* also the positions per chunk */
-constexpr int kMaxHeadDim = 256; /* head_dim ≤ 2 × kThreads: each thread owns d = tid and tid + kThreads */
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kChunk = 32;        /* positions per chunk: one warp lane each */
+constexpr int kMaxHeadDim = 256;
+constexpr int kRowElems = 4096; /* rows × head_dim of a block: its q in shared memory, accumulators in registers */
+constexpr int kPerThread = kRowElems / kThreads;
+constexpr int kMaxRows = 64;
+constexpr int kKvStride = kMaxHeadDim + 2; /* padded row of the K/V tile: lanes reading different rows hit different
+                                              banks ((D + 2) / 2 words apart, odd for D ≡ 0 mod 4) */
+constexpr int kMinGranule = 128;
 
-__global__ void attention_kernel(const float *qkv, int num_heads, const int32_t *positions, const int32_t *tok_seq,
-                                 const int32_t *tables, rill_kv_geom g, int layer, const __nv_bfloat16 *kc,
-                                 const __nv_bfloat16 *vc, float *out) {
-  __shared__ float q[kMaxHeadDim];
-  __shared__ float p[kThreads];
-  __shared__ float scratch[32];
-  const int t = blockIdx.x, h = blockIdx.y, D = g.head_dim, tid = threadIdx.x;
-  const int kh = h / (num_heads / g.kv_heads);
-  const int qkv_dim = (num_heads + 2 * g.kv_heads) * D;
-  const float scale = 1.0f / sqrtf((float)D);
-  for (int d = tid; d < D; d += kThreads) q[d] = qkv[(size_t)t * qkv_dim + (size_t)h * D + d];
+/* A product the compiler may not fuse into a following add: both kernels must round a score the same way. */
+__device__ inline float mul_rn(float a, float b) {
+#ifdef RILL_CUDA_EMU
+  return a * b; /* g++ in ISO C++ mode contracts nothing */
+#else
+  return __fmul_rn(a, b);
+#endif
+}
+constexpr int kMaxGranules = 64;
+
+/* Tokens per tile: as many as fit kRowElems and kMaxRows with all of the group's query heads, at most 16. */
+__host__ __device__ inline int tile_tokens(int G, int D) {
+  int rows = kRowElems / D;
+  if (rows > kMaxRows) rows = kMaxRows;
+  int t = rows / G;
+  return t < 1 ? 1 : t > kSplitMaxTokens ? kSplitMaxTokens : t;
+}
+
+struct tile_work {
+  int seq, t0, nt; /* tokens [t0, t0 + nt) of sequence seq; nt 0: no work for this block */
+};
+
+/* Tile x of the step, numbering each sequence's ceil(tokens / tpt) tiles in batch order: a block-wide scan of
+ * query_start (every thread returns the same answer; the call is a barrier). */
+__device__ tile_work find_tile(const int32_t *query_start, int num_seqs, int tpt, int x) {
+  __shared__ int counts[kThreads];
+  __shared__ tile_work found;
+  if (threadIdx.x == 0) found = tile_work{0, 0, 0};
+  int carry = 0;
+  for (int base = 0; base < num_seqs; base += kThreads) {
+    const int s = base + (int)threadIdx.x;
+    const int q0 = s < num_seqs ? query_start[s] : 0, q1 = s < num_seqs ? query_start[s + 1] : 0;
+    const int mine = (q1 - q0 + tpt - 1) / tpt;
+    __syncthreads();
+    counts[threadIdx.x] = mine;
+    __syncthreads();
+    for (int o = 1; o < kThreads; o <<= 1) { /* inclusive Hillis–Steele scan */
+      const int add = (int)threadIdx.x >= o ? counts[threadIdx.x - o] : 0;
+      __syncthreads();
+      counts[threadIdx.x] += add;
+      __syncthreads();
+    }
+    const int hi = carry + counts[threadIdx.x], lo = hi - mine;
+    if (mine > 0 && x >= lo && x < hi) {
+      const int t0 = q0 + (x - lo) * tpt;
+      found = tile_work{s, t0, q1 - t0 < tpt ? q1 - t0 : tpt};
+    }
+    carry += counts[kThreads - 1];
+  }
   __syncthreads();
-  const int n = positions[t] + 1;
-  const int32_t *table = tables + (size_t)tok_seq[t] * g.table_stride;
-  const size_t head_stride = (size_t)g.block_size * D;
-  float m = -INFINITY, l = 0.0f, acc0 = 0.0f, acc1 = 0.0f;
-  for (int c0 = 0; c0 < n; c0 += kThreads) {
-    const int pos = c0 + tid;
-    float score = -INFINITY;
-    if (pos < n) {
-      const int32_t block = table[pos / g.block_size];
-      const __nv_bfloat16 *k = kc + (((size_t)layer * g.num_blocks + block) * g.kv_heads + kh) * head_stride +
-                               (size_t)(pos % g.block_size) * D;
-      float dot = 0.0f;
-      for (int d = 0; d < D; d += 2) {
-        const float2 kv = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(k + d));
-        dot += q[d] * kv.x + q[d + 1] * kv.y;
-      }
-      score = dot * scale;
-    }
-    const float cmax = rill_block_max(score, scratch);
-    const float m_new = fmaxf(m, cmax);
-    const float e = pos < n ? expf(score - m_new) : 0.0f;
-    const float correction = expf(m - m_new); /* 0 on the first chunk (m = -inf) */
-    __syncthreads();
-    p[tid] = e;
-    const float csum = rill_block_sum(e, scratch); /* its barriers also publish p */
-    l = l * correction + csum;
-    acc0 *= correction;
-    acc1 *= correction;
-    const int cnt = n - c0 < kThreads ? n - c0 : kThreads;
-    for (int j = 0; j < cnt; j++) {
-      const int pj = c0 + j;
-      const int32_t block = table[pj / g.block_size];
-      const __nv_bfloat16 *v = vc + (((size_t)layer * g.num_blocks + block) * g.kv_heads + kh) * head_stride +
-                               (size_t)(pj % g.block_size) * D;
-      if (tid < D) acc0 += p[j] * __bfloat162float(v[tid]);
-      if (tid + kThreads < D) acc1 += p[j] * __bfloat162float(v[tid + kThreads]);
-    }
-    m = m_new;
-    __syncthreads(); /* p is rewritten by the next chunk */
-  }
-  float *o = out + (size_t)t * num_heads * D + (size_t)h * D;
-  const float inv = 1.0f / l;
-  if (tid < D) o[tid] = acc0 * inv;
-  if (tid + kThreads < D) o[tid + kThreads] = acc1 * inv;
+  return found;
 }
 
-constexpr int kGroupChunk = 32;       /* positions per chunk: one warp lane each */
-constexpr int kGroupMaxElems = 2048;  /* query heads per KV head × head_dim held in shared memory */
-constexpr int kGroupPerThread = kGroupMaxElems / kThreads;
-constexpr int kGroupMaxHeads = 16;
+/* A row's running state over one granule. */
+struct row_state {
+  float m, l;
+};
 
-/* Positions per split of a token with n positions: a function of n alone, so a token's result does not depend on the
- * batch around it (the merge adds exact zeros for empty splits). */
-__device__ inline int split_length(int n) {
-  const int per = (n + kMaxSplits - 1) / kMaxSplits;
-  const int len = (per + kGroupChunk - 1) / kGroupChunk * kGroupChunk;
-  return len < 2 * kGroupChunk ? 2 * kGroupChunk : len;
+/* Combines granule partial (mg, lg, accg) into the running (M, L, A), granules in ascending order. A partial with
+ * mg = −∞ (no position of the row in the granule) leaves the state unchanged bit for bit. */
+__device__ inline void merge_scales(float M, float mg, float *a, float *b, float *m_new) {
+  *m_new = fmaxf(M, mg);
+  if (*m_new == -INFINITY) {
+    *a = 1.0f;
+    *b = 0.0f;
+    return;
+  }
+  *a = expf(M - *m_new); /* 0 while M = −∞ */
+  *b = expf(mg - *m_new);
 }
 
-/* Split-KV: with gridDim.z > 1, block z covers positions [z × len, (z + 1) × len) (len = split_length(n)) and writes
- * its unnormalised partial (running max, sum, weighted values) for merge_kernel; an empty range writes max −∞ and
- * zeros. */
-__global__ void grouped_attention_kernel(const float *qkv, int num_heads, const int32_t *positions,
-                                         const int32_t *tok_seq, const int32_t *tables, rill_kv_geom g, int layer,
-                                         const __nv_bfloat16 *kc, const __nv_bfloat16 *vc, float *out,
-                                         float *part_ml, float *part_acc) {
-  __shared__ float q[kGroupMaxElems];
-  __shared__ __nv_bfloat16 ks[kGroupChunk * kMaxHeadDim];
-  __shared__ __nv_bfloat16 vs[kGroupChunk * kMaxHeadDim];
-  __shared__ float p[kGroupMaxHeads][kGroupChunk];
-  __shared__ float m[kGroupMaxHeads], l[kGroupMaxHeads], corr[kGroupMaxHeads];
-  const int t = blockIdx.x, kh = blockIdx.y, D = g.head_dim, tid = threadIdx.x;
-  const int G = num_heads / g.kv_heads, GD = G * D;
-  const int lane = tid & 31, warp = tid >> 5, warps = kThreads / 32;
-  const int qkv_dim = (num_heads + 2 * g.kv_heads) * D;
-  const float scale = 1.0f / sqrtf((float)D);
-  for (int i = tid; i < GD; i += kThreads) q[i] = qkv[(size_t)t * qkv_dim + (size_t)kh * GD + i];
-  if (tid < G) {
-    m[tid] = -INFINITY;
-    l[tid] = 0.0f;
-  }
-  float acc[kGroupPerThread];
-#pragma unroll
-  for (int k = 0; k < kGroupPerThread; k++) acc[k] = 0.0f;
-  const int n = positions[t] + 1;
-  const bool split = gridDim.z > 1;
-  const int len = split ? split_length(n) : n;
-  const int begin = split ? (int)blockIdx.z * len : 0;
-  const int end = begin + len < n ? begin + len : n;
-  const int32_t *table = tables + (size_t)tok_seq[t] * g.table_stride;
+struct block_state {
+  float q[kRowElems];
+  __nv_bfloat16 kv[kChunk * kKvStride]; /* K of the chunk, then V */
+  float p[kMaxRows][kChunk];
+  row_state r[kMaxRows];
+  float corr[kMaxRows];
+  int last[kMaxRows]; /* the row's token's position: it sees positions ≤ last */
+};
+
+/* Stages positions [c0, c0 + cnt) of the sequence's K or V rows of (layer, kh) in s.kv. */
+__device__ inline void stage(block_state &s, const __nv_bfloat16 *cache, const int32_t *table, const rill_kv_geom &g,
+                             int layer, int kh, int c0, int cnt) {
+  const int D = g.head_dim;
   const size_t head_stride = (size_t)g.block_size * D;
-  for (int c0 = begin; c0 < end; c0 += kGroupChunk) {
-    const int cnt = end - c0 < kGroupChunk ? end - c0 : kGroupChunk;
-    __syncthreads(); /* the previous chunk's K/V and p are no longer read */
-    for (int i = tid; i < cnt * D; i += kThreads) {
-      const int j = i / D, d = i % D, pos = c0 + j;
+  if (D % 8 == 0) { /* 16-byte loads */
+    const int per = D / 8;
+    for (int i = threadIdx.x; i < cnt * per; i += kThreads) {
+      const int j = i / per, c = i % per, pos = c0 + j;
       const size_t at = (((size_t)layer * g.num_blocks + table[pos / g.block_size]) * g.kv_heads + kh) * head_stride +
-                        (size_t)(pos % g.block_size) * D + d;
-      ks[i] = kc[at];
-      vs[i] = vc[at];
+                        (size_t)(pos % g.block_size) * D + (size_t)c * 8;
+      const uint4 v = *reinterpret_cast<const uint4 *>(cache + at);
+      uint32_t *dst = reinterpret_cast<uint32_t *>(s.kv + j * kKvStride + c * 8);
+      dst[0] = v.x;
+      dst[1] = v.y;
+      dst[2] = v.z;
+      dst[3] = v.w;
     }
+  } else { /* even D: 4-byte loads */
+    const int per = D / 2;
+    for (int i = threadIdx.x; i < cnt * per; i += kThreads) {
+      const int j = i / per, c = i % per, pos = c0 + j;
+      const size_t at = (((size_t)layer * g.num_blocks + table[pos / g.block_size]) * g.kv_heads + kh) * head_stride +
+                        (size_t)(pos % g.block_size) * D + (size_t)c * 2;
+      *reinterpret_cast<uint32_t *>(s.kv + j * kKvStride + c * 2) = *reinterpret_cast<const uint32_t *>(cache + at);
+    }
+  }
+}
+
+/* One granule [gb, ge) of the tile's rows: acc and s.r hold the granule's partial afterwards (from m = −∞, l = 0,
+ * acc = 0). `hi`: one past the largest position any row sees; chunks start at multiples of kChunk from gb. */
+__device__ inline void run_granule(block_state &s, float (&acc)[kPerThread], int rows, int D, float scale,
+                                   const __nv_bfloat16 *kc, const __nv_bfloat16 *vc, const int32_t *table,
+                                   const rill_kv_geom &g, int layer, int kh, int gb, int ge, int hi) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int end = ge < hi ? ge : hi;
+#pragma unroll
+  for (int k = 0; k < kPerThread; k++) acc[k] = 0.0f;
+  __syncthreads(); /* the previous granule's readers of s.r are done */
+  if ((int)threadIdx.x < rows) s.r[threadIdx.x] = row_state{-INFINITY, 0.0f};
+  for (int c0 = gb; c0 < end; c0 += kChunk) {
+    const int cnt = end - c0 < kChunk ? end - c0 : kChunk;
+    __syncthreads(); /* s.kv (V of the previous chunk) and s.p are no longer read */
+    stage(s, kc, table, g, layer, kh, c0, cnt);
     __syncthreads();
-    /* One warp per query head (several heads per warp when G > warps): lane j scores position c0 + j. */
-    for (int h = warp; h < G; h += warps) {
-      const float m_old = m[h];
+    /* One warp per row: lane j scores position c0 + j; positions past the row's own are masked. */
+    for (int r = warp; r < rows; r += kWarps) {
+      const int pos = c0 + lane;
+      const bool valid = lane < cnt && pos <= s.last[r];
       float score = -INFINITY;
-      if (lane < cnt) {
+      if (valid) {
+        const float *q = s.q + r * D;
+        const __nv_bfloat16 *k = s.kv + lane * kKvStride;
         float dot = 0.0f;
-        for (int d = 0; d < D; d++) dot += q[h * D + d] * __bfloat162float(ks[lane * D + d]);
-        score = dot * scale;
+        for (int d = 0; d < D; d += 2) {
+          const float2 kk = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(k + d));
+          dot = fmaf(q[d], kk.x, dot);
+          dot = fmaf(q[d + 1], kk.y, dot);
+        }
+        score = mul_rn(dot, scale);
       }
+      const float m_old = s.r[r].m;
       const float m_new = fmaxf(m_old, rill_warp_max(score));
-      const float e = lane < cnt ? expf(score - m_new) : 0.0f;
+      /* m_new = −∞: no position of the row so far; the state stays as it is. */
+      const float e = valid ? expf(score - m_new) : 0.0f;
       const float sum = rill_warp_sum(e);
-      p[h][lane] = e;
+      s.p[r][lane] = e;
       if (lane == 0) {
-        corr[h] = expf(m_old - m_new); /* 0 on the first chunk (m = -inf) */
-        l[h] = l[h] * corr[h] + sum;
-        m[h] = m_new;
+        const float c = m_new == -INFINITY ? 1.0f : expf(m_old - m_new); /* 0 on a row's first scored chunk */
+        s.corr[r] = c;
+        s.r[r].l = fmaf(s.r[r].l, c, sum);
+        s.r[r].m = m_new;
       }
     }
+    __syncthreads(); /* K is no longer read; s.p and s.corr are published */
+    stage(s, vc, table, g, layer, kh, c0, cnt);
     __syncthreads();
 #pragma unroll
-    for (int k = 0; k < kGroupPerThread; k++) {
-      const int i = tid + k * kThreads;
-      if (i < GD) {
-        const int h = i / D, d = i % D;
-        float a = acc[k] * corr[h];
-        for (int j = 0; j < cnt; j++) a += p[h][j] * __bfloat162float(vs[j * D + d]);
+    for (int k = 0; k < kPerThread; k++) {
+      const int i = threadIdx.x + k * kThreads;
+      if (i < rows * D) {
+        const int r = i / D, d = i % D;
+        float a = acc[k] * s.corr[r];
+        /* Zero weights (masked or underflowed) are skipped, so masked positions are never read. */
+        for (int j = 0; j < cnt; j++) {
+          const float pj = s.p[r][j];
+          if (pj != 0.0f) a = fmaf(pj, __bfloat162float(s.kv[j * kKvStride + d]), a);
+        }
         acc[k] = a;
       }
     }
   }
-  __syncthreads(); /* m and l are final */
-  if (split) {
-    const size_t part = ((size_t)t * num_heads + (size_t)kh * G) * gridDim.z; /* first head of the group, split 0 */
-    if (tid < G) {
-      part_ml[(part + (size_t)tid * gridDim.z + blockIdx.z) * 2] = m[tid];
-      part_ml[(part + (size_t)tid * gridDim.z + blockIdx.z) * 2 + 1] = l[tid];
-    }
-#pragma unroll
-    for (int k = 0; k < kGroupPerThread; k++) {
-      const int i = tid + k * kThreads;
-      if (i < GD) part_acc[(part + (size_t)(i / D) * gridDim.z + blockIdx.z) * D + i % D] = acc[k];
-    }
-    return;
+  __syncthreads(); /* s.r is final for the granule */
+}
+
+/* Loads the tile's q rows (row = token-major, then the group's query heads) and each row's last position. */
+__device__ inline void load_rows(block_state &s, const float *qkv, int num_heads, const rill_kv_geom &g, int kh,
+                                 const int32_t *positions, tile_work w, int G) {
+  const int D = g.head_dim, rows = w.nt * G, GD = G * D;
+  const int qkv_dim = (num_heads + 2 * g.kv_heads) * D;
+  for (int i = threadIdx.x; i < rows * D; i += kThreads) {
+    const int tok = i / GD, rest = i % GD;
+    s.q[i] = qkv[(size_t)(w.t0 + tok) * qkv_dim + (size_t)kh * GD + rest];
   }
-  float *o = out + (size_t)t * num_heads * D + (size_t)kh * GD;
+  if ((int)threadIdx.x < rows) s.last[threadIdx.x] = positions[w.t0 + (int)threadIdx.x / G];
+}
+
+/* The largest position of the tile's tokens, + 1. */
+__device__ inline int tile_end(const int32_t *positions, tile_work w) {
+  int hi = 0;
+  for (int t = w.t0; t < w.t0 + w.nt; t++) hi = positions[t] + 1 > hi ? positions[t] + 1 : hi;
+  return hi;
+}
+
+/* Split: block (x, kh, z) serves tile x of the step, KV head kh, granule z, and writes each row's partial at
+ * ((token × num_heads + head) × granules + z). */
+__global__ void split_kernel(const float *qkv, int num_seqs, int num_heads, const int32_t *positions,
+                             const int32_t *query_start, const int32_t *tables, rill_kv_geom g, int layer,
+                             const __nv_bfloat16 *kc, const __nv_bfloat16 *vc, int granules, float *part_ml,
+                             float *part_acc) {
+  __shared__ block_state s;
+  const int D = g.head_dim, G = num_heads / g.kv_heads, kh = blockIdx.y, z = blockIdx.z;
+  /* Most blocks of a deep grid lie past every context of the step (at most kSplitMaxTokens tokens): they leave
+   * before the tile search. */
+  int step_hi = 0;
+  for (int t = 0, T = query_start[num_seqs]; t < T; t++) {
+    step_hi = positions[t] + 1 > step_hi ? positions[t] + 1 : step_hi;
+  }
+  if (z * g.granule >= step_hi) return;
+  const tile_work w = find_tile(query_start, num_seqs, tile_tokens(G, D), blockIdx.x);
+  if (w.nt == 0) return;
+  const int hi = tile_end(positions, w), gb = z * g.granule;
+  if (gb >= hi) return; /* uniform across the block */
+  load_rows(s, qkv, num_heads, g, kh, positions, w, G);
+  float acc[kPerThread];
+  const int rows = w.nt * G;
+  run_granule(s, acc, rows, D, 1.0f / sqrtf((float)D), kc, vc, tables + (size_t)w.seq * g.table_stride, g, layer, kh,
+              gb, gb + g.granule, hi);
+  const size_t head0 = (size_t)kh * G;
+  if ((int)threadIdx.x < rows) {
+    const int r = threadIdx.x, t = w.t0 + r / G;
+    const size_t at = ((size_t)t * num_heads + head0 + (size_t)(r % G)) * granules + (size_t)z;
+    part_ml[at * 2] = s.r[r].m;
+    part_ml[at * 2 + 1] = s.r[r].l;
+  }
 #pragma unroll
-  for (int k = 0; k < kGroupPerThread; k++) {
-    const int i = tid + k * kThreads;
-    if (i < GD) o[i] = acc[k] / l[i / D];
+  for (int k = 0; k < kPerThread; k++) {
+    const int i = threadIdx.x + k * kThreads;
+    if (i < rows * D) {
+      const int r = i / D, t = w.t0 + r / G;
+      const size_t at = ((size_t)t * num_heads + head0 + (size_t)(r % G)) * granules + (size_t)z;
+      part_acc[at * D + (size_t)(i % D)] = acc[k];
+    }
   }
 }
 
-/* One block per (token, query head): out = Σ_s e^(m_s − M) acc_s / Σ_s e^(m_s − M) l_s over the splits. */
-__global__ void merge_kernel(int num_heads, int D, int splits, const float *part_ml, const float *part_acc,
-                             float *out) {
-  const int t = blockIdx.x, h = blockIdx.y;
-  const size_t part = ((size_t)t * num_heads + h) * splits;
-  float M = -INFINITY;
-  for (int z = 0; z < splits; z++) M = fmaxf(M, part_ml[(part + z) * 2]);
-  float L = 0.0f;
-  for (int z = 0; z < splits; z++) L += expf(part_ml[(part + z) * 2] - M) * part_ml[(part + z) * 2 + 1];
+/* Block (t, h): out[t][h] from the token's granules 0 .. ceil((positions[t] + 1) / granule) − 1, in order. */
+__global__ void merge_kernel(int num_seqs, int num_heads, const int32_t *positions, const int32_t *query_start,
+                             rill_kv_geom g, int granules, const float *part_ml, const float *part_acc, float *out) {
+  const int t = blockIdx.x, h = blockIdx.y, D = g.head_dim;
+  if (t >= query_start[num_seqs]) return;
+  const int ng = (positions[t] + g.granule) / g.granule;
+  const size_t part = ((size_t)t * num_heads + h) * granules;
   for (int d = threadIdx.x; d < D; d += blockDim.x) {
-    float a = 0.0f;
-    for (int z = 0; z < splits; z++) a += expf(part_ml[(part + z) * 2] - M) * part_acc[(part + z) * D + d];
-    out[((size_t)t * num_heads + h) * D + d] = a / L;
+    float M = -INFINITY, L = 0.0f, A = 0.0f;
+    for (int z = 0; z < ng; z++) {
+      float a, b, m_new;
+      merge_scales(M, part_ml[(part + z) * 2], &a, &b, &m_new);
+      L = fmaf(part_ml[(part + z) * 2 + 1], b, L * a);
+      A = fmaf(part_acc[(part + z) * D + d], b, A * a);
+      M = m_new;
+    }
+    out[((size_t)t * num_heads + h) * D + d] = A / L;
+  }
+}
+
+/* Prefill: block (x, kh) serves tile x of the step and KV head kh over all the granules its rows see, combining them
+ * as merge_kernel does. */
+__global__ void prefill_kernel(const float *qkv, int num_seqs, int num_heads, const int32_t *positions,
+                               const int32_t *query_start, const int32_t *tables, rill_kv_geom g, int layer,
+                               const __nv_bfloat16 *kc, const __nv_bfloat16 *vc, float *out) {
+  __shared__ block_state s;
+  __shared__ row_state run[kMaxRows];
+  __shared__ float scale_a[kMaxRows], scale_b[kMaxRows];
+  const int D = g.head_dim, G = num_heads / g.kv_heads, kh = blockIdx.y;
+  const tile_work w = find_tile(query_start, num_seqs, tile_tokens(G, D), blockIdx.x);
+  if (w.nt == 0) return;
+  const int hi = tile_end(positions, w), rows = w.nt * G;
+  load_rows(s, qkv, num_heads, g, kh, positions, w, G);
+  if ((int)threadIdx.x < rows) run[threadIdx.x] = row_state{-INFINITY, 0.0f};
+  float acc[kPerThread], A[kPerThread];
+#pragma unroll
+  for (int k = 0; k < kPerThread; k++) A[k] = 0.0f;
+  const int32_t *table = tables + (size_t)w.seq * g.table_stride;
+  const float scale = 1.0f / sqrtf((float)D);
+  for (int gb = 0; gb < hi; gb += g.granule) {
+    run_granule(s, acc, rows, D, scale, kc, vc, table, g, layer, kh, gb, gb + g.granule, hi);
+    if ((int)threadIdx.x < rows) {
+      const int r = threadIdx.x;
+      float a, b, m_new;
+      merge_scales(run[r].m, s.r[r].m, &a, &b, &m_new);
+      run[r].l = fmaf(s.r[r].l, b, run[r].l * a);
+      run[r].m = m_new;
+      scale_a[r] = a;
+      scale_b[r] = b;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < kPerThread; k++) {
+      const int i = threadIdx.x + k * kThreads;
+      if (i < rows * D) A[k] = fmaf(acc[k], scale_b[i / D], A[k] * scale_a[i / D]);
+    }
+  }
+  __syncthreads();
+  const size_t head0 = (size_t)kh * G;
+#pragma unroll
+  for (int k = 0; k < kPerThread; k++) {
+    const int i = threadIdx.x + k * kThreads;
+    if (i < rows * D) {
+      const int r = i / D, t = w.t0 + r / G;
+      out[((size_t)t * num_heads + head0 + (size_t)(r % G)) * D + (size_t)(i % D)] = A[k] / run[r].l;
+    }
   }
 }
 
 } // namespace
 
-int rill_attention_splits(int T) { return T <= kSplitMaxTokens ? kMaxSplits : 1; }
+int rill_attention_granule(int max_positions) {
+  int per = (max_positions + kMaxGranules - 1) / kMaxGranules;
+  per = (per + kChunk - 1) / kChunk * kChunk;
+  return per < kMinGranule ? kMinGranule : per;
+}
 
-cudaError_t rill_k_attention(cudaStream_t s, const float *qkv, int T, int num_heads, const int32_t *positions,
-                             const int32_t *tok_seq, const int32_t *tables, rill_kv_geom g, int layer,
-                             const __nv_bfloat16 *kc, const __nv_bfloat16 *vc, float *out, int splits,
+int rill_attention_granules(rill_kv_geom g) {
+  const int64_t span = (int64_t)g.table_stride * g.block_size;
+  return (int)((span + g.granule - 1) / g.granule);
+}
+
+int rill_attention_supports(int num_heads, int kv_heads, int head_dim) {
+  if (kv_heads < 1 || num_heads % kv_heads != 0 || head_dim < 2 || head_dim % 2 != 0 || head_dim > kMaxHeadDim) {
+    return 0;
+  }
+  const int G = num_heads / kv_heads;
+  return G <= kMaxRows && G * head_dim <= kRowElems;
+}
+
+cudaError_t rill_k_attention(cudaStream_t s, const float *qkv, int T, int num_seqs, int num_heads,
+                             const int32_t *positions, const int32_t *query_start, const int32_t *tables,
+                             rill_kv_geom g, int layer, const __nv_bfloat16 *kc, const __nv_bfloat16 *vc, float *out,
                              float *part_ml, float *part_acc) {
-  if (T == 0) return cudaSuccess;
-  const int G = num_heads / g.kv_heads;
-  if (G <= kGroupMaxHeads && G * g.head_dim <= kGroupMaxElems) {
-    if (splits <= 1) {
-      RILL_LAUNCH(grouped_attention_kernel, dim3((unsigned)T, (unsigned)g.kv_heads), kThreads, s, qkv, num_heads,
-                  positions, tok_seq, tables, g, layer, kc, vc, out, nullptr, nullptr);
-      return cudaGetLastError();
-    }
-    RILL_LAUNCH(grouped_attention_kernel, dim3((unsigned)T, (unsigned)g.kv_heads, (unsigned)splits), kThreads, s, qkv,
-                num_heads, positions, tok_seq, tables, g, layer, kc, vc, out, part_ml, part_acc);
+  if (T == 0 || num_seqs == 0) return cudaSuccess;
+  const int G = num_heads / g.kv_heads, tpt = tile_tokens(G, g.head_dim);
+  /* Each sequence's tiles: ceil(n_s / tpt) ≤ n_s / tpt + 1, so T / tpt + num_seqs bounds the step's. */
+  const unsigned tiles = (unsigned)(T / tpt + num_seqs);
+  if (T <= kSplitMaxTokens) {
+    const int granules = rill_attention_granules(g);
+    RILL_LAUNCH(split_kernel, dim3(tiles, (unsigned)g.kv_heads, (unsigned)granules), kThreads, s, qkv, num_seqs,
+                num_heads, positions, query_start, tables, g, layer, kc, vc, granules, part_ml, part_acc);
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
-    RILL_LAUNCH(merge_kernel, dim3((unsigned)T, (unsigned)num_heads), 128, s, num_heads, g.head_dim, splits, part_ml,
-                part_acc, out);
+    RILL_LAUNCH(merge_kernel, dim3((unsigned)T, (unsigned)num_heads), 128, s, num_seqs, num_heads, positions,
+                query_start, g, granules, part_ml, part_acc, out);
     return cudaGetLastError();
   }
-  RILL_LAUNCH(attention_kernel, dim3((unsigned)T, (unsigned)num_heads), kThreads, s, qkv, num_heads, positions, tok_seq,
-                                                                               tables, g, layer, kc, vc, out);
+  RILL_LAUNCH(prefill_kernel, dim3(tiles, (unsigned)g.kv_heads), kThreads, s, qkv, num_seqs, num_heads, positions,
+              query_start, tables, g, layer, kc, vc, out);
   return cudaGetLastError();
 }

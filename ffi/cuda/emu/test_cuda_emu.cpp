@@ -14,6 +14,7 @@
 
 #include "../../tests/batch_fixture.h"
 #include "../../tests/check.h"
+#include "attention_checks.h"
 #include "rill.h"
 
 namespace {
@@ -182,6 +183,43 @@ void long_context_checks(const char *dir) {
       free(in_batch);
       free(alone);
     }
+  }
+  rill_engine_destroy(p.cpu);
+  rill_engine_destroy(p.cuda);
+}
+
+/* Draft verification beside plain decodes in one step (4, 1, 3 and 2 fed tokens) after a prefill, against the CPU
+ * device; each sequence's logits are bitwise the same run alone as in the batch. */
+void verify_mix_checks(const char *dir) {
+  pair p;
+  if (open_pair(dir, &p)) {
+    const int32_t pfed[4] = {23, 9, 40, 17};
+    fixture f;
+    fixture_init(&f, 4, pfed, pfed);
+    fill_tokens(&f, p.vocab);
+    compare(&p, &f, dir, "prefill before a verify step");
+    const int32_t vfed[4] = {4, 1, 3, 2}, vctx[4] = {27, 10, 43, 19};
+    fixture v;
+    fixture_init(&v, 4, vfed, vctx);
+    fill_tokens(&v, p.vocab);
+    compare(&p, &v, dir, "verify beside decodes");
+    const size_t V = (size_t)p.vocab;
+    float *batch = static_cast<float *>(malloc((size_t)v.num_tokens * V * sizeof(float)));
+    float *alone = static_cast<float *>(malloc(4 * V * sizeof(float)));
+    rill_step_batch b = fixture_batch(&v);
+    CHECK(rill_forward_logits(p.cuda, &b, batch) == RILL_OK);
+    for (int s = 0; s < 4; s++) {
+      fixture one;
+      fixture_init(&one, 1, &vfed[s], &vctx[s]);
+      for (int j = 0; j < FX_STRIDE; j++) one.block_tables[j] = v.block_tables[s * FX_STRIDE + j];
+      for (int t = 0; t < vfed[s]; t++) one.tokens[t] = v.tokens[v.query_start[s] + t];
+      rill_step_batch b1 = fixture_batch(&one);
+      CHECK(rill_forward_logits(p.cuda, &b1, alone) == RILL_OK);
+      CHECK_MSG(memcmp(alone, batch + (size_t)v.query_start[s] * V, (size_t)vfed[s] * V * sizeof(float)) == 0,
+                "%s: sequence %d's verify logits differ alone and in the batch", dir, s);
+    }
+    free(batch);
+    free(alone);
   }
   rill_engine_destroy(p.cpu);
   rill_engine_destroy(p.cuda);
@@ -432,6 +470,10 @@ void sampling_checks(const char *dir) {
 } // namespace
 
 int main() {
+  int attn_passed = 0, attn_failed = 0;
+  attention_kernel_checks(&attn_passed, &attn_failed);
+  check_passed_count += attn_passed;
+  check_failed_count += attn_failed;
   const char *dirs[] = {"models/rill-tiny-chatml",
                         "tests/fixtures/checkpoints/llama3-bf16",
                         "tests/fixtures/checkpoints/mistral-bf16",
@@ -439,6 +481,8 @@ int main() {
                         "tests/fixtures/checkpoints/qwen3-bf16"};
   for (const char *dir : dirs) logits_checks(dir);
   long_context_checks("models/rill-tiny-chatml");
+  verify_mix_checks("models/rill-tiny-chatml");
+  verify_mix_checks("tests/fixtures/checkpoints/qwen3-bf16");
   greedy_checks("models/rill-tiny-chatml");
   sampling_checks("models/rill-tiny-chatml");
   printf("largest logits difference, relative: %.3g (bound %.3g)\n", worst_seen, kBound);
