@@ -15,6 +15,7 @@
 #include "../../tests/batch_fixture.h"
 #include "../../tests/check.h"
 #include "rill.h"
+#include "sample_rows_checks.h"
 
 namespace {
 
@@ -441,6 +442,7 @@ int main() {
   long_context_checks("models/rill-tiny-chatml");
   greedy_checks("models/rill-tiny-chatml");
   sampling_checks("models/rill-tiny-chatml");
+  sample_rows::run(400);
   printf("largest logits difference, relative: %.3g (bound %.3g)\n", worst_seen, kBound);
   return check_summary();
 }
