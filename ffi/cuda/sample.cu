@@ -10,6 +10,12 @@
  * falls inside the bound (an exact tie of a cumulative sum with the threshold, or u · total within ~1e-10 relative
  * of a boundary) is decided again by the serial path (sample_serial, sample.c's loop step for step). Tokens therefore
  * equal the host's whenever the weights do.
+ *
+ * One block per row, not several: each selection pass depends on the previous pass's chosen bin, so a row split over
+ * blocks needs a grid-wide barrier per pass (a cooperative launch, or a kernel per pass with the bins in global
+ * memory) — several times the launches of a step that runs once per token. With the serial loops gone a row costs a
+ * handful of passes over its weights from L2 per selection, which is small beside the decode step at any batch; a
+ * multi-block row is the next step if a GPU profile shows the sampler on the critical path at batch 1.
  */
 #include <math.h>
 #include <string.h>
@@ -21,12 +27,6 @@
 namespace {
 
 constexpr int kThreads = 256;
-
-#ifdef RILL_CUDA_EMU
-} // namespace
-long rill_sample_parallel_rows = 0, rill_sample_serial_rows = 0;
-namespace {
-#endif
 
 __device__ inline size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
@@ -657,6 +657,10 @@ __global__ void sample_kernel(const float *logits, int R, int V, const rill_samp
 }
 
 } // namespace
+
+#ifdef RILL_CUDA_EMU
+long rill_sample_parallel_rows = 0, rill_sample_serial_rows = 0;
+#endif
 
 size_t rill_sample_slot_bytes(int V) {
   const size_t v = (size_t)V;
