@@ -1,7 +1,7 @@
 /*
  * The device sampler kernel (ffi/cuda/sample.cu) against the host sampler (ffi/src/sample.c) on the same random
  * logits, with no model between them: many batches of rows over vocabularies from 1 to 151936 tokens, logits spread
- * wide or narrow, quantised (ties, ±0), all equal, with -inf and NaN entries, and every sampling parameter: temperature,
+ * wide or narrow, quantised (ties), all equal, topped by ±0, with -inf and NaN entries, and every sampling parameter: temperature,
  * top-k (1, small, vocab - 1, ≥ vocab), top-p (1, 0.9, 0.5, tiny), min-p, penalties over a history with the drafts,
  * logit bias, allowed masks and logprobs with top alternatives. Every row the host samples must get the same token
  * from the device, logprobs within float rounding of a double sum in another order, and the same top ids.
@@ -97,10 +97,11 @@ void fill_row(gen *g, float *row, int32_t V, int shape) {
     if (shape == 4) x = floor(x * 2.0) / 2.0; /* quantised: ties everywhere, and ±0 */
     if (shape == 5) x = 1.25;                 /* all equal */
     if (shape == 6) x = g->below(50) == 0 ? 8.0 + g->unit() : g->unit(); /* a few strong, a flat tail */
+    if (shape == 7) x = g->below(3) == 0 ? -1.0 : 0.0; /* the largest are ±0: equal, so ranked by id */
     row[t] = (float)x;
-    if (shape == 4 && x == 0.0 && g->below(2) == 0) row[t] = -0.0f;
+    if ((shape == 4 || shape == 7) && x == 0.0 && g->below(2) == 0) row[t] = -0.0f;
   }
-  if (shape >= 3 && V > 2) {
+  if (shape >= 3 && shape != 7 && V > 2) {
     /* -inf and NaN entries. */
     for (int k = 0; k < 1 + V / 50; k++) row[g->below(V)] = g->below(2) ? -INFINITY : NAN;
     row[g->below(V)] = 1.0f;
@@ -176,7 +177,7 @@ void make_batch(gen *g, batch *b) {
   b->bias_start[b->S] = (int32_t)b->bias_ids.size();
   if (b->mask.empty()) b->mask.push_back(0);
   b->logits.assign((size_t)b->R * (size_t)V, 0.0f);
-  for (int32_t r = 0; r < b->R; r++) fill_row(g, b->logits.data() + (size_t)r * V, V, g->below(7));
+  for (int32_t r = 0; r < b->R; r++) fill_row(g, b->logits.data() + (size_t)r * V, V, g->below(8));
 }
 
 struct outputs {
