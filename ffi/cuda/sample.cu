@@ -14,8 +14,9 @@
  * One block per row, not several: each selection pass depends on the previous pass's chosen bin, so a row split over
  * blocks needs a grid-wide barrier per pass (a cooperative launch, or a kernel per pass with the bins in global
  * memory) — several times the launches of a step that runs once per token. With the serial loops gone a row costs a
- * handful of passes over its weights from L2 per selection, which is small beside the decode step at any batch; a
- * multi-block row is the next step if a GPU profile shows the sampler on the critical path at batch 1.
+ * handful of passes over its weights (from L2) per selection, expected to be small beside a decode step (not yet
+ * measured on a GPU); a multi-block row is the next step if a profile shows the sampler on the critical path at
+ * batch 1.
  */
 #include <math.h>
 #include <string.h>
