@@ -1,6 +1,25 @@
-/* The device sampler (sample.cuh): one block per row slot, rows r = slot, slot + kSampleSlots, ...; the vocabulary-
- * wide elementwise passes and argmaxes run on every thread, the order-sensitive sums and selections on thread 0. */
+/*
+ * The device sampler (sample.cuh): one block per row slot, rows r = slot, slot + kSampleSlots, ... Every
+ * vocabulary-wide pass runs on all threads of the block: the elementwise ones, the argmaxes and sums, and the
+ * selections (top-k, the top-p cut, top logprobs), which are radix selects over (key, id) with block-wide histograms.
+ *
+ * The host sampler (ffi/src/sample.c) decides top-p and the draw by serial double sums in a fixed order; a parallel
+ * sum rounds differently. Both are sums of the same positive terms, so each lies within γ_n · Σ of the exact sum
+ * (n terms, γ_n ≈ n · 2^-53); the parallel path takes a decision only when its margin to the threshold exceeds a
+ * bound several times that (margin()), which makes the host's serial decision the same one. A row whose decision
+ * falls inside the bound (an exact tie of a cumulative sum with the threshold, or u · total within ~1e-10 relative
+ * of a boundary) is decided again by the serial path (sample_serial, sample.c's loop step for step). Tokens therefore
+ * equal the host's whenever the weights do.
+ *
+ * One block per row, not several: each selection pass depends on the previous pass's chosen bin, so a row split over
+ * blocks needs a grid-wide barrier per pass (a cooperative launch, or a kernel per pass with the bins in global
+ * memory) — several times the launches of a step that runs once per token. With the serial loops gone a row costs a
+ * handful of passes over its weights (from L2) per selection, expected to be small beside a decode step (not yet
+ * measured on a GPU); a multi-block row is the next step if a profile shows the sampler on the critical path at
+ * batch 1.
+ */
 #include <math.h>
+#include <string.h>
 
 #include "block_reduce.cuh"
 #include "kernels.cuh"
@@ -147,15 +166,288 @@ __device__ void penalties(const rill_sample_job &j, const int32_t *history, cons
   }
 }
 
+/* ---- block-wide selection ---- */
+
+/* Atomic adds on shared memory; the emulation runs a block's threads as fibers that switch only at barriers and
+ * shuffles, so a plain read-modify-write is atomic there. */
+template <typename T> __device__ inline T atomic_add(T *p, T v) {
+#ifdef RILL_CUDA_EMU
+  const T old = *p;
+  *p = old + v;
+  return old;
+#else
+  return atomicAdd(p, v);
+#endif
+}
+
+__device__ inline uint64_t double_key(double v) {
+  uint64_t k;
+  memcpy(&k, &v, sizeof k); /* v > 0: the bit pattern orders as the value */
+  return k;
+}
+
+/* A float's total order as an unsigned key, -0 as +0 (the host compares them equal, so ties go to the lower id). */
+__device__ inline uint64_t float_key(float v) {
+  if (v == 0.0f) v = 0.0f;
+  uint32_t b;
+  memcpy(&b, &v, sizeof b);
+  return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+
+/* The sampling order on (key, id): the larger key first, ties to the lower id. */
+__device__ inline bool key_better(uint64_t ka, int32_t ia, uint64_t kb, int32_t ib) {
+  return ka > kb || (ka == kb && ia < ib);
+}
+
+constexpr int kBins = 256;
+
+/* Shared state of a selection. A member's radix digits are its key's kd bytes, high first, then the 4 bytes of ~id
+ * (a lower id is a larger digit), so digit order is the sampling order and every member has a distinct digit string. */
+struct select_ws {
+  int32_t count[kBins];
+  double mass[kBins];
+  uint64_t kp;      /* the key bytes chosen so far (all kd once the id digits start) */
+  uint32_t ip;      /* the ~id bytes chosen so far */
+  int32_t status;   /* after a pass: 0 go on, 1 one member left in the chosen bin, 2 digits exhausted, -1 none */
+  int32_t count_above; /* members before the selected one */
+  double mass_above;   /* their mass, summed in some order */
+  uint64_t key;        /* the selected member */
+  int32_t id;
+};
+
+__device__ inline bool in_play(uint64_t k, uint32_t nid, int p, int kd, uint64_t kp, uint32_t ip) {
+  if (p <= kd) return p == 0 || (k >> (8 * (kd - p))) == kp;
+  return k == kp && (nid >> (8 * (4 - (p - kd)))) == ip;
+}
+
+__device__ inline int digit_of(uint64_t k, uint32_t nid, int p, int kd) {
+  return p < kd ? (int)((k >> (8 * (kd - 1 - p))) & 255u) : (int)((nid >> (8 * (3 - (p - kd)))) & 255u);
+}
+
+/*
+ * Walks the members of set (set.get(t, &key, &mass): whether token t is one) in the sampling order and selects the
+ * first at which, by count, more than rank members have been met (by_mass false: the member of that rank), or, by
+ * mass, the running mass reaches target. One pass over the vocabulary per radix digit, stopping as soon as the chosen
+ * bin holds a single member. Returns false (no member selected) when the members run out first. Every thread must
+ * call it; the result is in ws (key, id, count_above, mass_above) for every thread.
+ */
+template <typename Set>
+__device__ bool block_select(const Set &set, int V, int kd, bool by_mass, int32_t rank, double target,
+                             select_ws *ws) {
+  __syncthreads(); /* ws may still be read after the previous selection */
+  if (threadIdx.x == 0) {
+    ws->kp = 0;
+    ws->ip = 0;
+    ws->count_above = 0;
+    ws->mass_above = 0.0;
+  }
+  const int digits = kd + 4;
+  for (int p = 0; p < digits; p++) {
+    for (int b = threadIdx.x; b < kBins; b += blockDim.x) {
+      ws->count[b] = 0;
+      ws->mass[b] = 0.0;
+    }
+    __syncthreads();
+    const uint64_t kp = ws->kp;
+    const uint32_t ip = ws->ip;
+    for (int t = threadIdx.x; t < V; t += blockDim.x) {
+      uint64_t k;
+      double m;
+      if (!set.get(t, &k, &m)) continue;
+      const uint32_t nid = ~(uint32_t)t;
+      if (!in_play(k, nid, p, kd, kp, ip)) continue;
+      const int d = digit_of(k, nid, p, kd);
+      atomic_add(&ws->count[d], 1);
+      if (by_mass) atomic_add(&ws->mass[d], m);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      int chosen = -1;
+      for (int b = kBins - 1; b >= 0; b--) {
+        const int32_t c = ws->count[b];
+        if (c == 0) continue;
+        if (by_mass ? ws->mass_above + ws->mass[b] >= target : ws->count_above + c > rank) {
+          chosen = b;
+          break;
+        }
+        ws->count_above += c;
+        ws->mass_above += ws->mass[b];
+      }
+      if (chosen < 0) {
+        ws->status = -1;
+      } else {
+        if (p < kd) {
+          ws->kp = (ws->kp << 8) | (uint64_t)chosen;
+        } else {
+          ws->ip = (ws->ip << 8) | (uint32_t)chosen;
+        }
+        ws->status = ws->count[chosen] == 1 ? 1 : (p == digits - 1 ? 2 : 0);
+        if (ws->status == 2) {
+          ws->key = ws->kp;
+          ws->id = (int32_t)~ws->ip;
+        }
+      }
+    }
+    __syncthreads();
+    const int status = ws->status;
+    if (status < 0) return false;
+    if (status == 2) return true;
+    if (status == 1) {
+      /* The one member whose digits so far are the chosen ones. */
+      const uint64_t kp1 = ws->kp;
+      const uint32_t ip1 = ws->ip;
+      for (int t = threadIdx.x; t < V; t += blockDim.x) {
+        uint64_t k;
+        double m;
+        if (set.get(t, &k, &m) && in_play(k, ~(uint32_t)t, p + 1, kd, kp1, ip1)) {
+          ws->key = k;
+          ws->id = t;
+        }
+      }
+      __syncthreads();
+      return true;
+    }
+  }
+  return false; /* not reached: the id digits make every member's digit string distinct */
+}
+
+/* The candidates of the draw: weight > 0, no worse than the cut (when there is one), and at least min_w. */
+struct kept_set {
+  const double *w;
+  bool cut;
+  uint64_t cut_key;
+  int32_t cut_id;
+  double min_w;
+  __device__ bool get(int32_t t, uint64_t *k, double *m) const {
+    const double v = w[t];
+    if (!(v > 0)) return false;
+    if (v < min_w) return false;
+    const uint64_t key = double_key(v);
+    if (cut && key_better(cut_key, cut_id, key, t)) return false;
+    *k = key;
+    *m = v;
+    return true;
+  }
+};
+
+/* The raw logits that top logprobs rank: every non-NaN one. */
+struct raw_set {
+  const float *raw;
+  __device__ bool get(int32_t t, uint64_t *k, double *m) const {
+    const float v = raw[t];
+    if (isnan(v)) return false;
+    *k = float_key(v);
+    *m = 0.0;
+    return true;
+  }
+};
+
+/* A bound on how far a sum of up to n positive terms (in any order, plus a product or two) can lie from another sum
+ * of the same terms: both are within γ_n ≈ n · 2^-53 of the exact sum, relative to total; this is 4× their sum. */
+__device__ inline double margin(double total, int32_t n) { return total * ((double)n + 8.0) * 0x1p-50; }
+
+/* Exclusive prefix sums of one double per thread over the block (Hillis-Steele in buf[kThreads]); *total gets the
+ * sum of all. Each result is a sum of the preceding threads' values in some order. */
+__device__ double block_exclusive_sum(double v, double *buf, double *total) {
+  const int i = threadIdx.x, n = blockDim.x;
+  __syncthreads();
+  buf[i] = v;
+  __syncthreads();
+  for (int off = 1; off < n; off <<= 1) {
+    const double x = i >= off ? buf[i - off] : 0.0;
+    __syncthreads();
+    buf[i] += x;
+    __syncthreads();
+  }
+  const double before = i > 0 ? buf[i - 1] : 0.0;
+  *total = buf[n - 1];
+  __syncthreads();
+  return before;
+}
+
+/* The token of a prepared row by sample.c's loop, step for step (thread 0 alone): w holds the weights e_t. */
+__device__ int32_t sample_serial(const rill_sample_job &j, int V, double *w, int32_t *order) {
+  int32_t n = 0;
+  for (int32_t t = 0; t < V; t++)
+    if (w[t] > 0) order[n++] = t;
+  int32_t kept = n;
+  bool sorted = false;
+  if (j.top_k > 0 && j.top_k < n) {
+    top_sorted(order, n, j.top_k, w);
+    kept = j.top_k;
+    sorted = true;
+  }
+  const double top_p = j.top_p;
+  if (top_p > 0 && top_p < 1 && kept > 1) {
+    double total = 0;
+    for (int32_t k = 0; k < kept; k++) total += w[order[k]];
+    const double target = top_p * total;
+    const int32_t pool = kept;
+    int32_t mm = sorted ? pool : (pool < 64 ? pool : 64);
+    for (;;) {
+      if (!sorted) top_sorted(order, pool, mm, w);
+      double acc = 0;
+      int32_t reached = -1;
+      for (int32_t k = 0; k < mm; k++) {
+        acc += w[order[k]];
+        if (acc >= target) {
+          reached = k + 1;
+          break;
+        }
+      }
+      if (reached > 0) {
+        kept = reached;
+        break;
+      }
+      if (mm == pool) {
+        kept = pool;
+        break;
+      }
+      mm = mm > pool / 4 ? pool : mm * 4;
+    }
+    sorted = true;
+  }
+  const double min_p = j.min_p;
+  if (min_p > 0 && kept > 1) {
+    if (sorted) {
+      while (kept > 1 && w[order[kept - 1]] < min_p) kept--;
+    } else {
+      int32_t k2 = 0;
+      for (int32_t k = 0; k < kept; k++)
+        if (w[order[k]] >= min_p) order[k2++] = order[k];
+      kept = k2;
+    }
+  }
+  if (sorted) sort_ids(order, kept);
+  double total = 0;
+  for (int32_t k = 0; k < kept; k++) total += w[order[k]];
+  const double target = uniform(j.seed, (uint32_t)j.position, 0) * total;
+  double run = 0;
+  for (int32_t k = 0; k < kept; k++) {
+    run += w[order[k]];
+    if (run > target) return order[k];
+  }
+  return order[kept - 1];
+}
+
+/* Shared memory of the sampler's block. */
+struct block_ws {
+  best_t red[kThreads];
+  double dbuf[kThreads];
+  double dsums[32];
+  int32_t isums[32];
+  select_ws sel;
+  int32_t result;
+};
+
 /* The token of a general row (sample.c's sample_row past its plain-greedy shortcut); -1 when the mask allows none. */
 __device__ int32_t sample_general(const rill_sample_job &j, const float *raw, int V, const int32_t *history,
                                   const int32_t *bias_ids, const float *bias_values, const int32_t *drafts,
-                                  const uint32_t *mask, uint8_t *slot, best_t *red) {
+                                  const uint32_t *mask, uint8_t *slot, block_ws *ws) {
   double *w = reinterpret_cast<double *>(slot);
   int32_t *order = reinterpret_cast<int32_t *>(slot + align64((size_t)V * sizeof(double)));
   int32_t *counts = order + align64((size_t)V * sizeof(int32_t)) / sizeof(int32_t);
   uint8_t *seen = reinterpret_cast<uint8_t *>(counts + align64((size_t)V * sizeof(int32_t)) / sizeof(int32_t));
-  __shared__ int32_t result;
   for (int t = threadIdx.x; t < V; t += blockDim.x) w[t] = isnan(raw[t]) ? -INFINITY : (double)raw[t];
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -174,92 +466,118 @@ __device__ int32_t sample_general(const rill_sample_job &j, const float *raw, in
     }
     if (w[t] > -INFINITY) mine = pick(mine, best_t{w[t], t});
   }
-  const best_t first = block_argmax(best_t{0.0, allowed.id}, red); /* equal values: the lowest id wins */
-  const best_t top = block_argmax(mine, red);
+  const best_t first = block_argmax(best_t{0.0, allowed.id}, ws->red); /* equal values: the lowest id wins */
+  const best_t top = block_argmax(mine, ws->red);
   if (first.id < 0) return -1;
   const int32_t best = top.id < 0 ? first.id : top.id;
   const double max = top.id < 0 ? -INFINITY : top.v;
   const double temperature = j.temperature;
   if (temperature == 0 || max == -INFINITY || max == INFINITY) return best;
 
-  for (int t = threadIdx.x; t < V; t += blockDim.x) w[t] = exp((w[t] - max) / temperature);
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    int32_t n = 0;
-    for (int32_t t = 0; t < V; t++)
-      if (w[t] > 0) order[n++] = t;
-    int32_t kept = n;
-    bool sorted = false;
-    if (j.top_k > 0 && j.top_k < n) {
-      top_sorted(order, n, j.top_k, w);
-      kept = j.top_k;
-      sorted = true;
+  int32_t positive = 0;
+  for (int t = threadIdx.x; t < V; t += blockDim.x) {
+    w[t] = exp((w[t] - max) / temperature);
+    positive += w[t] > 0;
+  }
+  const int32_t n = rill_block_sum(positive, ws->isums); /* also the barrier after the weights */
+
+  /* Top-k, top-p and min-p narrow one candidate set, kept as a cut in the sampling order plus a weight floor. */
+  kept_set ks{w, false, 0, -1, 0.0};
+  int32_t kept = n;
+  bool sorted = false, decided = true;
+  if (j.top_k > 0 && j.top_k < n) {
+    block_select(ks, V, 8, false, j.top_k - 1, 0.0, &ws->sel); /* n > top_k members: always selects */
+    ks.cut = true;
+    ks.cut_key = ws->sel.key;
+    ks.cut_id = ws->sel.id;
+    kept = j.top_k;
+    sorted = true;
+  }
+  const double top_p = j.top_p;
+  if (top_p > 0 && top_p < 1 && kept > 1) {
+    /* The host's cut: the first member, most probable first, at which the running mass reaches top_p · total. */
+    double part = 0;
+    for (int t = threadIdx.x; t < V; t += blockDim.x) {
+      uint64_t k;
+      double mass;
+      if (ks.get(t, &k, &mass)) part += mass;
     }
-    const double top_p = j.top_p;
-    if (top_p > 0 && top_p < 1 && kept > 1) {
-      double total = 0;
-      for (int32_t k = 0; k < kept; k++) total += w[order[k]];
-      const double target = top_p * total;
-      const int32_t pool = kept;
-      int32_t mm = sorted ? pool : (pool < 64 ? pool : 64);
-      for (;;) {
-        if (!sorted) top_sorted(order, pool, mm, w);
-        double acc = 0;
-        int32_t reached = -1;
-        for (int32_t k = 0; k < mm; k++) {
-          acc += w[order[k]];
-          if (acc >= target) {
-            reached = k + 1;
-            break;
-          }
-        }
-        if (reached > 0) {
-          kept = reached;
+    const double total = rill_block_sum(part, ws->dsums);
+    const double target = top_p * total, e = margin(total, n);
+    decided = false;
+    if (block_select(ks, V, 8, true, 0, target, &ws->sel)) {
+      const double before = ws->sel.mass_above, through = before + w[ws->sel.id];
+      if (before + e < target - e && through - e >= target + e) {
+        decided = true;
+        ks.cut = true;
+        ks.cut_key = ws->sel.key;
+        ks.cut_id = ws->sel.id;
+        kept = ws->sel.count_above + 1;
+      }
+    }
+    sorted = true;
+  }
+  const double min_p = j.min_p;
+  if (min_p > 0 && kept > 1) {
+    ks.min_w = min_p;
+    if (sorted && min_p > 1) decided = false; /* the host keeps the most probable member then; validation forbids it */
+  }
+
+  if (decided) {
+    /* The draw: the first member, in ascending id, at which the running mass exceeds u · total. Each thread sums a
+     * contiguous range of ids; the thread whose range holds the crossing finds it. */
+    const int span = (V + (int)blockDim.x - 1) / (int)blockDim.x;
+    const int lo = (int)threadIdx.x * span < V ? (int)threadIdx.x * span : V, hi = lo + span < V ? lo + span : V;
+    double part = 0;
+    for (int t = lo; t < hi; t++) {
+      uint64_t k;
+      double mass;
+      if (ks.get(t, &k, &mass)) part += mass;
+    }
+    double total;
+    const double base = block_exclusive_sum(part, ws->dbuf, &total);
+    const double target = uniform(j.seed, (uint32_t)j.position, 0) * total, e = margin(total, n);
+    if (threadIdx.x == 0) ws->result = -1;
+    __syncthreads();
+    if (total > 0 && base <= target + e && base + part > target - e) {
+      double run = base;
+      for (int t = lo; t < hi; t++) {
+        uint64_t k;
+        double mass;
+        if (!ks.get(t, &k, &mass)) continue;
+        const double before = run;
+        run += mass;
+        if (run > target) {
+          if (before + e <= target - e && run - e > target + e) ws->result = t; /* only the host's token can pass */
           break;
         }
-        if (mm == pool) {
-          kept = pool;
-          break;
-        }
-        mm = mm > pool / 4 ? pool : mm * 4;
-      }
-      sorted = true;
-    }
-    const double min_p = j.min_p;
-    if (min_p > 0 && kept > 1) {
-      if (sorted) {
-        while (kept > 1 && w[order[kept - 1]] < min_p) kept--;
-      } else {
-        int32_t k2 = 0;
-        for (int32_t k = 0; k < kept; k++)
-          if (w[order[k]] >= min_p) order[k2++] = order[k];
-        kept = k2;
       }
     }
-    if (sorted) sort_ids(order, kept);
-    double total = 0;
-    for (int32_t k = 0; k < kept; k++) total += w[order[k]];
-    const double target = uniform(j.seed, (uint32_t)j.position, 0) * total;
-    double run = 0;
-    result = order[kept - 1];
-    for (int32_t k = 0; k < kept; k++) {
-      run += w[order[k]];
-      if (run > target) {
-        result = order[k];
-        break;
-      }
+    __syncthreads();
+    const int32_t token = ws->result;
+    if (token >= 0) {
+#ifdef RILL_CUDA_EMU
+      if (threadIdx.x == 0) rill_sample_parallel_rows++;
+#endif
+      return token;
     }
   }
   __syncthreads();
-  return result;
+  if (threadIdx.x == 0) {
+    ws->result = sample_serial(j, V, w, order);
+#ifdef RILL_CUDA_EMU
+    rill_sample_serial_rows++;
+#endif
+  }
+  __syncthreads();
+  return ws->result;
 }
 
 __global__ void sample_kernel(const float *logits, int R, int V, const rill_sample_job *jobs, const int32_t *history,
-                              const int32_t *bias_ids, const float *bias_values, const int32_t *drafts,
-                              const uint32_t *mask, uint8_t *scratch, size_t slot_bytes, int L, int32_t *out_tok,
-                              float *out_lp, int32_t *out_top_ids, float *out_top_lp) {
-  __shared__ best_t red[kThreads];
-  __shared__ double sums[32];
+                  const int32_t *bias_ids, const float *bias_values, const int32_t *drafts, const uint32_t *mask,
+                  uint8_t *scratch, size_t slot_bytes, int L, int32_t *out_tok, float *out_lp, int32_t *out_top_ids,
+                  float *out_top_lp) {
+  __shared__ block_ws ws;
   uint8_t *slot = scratch + (size_t)blockIdx.x * slot_bytes;
   for (int row = blockIdx.x; row < R; row += gridDim.x) {
     const rill_sample_job j = jobs[row];
@@ -269,10 +587,10 @@ __global__ void sample_kernel(const float *logits, int R, int V, const rill_samp
       best_t mine{0.0, -1};
       for (int t = threadIdx.x; t < V; t += blockDim.x)
         if (raw[t] > -INFINITY) mine = pick(mine, best_t{(double)raw[t], t});
-      const best_t b = block_argmax(mine, red);
+      const best_t b = block_argmax(mine, ws.red);
       tok = b.id < 0 ? 0 : b.id;
     } else {
-      tok = sample_general(j, raw, V, history, bias_ids, bias_values, drafts, mask, slot, red);
+      tok = sample_general(j, raw, V, history, bias_ids, bias_values, drafts, mask, slot, &ws);
     }
     if (threadIdx.x == 0) out_tok[row] = tok;
     if (j.logprobs < 0 || tok < 0) {
@@ -281,34 +599,50 @@ __global__ void sample_kernel(const float *logits, int R, int V, const rill_samp
     }
     /* log Z at temperature 1 over the raw row, NaNs ignored (sample.c's log_partition). */
     best_t mine{0.0, -1};
-    for (int t = threadIdx.x; t < V; t += blockDim.x)
+    int32_t valid = 0;
+    for (int t = threadIdx.x; t < V; t += blockDim.x) {
       if (raw[t] > -INFINITY) mine = pick(mine, best_t{(double)raw[t], t});
-    const best_t top = block_argmax(mine, red);
+      valid += !isnan(raw[t]);
+    }
+    const best_t top = block_argmax(mine, ws.red);
     const double max = top.id >= 0 ? top.v : -INFINITY;
     double log_z = max;
     if (isfinite(max)) {
       double sum = 0;
       for (int t = threadIdx.x; t < V; t += blockDim.x)
         if (!isnan(raw[t])) sum += exp((double)raw[t] - max);
-      sum = rill_block_sum(sum, sums);
+      sum = rill_block_sum(sum, ws.dsums);
       log_z = max + log(sum);
     }
+    if (threadIdx.x == 0) out_lp[row] = (float)((double)raw[tok] - log_z);
+    const int n = j.logprobs;
+    if (n == 0) continue;
+    /* The n largest non-NaN logits, descending, ties to the lower id (sample.c's top_alternatives): the n-th by a
+     * selection, then the members up to it gathered and sorted. */
+    int32_t *ids = out_top_ids + (size_t)row * L;
+    float *lps = out_top_lp + (size_t)row * L;
+    valid = rill_block_sum(valid, ws.isums);
+    const int32_t count = n < valid ? n : valid;
+    if (count > 0) {
+      const raw_set rs{raw};
+      block_select(rs, V, 4, false, count - 1, 0.0, &ws.sel);
+      const uint64_t cut_key = ws.sel.key;
+      const int32_t cut_id = ws.sel.id;
+      if (threadIdx.x == 0) ws.result = 0;
+      __syncthreads();
+      for (int t = threadIdx.x; t < V; t += blockDim.x) {
+        if (isnan(raw[t]) || key_better(cut_key, cut_id, float_key(raw[t]), t)) continue;
+        ids[atomic_add(&ws.result, 1)] = t;
+      }
+      __syncthreads();
+    }
     if (threadIdx.x == 0) {
-      out_lp[row] = (float)((double)raw[tok] - log_z);
-      const int n = j.logprobs;
-      int32_t *ids = out_top_ids + (size_t)row * L;
-      float *lps = out_top_lp + (size_t)row * L;
-      int32_t count = 0;
-      for (int32_t t = 0; t < V && n > 0; t++) {
-        const float v = raw[t];
-        if (isnan(v)) continue;
-        if (count == n && !(v > raw[ids[n - 1]])) continue;
-        int32_t k = count < n ? count++ : n - 1;
-        while (k > 0 && raw[ids[k - 1]] < v) {
-          ids[k] = ids[k - 1];
-          k--;
-        }
-        ids[k] = t;
+      for (int32_t k = 1; k < count; k++) {
+        const int32_t t = ids[k];
+        const uint64_t key = float_key(raw[t]);
+        int32_t i = k;
+        for (; i > 0 && key_better(key, t, float_key(raw[ids[i - 1]]), ids[i - 1]); i--) ids[i] = ids[i - 1];
+        ids[i] = t;
       }
       for (int32_t k = 0; k < n; k++) {
         if (k < count) {
@@ -324,6 +658,10 @@ __global__ void sample_kernel(const float *logits, int R, int V, const rill_samp
 }
 
 } // namespace
+
+#ifdef RILL_CUDA_EMU
+long rill_sample_parallel_rows = 0, rill_sample_serial_rows = 0;
+#endif
 
 size_t rill_sample_slot_bytes(int V) {
   const size_t v = (size_t)V;

@@ -4,10 +4,11 @@
  * host then applies the verification rule (accept drafts while the row's token equals the draft) to these few
  * numbers, so no logits cross to the host.
  *
- * Every decision the CPU sampler (ffi/src/sample.c) takes in double is taken here in double, in the same order: the
- * running sums of top-p and of the final draw are serial in ascending order as on the CPU, so tokens agree unless
- * CUDA's exp and the host's differ by an ulp exactly at a boundary (u · total within rounding of a cumulative sum).
- * The log-partition for logprobs is a parallel double sum (tolerance, not a decision).
+ * Every decision the CPU sampler (ffi/src/sample.c) takes in double is taken here in double. The host's top-p and draw
+ * compare serial sums; the device sums in parallel and takes a decision only when it is clear of the threshold by
+ * more than the two orders' rounding can differ, and otherwise repeats the host's serial loop (sample.cu). So tokens
+ * agree unless CUDA's exp and the host's differ by an ulp exactly at a boundary (u · total within rounding of a
+ * cumulative sum). The log-partition for logprobs is a parallel double sum (tolerance, not a decision).
  */
 #ifndef RILL_CUDA_SAMPLE_CUH
 #define RILL_CUDA_SAMPLE_CUH
@@ -32,6 +33,12 @@ struct rill_sample_job {
 /* Per-slot scratch, slot s at s × rill_sample_slot_bytes(V): work[V] double, order[V] and counts[V] int32, seen[V]. */
 size_t rill_sample_slot_bytes(int V);
 constexpr int kSampleSlots = 64;
+
+#ifdef RILL_CUDA_EMU
+/* The emulation counts the general (non-greedy-plain, sampled) rows whose token the parallel path decided and those
+ * the serial path decided, so its tests can show which path they exercised. */
+extern long rill_sample_parallel_rows, rill_sample_serial_rows;
+#endif
 
 /* Samples rows [0, R) of logits ([R × V]); out_tok[r] = the token, or -1 when the row's mask allows nothing. L: the
  * stride of the top arrays. */

@@ -16,6 +16,7 @@
 #include "../../tests/check.h"
 #include "attention_checks.h"
 #include "rill.h"
+#include "sample_rows_checks.h"
 
 namespace {
 
@@ -485,6 +486,7 @@ int main() {
   verify_mix_checks("tests/fixtures/checkpoints/qwen3-bf16");
   greedy_checks("models/rill-tiny-chatml");
   sampling_checks("models/rill-tiny-chatml");
+  sample_rows::run(300);
   printf("largest logits difference, relative: %.3g (bound %.3g)\n", worst_seen, kBound);
   return check_summary();
 }
