@@ -21,30 +21,6 @@ uint16_t rill_f32_to_bf16(float f) {
   return (uint16_t)(u >> 16);
 }
 
-static float f16_to_f32(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu, u;
-  if (exp == 0) {
-    if (man == 0) {
-      u = sign;
-    } else {
-      /* Subnormal: normalise. */
-      int e = -1;
-      do {
-        e++;
-        man <<= 1;
-      } while ((man & 0x400u) == 0);
-      u = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3FFu) << 13);
-    }
-  } else if (exp == 31) {
-    u = sign | 0x7F800000u | (man << 13);
-  } else {
-    u = sign | ((exp + 127 - 15) << 23) | (man << 13);
-  }
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
-
 float rill_tensor_get(const rill_tensor *t, int64_t i) {
   const unsigned char *p = t->data;
   switch (t->dtype) {
@@ -56,7 +32,7 @@ float rill_tensor_get(const rill_tensor *t, int64_t i) {
   case RILL_TENSOR_F16: {
     uint16_t h;
     memcpy(&h, p + (size_t)i * 2, 2);
-    return f16_to_f32(h);
+    return rill_f16_to_f32(h);
   }
   case RILL_TENSOR_BF16: {
     uint16_t h;
@@ -121,8 +97,7 @@ static void load_row(const load_job *j, int64_t r, float *row) {
     break;
   case RILL_W_INT8:
     tensor_row(t, pr, cols, row);
-    rill_quantize_q8(row, cols, m->nblocks, (int8_t *)m->data + (size_t)r * m->ld,
-                     m->scales + (size_t)r * (size_t)m->nblocks);
+    rill_quantize_q8_row(row, cols, m->nblocks, (int8_t *)m->data + (size_t)r * m->ld);
     break;
   }
 }
@@ -145,9 +120,7 @@ rill_status rill_matrix_load(rill_matrix *m, rill_wtype type, const rill_tensor 
   size_t elem = type == RILL_W_F32 ? 4 : type == RILL_W_BF16 ? 2 : 1;
   if (type == RILL_W_INT8) {
     m->nblocks = (cols + RILL_Q8_BLOCK - 1) / RILL_Q8_BLOCK;
-    m->ld = (size_t)m->nblocks * RILL_Q8_BLOCK;
-    m->scales = malloc((size_t)rows * (size_t)m->nblocks * sizeof(float));
-    if (m->scales == NULL) return RILL_ERR_OUT_OF_MEMORY;
+    m->ld = rill_q8_row_bytes(m->nblocks);
   } else {
     m->ld = (size_t)cols;
   }
@@ -168,16 +141,12 @@ rill_status rill_matrix_load(rill_matrix *m, rill_wtype type, const rill_tensor 
 
 void rill_matrix_free(rill_matrix *m) {
   free(m->data);
-  free(m->scales);
   m->data = NULL;
-  m->scales = NULL;
 }
 
 size_t rill_matrix_bytes(const rill_matrix *m) {
   size_t elem = m->type == RILL_W_F32 ? 4 : m->type == RILL_W_BF16 ? 2 : 1;
-  size_t b = (size_t)m->rows * m->ld * elem;
-  if (m->type == RILL_W_INT8) b += (size_t)m->rows * (size_t)m->nblocks * sizeof(float);
-  return b;
+  return (size_t)m->rows * m->ld * elem;
 }
 
 void rill_matrix_row(const rill_matrix *m, int32_t r, float *out) {
@@ -190,8 +159,11 @@ void rill_matrix_row(const rill_matrix *m, int32_t r, float *out) {
   }
   case RILL_W_INT8: {
     const int8_t *src = (const int8_t *)m->data + (size_t)r * m->ld;
-    const float *s = m->scales + (size_t)r * (size_t)m->nblocks;
-    for (int c = 0; c < m->cols; c++) out[c] = (float)src[c] * s[c / RILL_Q8_BLOCK];
+    for (int b = 0; b < m->nblocks; b++) {
+      const float s = rill_q8_row_scale(src, m->nblocks, b);
+      const int c1 = (b + 1) * RILL_Q8_BLOCK < m->cols ? (b + 1) * RILL_Q8_BLOCK : m->cols;
+      for (int c = b * RILL_Q8_BLOCK; c < c1; c++) out[c] = (float)src[c] * s;
+    }
     break;
   }
   }
