@@ -22,7 +22,8 @@ typedef struct rill_matrix {
   int32_t rows, cols;
   int32_t nblocks; /* INT8: blocks of 32 per row */
   size_t ld;       /* row stride as stored: elements (cols) for F32/BF16, bytes (rill_q8_row_bytes) for INT8 */
-  void *data;
+  void *data;    /* huge-page aligned (so every row start keeps the 64-byte alignment of its stride) */
+  size_t mapped; /* bytes mapped at data */
 } rill_matrix;
 
 /* Converts and stacks parts (each [rows_i, cols], F32/F16/BF16) into m, rows spread over the pool's threads. Shapes
