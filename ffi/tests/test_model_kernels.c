@@ -212,6 +212,30 @@ static void check_q8_row(void) {
   CHECK(back[40] == 0.0f && back[69] == (float)row[69] * rill_q8_row_scale(row, nb, 2));
 }
 
+/* Each table's activation quantiser writes the portable one's bytes and scales, with tails, NaN, infinities, zero and
+ * tiny blocks. */
+static void check_quantize(const rill_kernels *k) {
+  static const int widths[] = {1, 16, 17, 31, 32, 33, 100, 896};
+  for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++) {
+    const int cols = widths[i], nb = (cols + 31) / 32;
+    float x[896];
+    for (int c = 0; c < cols; c++) x[c] = frand() * (c % 7 == 0 ? 1e-40f : 3.0f);
+    if (cols > 40) {
+      x[3] = f32_of_bits(0x7FC00000u);  /* NaN */
+      x[34] = f32_of_bits(0x7F800000u); /* +inf: its block's scale is inf */
+      for (int c = 64; c < 96 && c < cols; c++) x[c] = 0.0f;
+    }
+    int8_t qa[896], qb[896];
+    float sa[28], sb[28];
+    memset(qa, 0x33, sizeof qa);
+    memset(qb, 0x33, sizeof qb);
+    rill_quantize_q8(x, cols, nb, qa, sa);
+    k->quantize_q8(x, cols, nb, qb, sb);
+    CHECK_MSG(memcmp(qa, qb, (size_t)nb * 32) == 0 && memcmp(sa, sb, sizeof(float) * (size_t)nb) == 0,
+              "%s quantize_q8 cols %d differs from portable", k->isa, cols);
+  }
+}
+
 int main(void) {
   const rill_kernels *sets[3] = {rill_kernels_select("portable"), rill_kernels_select("avx2"),
                                  rill_kernels_select(NULL)};
@@ -224,6 +248,7 @@ int main(void) {
     }
     static const int att[][4] = {{1, 8, 4, 4}, {7, 64, 16, 16}, {7, 64, 16, 5}, {9, 24, 20, 17}, {4, 130, 32, 31},
                                  {2, 16, 1, 1}, {12, 80, 16, 16}};
+    check_quantize(sets[s]);
     for (size_t i = 0; i < sizeof att / sizeof att[0]; i++) check_attention(sets[s], att[i][0], att[i][1], att[i][2], att[i][3]);
   }
   /* Quantisation: zeros stay zero with scale 0; the largest magnitude maps to ±127. */

@@ -27,6 +27,8 @@ typedef struct rill_kernels {
    * xs[t * nblocks ..]. Each block's int32 dot product is scaled by (its activation scale × weight scale). */
   void (*gemm_q8)(const int8_t *xq, const float *xs, int T, const int8_t *w, size_t ldw, int nblocks, int r0, int r1,
                   float *y, size_t ldy);
+  /* rill_quantize_q8 (activations before an int8 product), with the same bytes and scales on every table. */
+  void (*quantize_q8)(const float *x, int cols, int nblocks, int8_t *q, float *s);
   /* Attention over one KV block of one head for G query heads of head_dim D (q: G rows of D). Keys are stored
    * transposed (D rows of bs slots), so a vector spans positions: s[g * lds + j] = scale · Σ_d q[g·D + d] ·
    * kt[d · bs + j] for j < n ≤ bs, summed over d in order. */

@@ -213,6 +213,31 @@ TGT_Z void tile_q8_z(const int NR, const int NT, const int8_t *xq, const float *
   }
 }
 
+/* rill_quantize_q8 on 16 lanes: the same max, the same divisions, and x · inv rounded to nearest even after the same
+ * clamp (a NaN product lands on -127 as in the portable loop: max returns its second operand for a NaN), so the bytes
+ * and scales are identical; lanes past cols are 0. */
+TGT_Q_FN void quantize_q8_z(const float *x, int cols, int nblocks, int8_t *q, float *s) {
+  const __m512 lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f);
+  const __m512 sign = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
+  for (int b = 0; b < nblocks; b++) {
+    const int c0 = b * RILL_Q8_BLOCK, n = cols - c0 < RILL_Q8_BLOCK ? cols - c0 : RILL_Q8_BLOCK;
+    const __mmask16 m0 = (__mmask16)(n >= 16 ? 0xFFFFu : (1u << n) - 1u);
+    const __mmask16 m1 = (__mmask16)(n >= 32 ? 0xFFFFu : n > 16 ? (1u << (n - 16)) - 1u : 0u);
+    const __m512 v0 = _mm512_maskz_loadu_ps(m0, x + c0), v1 = _mm512_maskz_loadu_ps(m1, x + c0 + 16);
+    /* NaN lanes never win the portable loop's max: they count as 0 here. */
+    const __m512 a0 = _mm512_maskz_and_ps(_mm512_cmp_ps_mask(v0, v0, _CMP_ORD_Q), v0, sign);
+    const __m512 a1 = _mm512_maskz_and_ps(_mm512_cmp_ps_mask(v1, v1, _CMP_ORD_Q), v1, sign);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(a0, a1));
+    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    s[b] = amax / 127.0f;
+    const __m512 iv = _mm512_set1_ps(inv);
+    __m512i q0 = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v0, iv), lo), hi));
+    __m512i q1 = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v1, iv), lo), hi));
+    _mm_storeu_si128((__m128i *)(q + c0), _mm512_maskz_cvtepi32_epi8(m0, q0));
+    _mm_storeu_si128((__m128i *)(q + c0 + 16), _mm512_maskz_cvtepi32_epi8(m1, q1));
+  }
+}
+
 /* Expands to a switch calling TILE with compile-time row and token counts, so each tile keeps its accumulators in
  * registers. */
 #define DISPATCH(TILE, nr, nt, ...)              \
@@ -392,7 +417,9 @@ VALUES(attn_values_bf16, uint16_t, values_tile_bf16)
   .attn_values_bf16 = attn_values_bf16
 
 const rill_kernels rill_kernels_avx512 = {
-    .isa = "avx512", .gemm_f32 = gemm_f32, .gemm_bf16 = gemm_bf16, .gemm_q8 = gemm_q8_madd, AVX512_ATTENTION};
+    .isa = "avx512", .gemm_f32 = gemm_f32, .gemm_bf16 = gemm_bf16, .gemm_q8 = gemm_q8_madd,
+    .quantize_q8 = quantize_q8_z, AVX512_ATTENTION};
 const rill_kernels rill_kernels_avx512_vnni = {
-    .isa = "avx512vnni", .gemm_f32 = gemm_f32, .gemm_bf16 = gemm_bf16, .gemm_q8 = gemm_q8_vnni, AVX512_ATTENTION};
+    .isa = "avx512vnni", .gemm_f32 = gemm_f32, .gemm_bf16 = gemm_bf16, .gemm_q8 = gemm_q8_vnni,
+    .quantize_q8 = quantize_q8_z, AVX512_ATTENTION};
 #endif
