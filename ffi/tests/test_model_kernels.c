@@ -237,11 +237,17 @@ static void check_quantize(const rill_kernels *k) {
 }
 
 int main(void) {
-  const rill_kernels *sets[3] = {rill_kernels_select("portable"), rill_kernels_select("avx2"),
+  /* The selected tables, plus the non-VNNI variants of the wider ones where this processor runs them. */
+  const rill_kernels *sets[5] = {rill_kernels_select("portable"), rill_kernels_select("avx2"),
                                  rill_kernels_select(NULL)};
+  int nsets = 3;
+#if defined(__x86_64__) || defined(__i386__)
+  if (strncmp(sets[1]->isa, "avx2", 4) == 0 && sets[1] != &rill_kernels_avx2) sets[nsets++] = &rill_kernels_avx2;
+  if (strncmp(sets[2]->isa, "avx512", 6) == 0 && sets[2] != &rill_kernels_avx512) sets[nsets++] = &rill_kernels_avx512;
+#endif
   static const int shapes[][3] = {{1, 32, 1}, {7, 100, 3}, {13, 96, 9}, {5, 17, 2}, {9, 64, 5}, {4, 1000, 4}, {33, 160, 8},
                                   {3, 1090, 2}, {6, 700, 5}};
-  for (int s = 0; s < 3; s++) {
+  for (int s = 0; s < nsets; s++) {
     printf("kernels: %s\n", sets[s]->isa);
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
       check_kernels(sets[s], shapes[i][0], shapes[i][1], shapes[i][2]);
