@@ -162,11 +162,14 @@ async function checkpoint(): Promise<string | undefined> {
 function bytesPerToken(c: ModelConfig, dtype: Dtype): number {
   const H = c.hiddenSize, D = c.headDim, q = c.numAttentionHeads * D, kv = c.numKeyValueHeads * D;
   const I = Number(c.raw["intermediate_size"]);
-  const perLayer = H * (q + 2 * kv) + q * H + 3 * H * I;
-  const params = c.numHiddenLayers * perLayer + c.vocabSize * H;
-  // int8: one fp32 scale per 32-weight block.
-  const per = dtype === "fp32" ? 4 : dtype === "bf16" ? 2 : 1 + 4 / 32;
-  return params * per;
+  // [rows, cols] of each matrix one token reads: q/k/v, o, gate/up, down per layer, then the output head.
+  const layer: [number, number][] = [[q + 2 * kv, H], [H, q], [2 * I, H], [H, I]];
+  const mats: [number, number][] = [...Array(c.numHiddenLayers).fill(layer).flat(), [c.vocabSize, H]];
+  // int8 rows (ffi/src/cpu/kernels.h rill_q8_row_bytes): 32-weight blocks of 32 quants and an fp16 scale, each row
+  // padded to whole 64-byte lines.
+  const rowBytes = (cols: number) =>
+    dtype === "fp32" ? 4 * cols : dtype === "bf16" ? 2 * cols : Math.ceil(Math.ceil(cols / 32) * 34 / 64) * 64;
+  return mats.reduce((sum, [rows, cols]) => sum + rows * rowBytes(cols), 0);
 }
 
 /** Sequences with fixed block runs (sequence slot s owns blocks s·perSeq ..), fed deterministic token ids. */

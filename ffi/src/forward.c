@@ -40,7 +40,7 @@ static void linear_task(void *ctx, int64_t task, int thread) {
   case RILL_W_F32: j->e->k->gemm_f32(j->x, j->ldx, j->T, m->data, m->ld, m->cols, r0, r1, j->y, j->ldy); break;
   case RILL_W_BF16: j->e->k->gemm_bf16(j->x, j->ldx, j->T, m->data, m->ld, m->cols, r0, r1, j->y, j->ldy); break;
   case RILL_W_INT8:
-    j->e->k->gemm_q8(j->e->xq, j->e->xs, j->T, m->data, m->scales, m->nblocks, r0, r1, j->y, j->ldy);
+    j->e->k->gemm_q8(j->e->xq, j->e->xs, j->T, m->data, m->ld, m->nblocks, r0, r1, j->y, j->ldy);
     break;
   }
 }
@@ -57,7 +57,7 @@ static void quant_task(void *ctx, int64_t task, int thread) {
   const quant_job *j = ctx;
   int t0 = (int)task * TOKENS_PER_TASK, t1 = t0 + TOKENS_PER_TASK < j->T ? t0 + TOKENS_PER_TASK : j->T;
   for (int t = t0; t < t1; t++) {
-    rill_quantize_q8(j->x + (size_t)t * j->ldx, j->cols, j->nblocks,
+    j->e->k->quantize_q8(j->x + (size_t)t * j->ldx, j->cols, j->nblocks,
                      j->e->xq + (size_t)t * (size_t)j->nblocks * RILL_Q8_BLOCK, j->e->xs + (size_t)t * (size_t)j->nblocks);
   }
 }

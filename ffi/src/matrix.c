@@ -1,8 +1,12 @@
+#define _DEFAULT_SOURCE
+
 #include "matrix.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "cpu/kernels.h"
 
@@ -21,30 +25,6 @@ uint16_t rill_f32_to_bf16(float f) {
   return (uint16_t)(u >> 16);
 }
 
-static float f16_to_f32(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu, u;
-  if (exp == 0) {
-    if (man == 0) {
-      u = sign;
-    } else {
-      /* Subnormal: normalise. */
-      int e = -1;
-      do {
-        e++;
-        man <<= 1;
-      } while ((man & 0x400u) == 0);
-      u = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3FFu) << 13);
-    }
-  } else if (exp == 31) {
-    u = sign | 0x7F800000u | (man << 13);
-  } else {
-    u = sign | ((exp + 127 - 15) << 23) | (man << 13);
-  }
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
-
 float rill_tensor_get(const rill_tensor *t, int64_t i) {
   const unsigned char *p = t->data;
   switch (t->dtype) {
@@ -56,7 +36,7 @@ float rill_tensor_get(const rill_tensor *t, int64_t i) {
   case RILL_TENSOR_F16: {
     uint16_t h;
     memcpy(&h, p + (size_t)i * 2, 2);
-    return f16_to_f32(h);
+    return rill_f16_to_f32(h);
   }
   case RILL_TENSOR_BF16: {
     uint16_t h;
@@ -121,8 +101,7 @@ static void load_row(const load_job *j, int64_t r, float *row) {
     break;
   case RILL_W_INT8:
     tensor_row(t, pr, cols, row);
-    rill_quantize_q8(row, cols, m->nblocks, (int8_t *)m->data + (size_t)r * m->ld,
-                     m->scales + (size_t)r * (size_t)m->nblocks);
+    rill_quantize_q8_row(row, cols, m->nblocks, (int8_t *)m->data + (size_t)r * m->ld);
     break;
   }
 }
@@ -132,6 +111,29 @@ static void load_task(void *ctx, int64_t task, int thread) {
   float *row = j->scratch + (size_t)thread * j->scratch_stride;
   int64_t r0 = task * LOAD_ROWS, r1 = r0 + LOAD_ROWS < j->m->rows ? r0 + LOAD_ROWS : j->m->rows;
   for (int64_t r = r0; r < r1; r++) load_row(j, r, row);
+}
+
+/* Transparent huge pages are 2 MB on x86-64 and arm64 (4 KB base pages). */
+#define HUGE_PAGE ((size_t)2 << 20)
+#define BASE_PAGE ((size_t)4096)
+
+/* Anonymous memory for weights, starting on a huge-page boundary and advised as huge pages: decode streams every
+ * weight once per token, and with 4 KB pages each 2 MB of weights costs 512 TLB misses and page walks that the
+ * hardware prefetchers stop at; with THP in `madvise` mode (a common default) memory from malloc never gets them.
+ * The length is rounded only to base pages, so the tail under 2 MB stays in small pages and nothing is wasted;
+ * *mapped is what rill_matrix_free unmaps. Never NULL unless out of memory. */
+static void *weights_alloc(size_t bytes, size_t *mapped) {
+  const size_t len = (bytes + BASE_PAGE - 1) & ~(BASE_PAGE - 1);
+  unsigned char *p = mmap(NULL, len + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return NULL;
+  unsigned char *a = (unsigned char *)(((uintptr_t)p + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+  if (a > p) munmap(p, (size_t)(a - p));
+  if (p + len + HUGE_PAGE > a + len) munmap(a + len, (size_t)(p + len + HUGE_PAGE - (a + len)));
+#if defined(MADV_HUGEPAGE)
+  (void)madvise(a, len, MADV_HUGEPAGE); /* advice only: without THP the memory works the same */
+#endif
+  *mapped = len;
+  return a;
 }
 
 rill_status rill_matrix_load(rill_matrix *m, rill_wtype type, const rill_tensor *const *parts, int nparts, int cols,
@@ -145,15 +147,12 @@ rill_status rill_matrix_load(rill_matrix *m, rill_wtype type, const rill_tensor 
   size_t elem = type == RILL_W_F32 ? 4 : type == RILL_W_BF16 ? 2 : 1;
   if (type == RILL_W_INT8) {
     m->nblocks = (cols + RILL_Q8_BLOCK - 1) / RILL_Q8_BLOCK;
-    m->ld = (size_t)m->nblocks * RILL_Q8_BLOCK;
-    m->scales = malloc((size_t)rows * (size_t)m->nblocks * sizeof(float));
-    if (m->scales == NULL) return RILL_ERR_OUT_OF_MEMORY;
+    m->ld = rill_q8_row_bytes(m->nblocks);
   } else {
     m->ld = (size_t)cols;
   }
-  /* 64-byte alignment keeps vector loads within cache lines. */
   size_t bytes = (size_t)rows * m->ld * elem;
-  m->data = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+  m->data = weights_alloc(bytes > 0 ? bytes : 1, &m->mapped);
   load_job j = {.m = m, .parts = parts, .nparts = nparts, .scratch_stride = (size_t)cols + RILL_Q8_BLOCK};
   j.scratch = malloc(j.scratch_stride * (size_t)rill_pool_threads(pool) * sizeof(float));
   if (m->data == NULL || j.scratch == NULL) {
@@ -167,17 +166,14 @@ rill_status rill_matrix_load(rill_matrix *m, rill_wtype type, const rill_tensor 
 }
 
 void rill_matrix_free(rill_matrix *m) {
-  free(m->data);
-  free(m->scales);
+  if (m->data != NULL) munmap(m->data, m->mapped);
   m->data = NULL;
-  m->scales = NULL;
+  m->mapped = 0;
 }
 
 size_t rill_matrix_bytes(const rill_matrix *m) {
   size_t elem = m->type == RILL_W_F32 ? 4 : m->type == RILL_W_BF16 ? 2 : 1;
-  size_t b = (size_t)m->rows * m->ld * elem;
-  if (m->type == RILL_W_INT8) b += (size_t)m->rows * (size_t)m->nblocks * sizeof(float);
-  return b;
+  return (size_t)m->rows * m->ld * elem;
 }
 
 void rill_matrix_row(const rill_matrix *m, int32_t r, float *out) {
@@ -190,8 +186,11 @@ void rill_matrix_row(const rill_matrix *m, int32_t r, float *out) {
   }
   case RILL_W_INT8: {
     const int8_t *src = (const int8_t *)m->data + (size_t)r * m->ld;
-    const float *s = m->scales + (size_t)r * (size_t)m->nblocks;
-    for (int c = 0; c < m->cols; c++) out[c] = (float)src[c] * s[c / RILL_Q8_BLOCK];
+    for (int b = 0; b < m->nblocks; b++) {
+      const float s = rill_q8_row_scale(src, m->nblocks, b);
+      const int c1 = (b + 1) * RILL_Q8_BLOCK < m->cols ? (b + 1) * RILL_Q8_BLOCK : m->cols;
+      for (int c = b * RILL_Q8_BLOCK; c < c1; c++) out[c] = (float)src[c] * s;
+    }
     break;
   }
   }

@@ -1,6 +1,7 @@
 /*
  * A weight matrix as the CPU device holds it: rows × cols (out × in, the checkpoint's layout), in fp32, bf16, or int8
- * with one fp32 scale per 32-element block of a row (rows padded with zeros to whole blocks). Several checkpoint
+ * with one fp16 scale per 32-element block of a row (rows padded with zeros to whole blocks; each row's quants and
+ * scales are one contiguous q8 row, cpu/kernels.h rill_q8_row_bytes). Several checkpoint
  * tensors with the same cols may be stacked into one matrix (q/k/v, gate/up), so one pass over the activations feeds
  * them all.
  */
@@ -20,9 +21,9 @@ typedef struct rill_matrix {
   rill_wtype type;
   int32_t rows, cols;
   int32_t nblocks; /* INT8: blocks of 32 per row */
-  size_t ld;       /* elements per row as stored (cols, or nblocks × 32 for INT8) */
-  void *data;
-  float *scales; /* INT8: rows × nblocks */
+  size_t ld;       /* row stride as stored: elements (cols) for F32/BF16, bytes (rill_q8_row_bytes) for INT8 */
+  void *data;    /* huge-page aligned (so every row start keeps the 64-byte alignment of its stride) */
+  size_t mapped; /* bytes mapped at data */
 } rill_matrix;
 
 /* Converts and stacks parts (each [rows_i, cols], F32/F16/BF16) into m, rows spread over the pool's threads. Shapes

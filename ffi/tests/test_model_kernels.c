@@ -20,23 +20,24 @@ static float frand(void) {
 
 static void check_kernels(const rill_kernels *k, int rows, int cols, int T) {
   const int nb = (cols + RILL_Q8_BLOCK - 1) / RILL_Q8_BLOCK, ldq = nb * RILL_Q8_BLOCK;
+  const size_t ldw = rill_q8_row_bytes(nb);
   float *x = malloc(sizeof(float) * (size_t)T * (size_t)cols), *w = malloc(sizeof(float) * (size_t)rows * (size_t)cols);
   uint16_t *wb = malloc(2 * (size_t)rows * (size_t)cols);
-  int8_t *wq = malloc((size_t)rows * (size_t)ldq), *xq = malloc((size_t)T * (size_t)ldq);
-  float *ws = malloc(sizeof(float) * (size_t)rows * (size_t)nb), *xs = malloc(sizeof(float) * (size_t)T * (size_t)nb);
+  int8_t *wq = malloc((size_t)rows * ldw), *xq = malloc((size_t)T * (size_t)ldq);
+  float *xs = malloc(sizeof(float) * (size_t)T * (size_t)nb);
   float *y = malloc(sizeof(float) * (size_t)T * (size_t)rows), *y1 = malloc(sizeof(float) * (size_t)rows);
   for (int i = 0; i < T * cols; i++) x[i] = frand();
   for (int i = 0; i < rows * cols; i++) {
     w[i] = frand();
     wb[i] = rill_f32_to_bf16(w[i]);
   }
-  for (int r = 0; r < rows; r++) rill_quantize_q8(w + (size_t)r * cols, cols, nb, wq + (size_t)r * ldq, ws + (size_t)r * nb);
+  for (int r = 0; r < rows; r++) rill_quantize_q8_row(w + (size_t)r * cols, cols, nb, wq + (size_t)r * ldw);
   for (int t = 0; t < T; t++) rill_quantize_q8(x + (size_t)t * cols, cols, nb, xq + (size_t)t * ldq, xs + (size_t)t * nb);
   for (int kind = 0; kind < 3; kind++) {
     memset(y, 0, sizeof(float) * (size_t)T * (size_t)rows);
     if (kind == 0) k->gemm_f32(x, (size_t)cols, T, w, (size_t)cols, cols, 0, rows, y, (size_t)rows);
     if (kind == 1) k->gemm_bf16(x, (size_t)cols, T, wb, (size_t)cols, cols, 0, rows, y, (size_t)rows);
-    if (kind == 2) k->gemm_q8(xq, xs, T, wq, ws, nb, 0, rows, y, (size_t)rows);
+    if (kind == 2) k->gemm_q8(xq, xs, T, wq, ldw, nb, 0, rows, y, (size_t)rows);
     double worst = 0.0;
     for (int t = 0; t < T; t++) {
       for (int r = 0; r < rows; r++) {
@@ -44,8 +45,9 @@ static void check_kernels(const rill_kernels *k, int rows, int cols, int T) {
         for (int c = 0; c < cols; c++) {
           double wv = kind == 1 ? (double)rill_bf16_to_f32(wb[(size_t)r * cols + c]) : (double)w[(size_t)r * cols + c];
           if (kind == 2) {
-            ref += (double)xq[(size_t)t * ldq + c] * xs[(size_t)t * nb + c / 32] * (double)wq[(size_t)r * ldq + c] *
-                   ws[(size_t)r * nb + c / 32];
+            const int8_t *wr = wq + (size_t)r * ldw;
+            ref += (double)xq[(size_t)t * ldq + c] * xs[(size_t)t * nb + c / 32] * (double)wr[c] *
+                   rill_q8_row_scale(wr, nb, c / 32);
           } else {
             ref += (double)x[(size_t)t * cols + c] * wv;
           }
@@ -61,7 +63,7 @@ static void check_kernels(const rill_kernels *k, int rows, int cols, int T) {
       int r0 = rows > 3 ? 3 : 0;
       if (kind == 0) k->gemm_f32(x + (size_t)t * cols, (size_t)cols, 1, w, (size_t)cols, cols, r0, rows, y1, 0);
       if (kind == 1) k->gemm_bf16(x + (size_t)t * cols, (size_t)cols, 1, wb, (size_t)cols, cols, r0, rows, y1, 0);
-      if (kind == 2) k->gemm_q8(xq + (size_t)t * ldq, xs + (size_t)t * nb, 1, wq, ws, nb, r0, rows, y1, 0);
+      if (kind == 2) k->gemm_q8(xq + (size_t)t * ldq, xs + (size_t)t * nb, 1, wq, ldw, nb, r0, rows, y1, 0);
       CHECK_MSG(memcmp(y1 + r0, y + (size_t)t * rows + r0, sizeof(float) * (size_t)(rows - r0)) == 0,
                 "%s kind %d %dx%d: token %d alone differs", k->isa, kind, rows, cols, t);
     }
@@ -71,7 +73,6 @@ static void check_kernels(const rill_kernels *k, int rows, int cols, int T) {
   free(wb);
   free(wq);
   free(xq);
-  free(ws);
   free(xs);
   free(y);
   free(y1);
@@ -144,17 +145,116 @@ static void check_attention(const rill_kernels *k, int G, int D, int bs, int n) 
   free(out);
 }
 
+static float f32_of_bits(uint32_t u) {
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+/* fp32 → fp16 against every half: each converts back to itself, and the midpoint between neighbours (exact in fp32)
+ * rounds to the even one; plus overflow, underflow and NaN. */
+static void check_f16(void) {
+  int bad = 0;
+  for (uint32_t h = 0; h < 0x7C00u; h++) {
+    for (uint32_t sign = 0; sign <= 0x8000u; sign += 0x8000u) {
+      float f = rill_f16_to_f32((uint16_t)(h | sign));
+      if (rill_f32_to_f16(f) != (uint16_t)(h | sign)) bad++;
+      if (h + 1 < 0x7C00u) {
+        float mid = 0.5f * (f + rill_f16_to_f32((uint16_t)((h + 1) | sign)));
+        uint16_t even = (uint16_t)(((h & 1u) ? h + 1 : h) | sign);
+        if (rill_f32_to_f16(mid) != even) bad++;
+      }
+    }
+  }
+  CHECK_MSG(bad == 0, "fp16 conversion: %d halves wrong", bad);
+  CHECK(rill_f32_to_f16(1.0f) == 0x3C00u && rill_f32_to_f16(-2.0f) == 0xC000u);
+  CHECK(rill_f32_to_f16(65504.0f) == 0x7BFFu && rill_f32_to_f16(65519.0f) == 0x7BFFu);
+  CHECK(rill_f32_to_f16(65520.0f) == 0x7C00u && rill_f32_to_f16(-1e30f) == 0xFC00u);
+  CHECK(rill_f32_to_f16(f32_of_bits(0x33000000u)) == 0 && rill_f32_to_f16(f32_of_bits(0x33000001u)) == 1);
+  CHECK(rill_f32_to_f16(1e-30f) == 0 && rill_f32_to_f16(f32_of_bits(0x7F800000u)) == 0x7C00u);
+  uint16_t nan = rill_f32_to_f16(f32_of_bits(0x7FC00000u));
+  CHECK((nan & 0x7C00u) == 0x7C00u && (nan & 0x3FFu) != 0);
+}
+
+/* A q8 weight row: quants against the fp16-rounded scale, the scales after the quants, zero padding; a block whose
+ * scale underflows fp16 reads as zeros. */
+static void check_q8_row(void) {
+  float x[70];
+  for (int i = 0; i < 70; i++) x[i] = frand();
+  x[3] = -3.0f; /* block 0's largest */
+  for (int i = 32; i < 64; i++) x[i] = 1e-12f * (float)(i - 40); /* block 1: scale under fp16's range */
+  const int nb = 3;
+  const size_t bytes = rill_q8_row_bytes(nb);
+  CHECK(bytes == 128);
+  int8_t row[128];
+  memset(row, 0x55, sizeof row);
+  rill_quantize_q8_row(x, 70, nb, row);
+  CHECK(row[3] == -127);
+  CHECK_NEAR(rill_q8_row_scale(row, nb, 0), 3.0 / 127.0, 3.0 / 127.0 / 2048.0);
+  CHECK(rill_q8_row_scale(row, nb, 1) == 0.0f);
+  int zeros = 0, pad = 0;
+  for (int i = 32; i < 64; i++) zeros += row[i] == 0;
+  for (int i = 70; i < 96; i++) pad += row[i] == 0;
+  for (size_t i = (size_t)nb * 34; i < bytes; i++) pad += row[i] == 0;
+  CHECK(zeros == 32 && pad == 26 + (int)(bytes - (size_t)nb * 34));
+  /* Dequantised within half a step of the input in the blocks that have a scale. */
+  double worst = 0.0;
+  for (int i = 0; i < 70; i++) {
+    if (i >= 32 && i < 64) continue;
+    double s = rill_q8_row_scale(row, nb, i / 32);
+    worst = fmax(worst, fabs((double)row[i] * s - x[i]) / s);
+  }
+  CHECK_MSG(worst <= 0.5 + 1e-6, "q8 row: worst error %g steps", worst);
+  float back[70];
+  rill_matrix m = {.type = RILL_W_INT8, .rows = 1, .cols = 70, .nblocks = nb, .ld = bytes, .data = row};
+  rill_matrix_row(&m, 0, back);
+  CHECK_NEAR(back[3], -127.0 * rill_q8_row_scale(row, nb, 0), 1e-9);
+  CHECK(back[40] == 0.0f && back[69] == (float)row[69] * rill_q8_row_scale(row, nb, 2));
+}
+
+/* Each table's activation quantiser writes the portable one's bytes and scales, with tails, NaN, infinities, zero and
+ * tiny blocks. */
+static void check_quantize(const rill_kernels *k) {
+  static const int widths[] = {1, 16, 17, 31, 32, 33, 100, 896};
+  for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++) {
+    const int cols = widths[i], nb = (cols + 31) / 32;
+    float x[896];
+    for (int c = 0; c < cols; c++) x[c] = frand() * (c % 7 == 0 ? 1e-40f : 3.0f);
+    if (cols > 40) {
+      x[3] = f32_of_bits(0x7FC00000u);  /* NaN */
+      x[34] = f32_of_bits(0x7F800000u); /* +inf: its block's scale is inf */
+      for (int c = 64; c < 96 && c < cols; c++) x[c] = 0.0f;
+    }
+    int8_t qa[896], qb[896];
+    float sa[28], sb[28];
+    memset(qa, 0x33, sizeof qa);
+    memset(qb, 0x33, sizeof qb);
+    rill_quantize_q8(x, cols, nb, qa, sa);
+    k->quantize_q8(x, cols, nb, qb, sb);
+    CHECK_MSG(memcmp(qa, qb, (size_t)nb * 32) == 0 && memcmp(sa, sb, sizeof(float) * (size_t)nb) == 0,
+              "%s quantize_q8 cols %d differs from portable", k->isa, cols);
+  }
+}
+
 int main(void) {
-  const rill_kernels *sets[3] = {rill_kernels_select("portable"), rill_kernels_select("avx2"),
+  /* The selected tables, plus the non-VNNI variants of the wider ones where this processor runs them. */
+  const rill_kernels *sets[5] = {rill_kernels_select("portable"), rill_kernels_select("avx2"),
                                  rill_kernels_select(NULL)};
-  static const int shapes[][3] = {{1, 32, 1}, {7, 100, 3}, {13, 96, 9}, {5, 17, 2}, {9, 64, 5}, {4, 1000, 4}, {33, 160, 8}};
-  for (int s = 0; s < 3; s++) {
+  int nsets = 3;
+#if defined(__x86_64__) || defined(__i386__)
+  if (strncmp(sets[1]->isa, "avx2", 4) == 0 && sets[1] != &rill_kernels_avx2) sets[nsets++] = &rill_kernels_avx2;
+  if (strncmp(sets[2]->isa, "avx512", 6) == 0 && sets[2] != &rill_kernels_avx512) sets[nsets++] = &rill_kernels_avx512;
+#endif
+  static const int shapes[][3] = {{1, 32, 1}, {7, 100, 3}, {13, 96, 9}, {5, 17, 2}, {9, 64, 5}, {4, 1000, 4}, {33, 160, 8},
+                                  {3, 1090, 2}, {6, 700, 5}};
+  for (int s = 0; s < nsets; s++) {
     printf("kernels: %s\n", sets[s]->isa);
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
       check_kernels(sets[s], shapes[i][0], shapes[i][1], shapes[i][2]);
     }
     static const int att[][4] = {{1, 8, 4, 4}, {7, 64, 16, 16}, {7, 64, 16, 5}, {9, 24, 20, 17}, {4, 130, 32, 31},
                                  {2, 16, 1, 1}, {12, 80, 16, 16}};
+    check_quantize(sets[s]);
     for (size_t i = 0; i < sizeof att / sizeof att[0]; i++) check_attention(sets[s], att[i][0], att[i][1], att[i][2], att[i][3]);
   }
   /* Quantisation: zeros stay zero with scale 0; the largest magnitude maps to ±127. */
@@ -167,5 +267,7 @@ int main(void) {
   CHECK(q[5] == -127 && q[0] == 0 && q[33] == 127 && q[39] == 0 && q[63] == 0);
   CHECK_NEAR(sc[0], 2.0 / 127.0, 1e-9);
   CHECK_NEAR(sc[1], 0.5 / 127.0, 1e-9);
+  check_f16();
+  check_q8_row();
   return check_summary();
 }

@@ -22,10 +22,13 @@ typedef struct rill_kernels {
   /* Same with bf16 weights (the upper half of an fp32), fp32 activations and accumulation. */
   void (*gemm_bf16)(const float *x, size_t ldx, int T, const uint16_t *w, size_t ldw, int cols, int r0, int r1,
                     float *y, size_t ldy);
-  /* int8 weights and activations in blocks of RILL_Q8_BLOCK, each with an fp32 scale: row r of w is
-   * w[r * nblocks * 32 ..], its scales ws[r * nblocks ..]; token t is xq[t * nblocks * 32 ..], xs[t * nblocks ..]. */
-  void (*gemm_q8)(const int8_t *xq, const float *xs, int T, const int8_t *w, const float *ws, int nblocks, int r0,
-                  int r1, float *y, size_t ldy);
+  /* int8 weights and activations in blocks of RILL_Q8_BLOCK: row r of w is the q8 row at w + r · ldw (see
+   * rill_q8_row_bytes: quants, then fp16 block scales); token t is xq[t * nblocks * 32 ..] with fp32 scales
+   * xs[t * nblocks ..]. Each block's int32 dot product is scaled by (its activation scale × weight scale). */
+  void (*gemm_q8)(const int8_t *xq, const float *xs, int T, const int8_t *w, size_t ldw, int nblocks, int r0, int r1,
+                  float *y, size_t ldy);
+  /* rill_quantize_q8 (activations before an int8 product), with the same bytes and scales on every table. */
+  void (*quantize_q8)(const float *x, int cols, int nblocks, int8_t *q, float *s);
   /* Attention over one KV block of one head for G query heads of head_dim D (q: G rows of D). Keys are stored
    * transposed (D rows of bs slots), so a vector spans positions: s[g * lds + j] = scale · Σ_d q[g·D + d] ·
    * kt[d · bs + j] for j < n ≤ bs, summed over d in order. */
@@ -53,5 +56,21 @@ const rill_kernels *rill_kernels_select(const char *prefer);
 
 /* Quantises cols floats into nblocks blocks of 32 int8 (symmetric, scale = max|x| / 127; the tail past cols is 0). */
 void rill_quantize_q8(const float *x, int cols, int nblocks, int8_t *q, float *s);
+
+/* A q8 weight row, one contiguous stream: nblocks × 32 int8 quants, then nblocks fp16 scales (the quants stay
+ * 64-byte aligned, and a block costs 34 bytes as in Q8_0), zero-padded to a whole number of 64-byte lines. */
+static inline size_t rill_q8_row_bytes(int nblocks) {
+  return ((size_t)nblocks * (RILL_Q8_BLOCK + 2) + 63) & ~(size_t)63;
+}
+/* Quantises a weight row as rill_quantize_q8 does, except that each scale is rounded to fp16 first and the quants are
+ * taken against the rounded scale (so dequantising is exact to the stored bytes); writes rill_q8_row_bytes(nblocks)
+ * bytes. A block whose scale is under fp16's range stores scale 0 and zero quants; over it, 65504. */
+void rill_quantize_q8_row(const float *x, int cols, int nblocks, int8_t *row);
+/* Block b's weight scale in a q8 row. */
+float rill_q8_row_scale(const int8_t *row, int nblocks, int b);
+
+/* IEEE half precision, round to nearest even (overflow to ±inf, NaN kept a NaN). */
+uint16_t rill_f32_to_f16(float f);
+float rill_f16_to_f32(uint16_t h);
 
 #endif /* RILL_CPU_KERNELS_H */

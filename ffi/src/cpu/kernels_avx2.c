@@ -11,10 +11,10 @@
 #define TILE_T 4
 #define CHUNK_T 64
 
-#define TGT __attribute__((target("avx2,fma"), always_inline)) static inline
-#define TGT_FN __attribute__((target("avx2,fma"))) static
-#define TGT_VNNI __attribute__((target("avx2,fma,avxvnni"), always_inline)) static inline
-#define TGT_VNNI_FN __attribute__((target("avx2,fma,avxvnni"))) static
+#define TGT __attribute__((target("avx2,fma,f16c"), always_inline)) static inline
+#define TGT_FN __attribute__((target("avx2,fma,f16c"))) static
+#define TGT_VNNI __attribute__((target("avx2,fma,f16c,avxvnni"), always_inline)) static inline
+#define TGT_VNNI_FN __attribute__((target("avx2,fma,f16c,avxvnni"))) static
 
 static inline float bf16f(uint16_t v) {
   uint32_t u = (uint32_t)v << 16;
@@ -103,8 +103,15 @@ TGT_VNNI __m256i dot_q8_vnni(__m256i x, __m256i w) {
   return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), ax, sw);
 }
 
+/* Block b's fp16 weight scale in a q8 row (see rill_q8_row_bytes). */
+TGT float row_scale(const int8_t *row, int nblocks, int b) {
+  uint16_t h;
+  memcpy(&h, row + (size_t)nblocks * RILL_Q8_BLOCK + (size_t)b * 2, sizeof h);
+  return _cvtsh_ss(h);
+}
+
 #define Q8_TILE(NAME, ATTR, DOT)                                                                                   \
-  ATTR void NAME(const int NR, const int NT, const int8_t *xq, const float *xs, const int8_t *w, const float *ws,  \
+  ATTR void NAME(const int NR, const int NT, const int8_t *xq, const float *xs, const int8_t *w, size_t ldw,       \
                  int nblocks, float *y, size_t ldy) {                                                               \
     size_t ld = (size_t)nblocks * RILL_Q8_BLOCK;                                                                    \
     __m256 acc[TILE_R][TILE_T];                                                                                     \
@@ -116,11 +123,12 @@ TGT_VNNI __m256i dot_q8_vnni(__m256i x, __m256i w) {
       _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) xv[t] =                                                  \
           _mm256_loadu_si256((const __m256i *)(xq + (size_t)t * ld + (size_t)b * RILL_Q8_BLOCK));                   \
       _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {                                                        \
-        __m256i wv = _mm256_loadu_si256((const __m256i *)(w + (size_t)r * ld + (size_t)b * RILL_Q8_BLOCK));         \
-        float wsb = ws[(size_t)r * (size_t)nblocks + (size_t)b];                                                    \
+        const int8_t *wr = w + (size_t)r * ldw;                                                                     \
+        __m256i wv = _mm256_loadu_si256((const __m256i *)(wr + (size_t)b * RILL_Q8_BLOCK));                         \
+        float wsb = row_scale(wr, nblocks, b);                                                                      \
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {                                                      \
           __m256 d = _mm256_cvtepi32_ps(DOT(xv[t], wv));                                                            \
-          acc[r][t] = _mm256_fmadd_ps(d, _mm256_set1_ps(wsb * xs[(size_t)t * (size_t)nblocks + (size_t)b]),        \
+          acc[r][t] = _mm256_fmadd_ps(d, _mm256_set1_ps(xs[(size_t)t * (size_t)nblocks + (size_t)b] * wsb),        \
                                       acc[r][t]);                                                                   \
         }                                                                                                           \
       }                                                                                                             \
@@ -189,8 +197,8 @@ TGT_FN void gemm_bf16(const float *x, size_t ldx, int T, const uint16_t *w, size
 }
 
 #define GEMM_Q8(NAME, ATTR, TILE)                                                                                  \
-  ATTR void NAME(const int8_t *xq, const float *xs, int T, const int8_t *w, const float *ws, int nblocks, int r0,  \
-                 int r1, float *y, size_t ldy) {                                                                   \
+  ATTR void NAME(const int8_t *xq, const float *xs, int T, const int8_t *w, size_t ldw, int nblocks, int r0, int r1, \
+                 float *y, size_t ldy) {                                                                           \
     size_t ld = (size_t)nblocks * RILL_Q8_BLOCK;                                                                   \
     for (int tc = 0; tc < T; tc += CHUNK_T) {                                                                      \
       int te = MIN(T, tc + CHUNK_T);                                                                               \
@@ -198,8 +206,8 @@ TGT_FN void gemm_bf16(const float *x, size_t ldx, int T, const uint16_t *w, size
         int nr = MIN(TILE_R, r1 - r);                                                                              \
         for (int t = tc; t < te; t += TILE_T) {                                                                    \
           int nt = MIN(TILE_T, te - t);                                                                            \
-          DISPATCH(TILE, nr, nt, xq + (size_t)t * ld, xs + (size_t)t * (size_t)nblocks, w + (size_t)r * ld,       \
-                   ws + (size_t)r * (size_t)nblocks, nblocks, y + (size_t)t * ldy + (size_t)r, ldy)                \
+          DISPATCH(TILE, nr, nt, xq + (size_t)t * ld, xs + (size_t)t * (size_t)nblocks, w + (size_t)r * ldw, ldw, \
+                   nblocks, y + (size_t)t * ldy + (size_t)r, ldy)                                                  \
         }                                                                                                          \
       }                                                                                                            \
     }                                                                                                              \
@@ -324,7 +332,9 @@ VALUES8(attn_values8_bf16, uint16_t, values_tile8_bf16)
   .attn_values_bf16 = attn_values8_bf16
 
 const rill_kernels rill_kernels_avx2 = {
-    .isa = "avx2", .gemm_f32 = gemm_f32, .gemm_bf16 = gemm_bf16, .gemm_q8 = gemm_q8_madd, AVX2_ATTENTION};
+    .isa = "avx2", .gemm_f32 = gemm_f32, .gemm_bf16 = gemm_bf16, .gemm_q8 = gemm_q8_madd,
+    .quantize_q8 = rill_quantize_q8, AVX2_ATTENTION};
 const rill_kernels rill_kernels_avx2_vnni = {
-    .isa = "avx2vnni", .gemm_f32 = gemm_f32, .gemm_bf16 = gemm_bf16, .gemm_q8 = gemm_q8_vnni, AVX2_ATTENTION};
+    .isa = "avx2vnni", .gemm_f32 = gemm_f32, .gemm_bf16 = gemm_bf16, .gemm_q8 = gemm_q8_vnni,
+    .quantize_q8 = rill_quantize_q8, AVX2_ATTENTION};
 #endif

@@ -95,14 +95,25 @@ TGT float hsum256(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+/* The int8 kernels also read fp16 weight scales (F16C). */
+#define TGT_Q __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c"), always_inline)) static inline
+#define TGT_Q_FN __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c"))) static
+
 /* Signed int8 dot products of 32 bytes into 8 int32 lanes: |x| (unsigned) times w carrying x's sign. */
-TGT __m256i dot_q8_madd(__m256i x, __m256i w) {
+TGT_Q __m256i dot_q8_madd(__m256i x, __m256i w) {
   __m256i ax = _mm256_sign_epi8(x, x), sw = _mm256_sign_epi8(w, x);
   return _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sw), _mm256_set1_epi16(1));
 }
 
+/* Block b's fp16 weight scale in a q8 row (see rill_q8_row_bytes). */
+TGT_Q float row_scale(const int8_t *row, int nblocks, int b) {
+  uint16_t h;
+  memcpy(&h, row + (size_t)nblocks * RILL_Q8_BLOCK + (size_t)b * 2, sizeof h);
+  return _cvtsh_ss(h);
+}
+
 #define Q8_TILE(NAME, ATTR, DOT)                                                                                   \
-  ATTR void NAME(const int NR, const int NT, const int8_t *xq, const float *xs, const int8_t *w, const float *ws,  \
+  ATTR void NAME(const int NR, const int NT, const int8_t *xq, const float *xs, const int8_t *w, size_t ldw,       \
                  int nblocks, float *y, size_t ldy) {                                                               \
     size_t ld = (size_t)nblocks * RILL_Q8_BLOCK;                                                                    \
     __m256 acc[TILE_R][TILE_T];                                                                                     \
@@ -114,11 +125,12 @@ TGT __m256i dot_q8_madd(__m256i x, __m256i w) {
       _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) xv[t] =                                                  \
           _mm256_loadu_si256((const __m256i *)(xq + (size_t)t * ld + (size_t)b * RILL_Q8_BLOCK));                   \
       _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {                                                        \
-        __m256i wv = _mm256_loadu_si256((const __m256i *)(w + (size_t)r * ld + (size_t)b * RILL_Q8_BLOCK));         \
-        float wsb = ws[(size_t)r * (size_t)nblocks + (size_t)b];                                                    \
+        const int8_t *wr = w + (size_t)r * ldw;                                                                     \
+        __m256i wv = _mm256_loadu_si256((const __m256i *)(wr + (size_t)b * RILL_Q8_BLOCK));                         \
+        float wsb = row_scale(wr, nblocks, b);                                                                      \
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {                                                      \
           __m256 d = _mm256_cvtepi32_ps(DOT(xv[t], wv));                                                            \
-          acc[r][t] = _mm256_fmadd_ps(d, _mm256_set1_ps(wsb * xs[(size_t)t * (size_t)nblocks + (size_t)b]),        \
+          acc[r][t] = _mm256_fmadd_ps(d, _mm256_set1_ps(xs[(size_t)t * (size_t)nblocks + (size_t)b] * wsb),        \
                                       acc[r][t]);                                                                   \
         }                                                                                                           \
       }                                                                                                             \
@@ -128,33 +140,23 @@ TGT __m256i dot_q8_madd(__m256i x, __m256i w) {
     }                                                                                                               \
   }
 
-Q8_TILE(tile_q8_madd, TGT, dot_q8_madd)
+Q8_TILE(tile_q8_madd, TGT_Q, dot_q8_madd)
 
 /* VNNI on 512-bit vectors: two 32-element blocks per instruction. |x| (unsigned) times w carrying x's sign gives the
- * signed products (vpdpbusd multiplies unsigned by signed bytes); each block's 8 int32 lanes are scaled by its own
- * weight scale × activation scale, so the blocks stay independent exactly as in the 256-bit kernels. */
-#define TGT_Z __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512vnni"), always_inline)) static inline
-#define TGT_Z_FN __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512vnni"))) static
-
-/* [s[0] ×8, s[1] ×8], or [s[0] ×8, 0 ×8] for a final odd block. */
-TGT_Z __m512 pair_scales(const float *s, int two) {
-  const __m512i idx = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
-  __m128 v;
-  if (two) {
-    uint64_t bits; /* two floats, any alignment */
-    memcpy(&bits, s, sizeof bits);
-    v = _mm_castsi128_ps(_mm_cvtsi64_si128((long long)bits));
-  } else {
-    v = _mm_load_ss(s);
-  }
-  return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(v));
-}
+ * signed products (vpdpbusd multiplies unsigned by signed bytes); each block's 8 int32 lanes are scaled by its
+ * activation scale × weight scale, so the blocks stay independent exactly as in the 256-bit kernels. Scales are read
+ * 16 blocks at a time (one load and conversion per row per group) and spread to block pairs by a permute. */
+#define TGT_Z __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx512vnni"), always_inline)) \
+static inline
+#define TGT_Z_FN __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx512vnni"))) static
+/* Blocks per scale group. */
+#define QG 16
 
 TGT_Z __m512i pair_bytes(const int8_t *p, int two) {
   return two ? _mm512_loadu_si512((const void *)p) : _mm512_maskz_loadu_epi8((__mmask64)0xFFFFFFFFu, p);
 }
 
-TGT_Z void tile_q8_z(const int NR, const int NT, const int8_t *xq, const float *xs, const int8_t *w, const float *ws,
+TGT_Z void tile_q8_z(const int NR, const int NT, const int8_t *xq, const float *xs, const int8_t *w, size_t ldw,
                      int nblocks, float *y, size_t ldy) {
   size_t ld = (size_t)nblocks * RILL_Q8_BLOCK;
   __m512 acc[TILE_R][TILE_T];
@@ -164,33 +166,75 @@ TGT_Z void tile_q8_z(const int NR, const int NT, const int8_t *xq, const float *
     for (int t = 0; t < NT; t++) acc[r][t] = _mm512_setzero_ps();
   }
   const __m512i zero = _mm512_setzero_si512();
-  for (int b = 0; b < nblocks; b += 2) {
-    const int two = b + 1 < nblocks;
-    __m512i ax[TILE_T];
-    __mmask64 neg[TILE_T];
-    __m512 xsv[TILE_T];
-#pragma GCC unroll 4
-    for (int t = 0; t < NT; t++) {
-      __m512i xv = pair_bytes(xq + (size_t)t * ld + (size_t)b * RILL_Q8_BLOCK, two);
-      ax[t] = _mm512_abs_epi8(xv);
-      neg[t] = _mm512_movepi8_mask(xv);
-      xsv[t] = pair_scales(xs + (size_t)t * (size_t)nblocks + (size_t)b, two);
-    }
+  /* Lanes 0-7 take a group's scale p, lanes 8-15 scale p + 1. */
+  const __m512i pair0 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0), step = _mm512_set1_epi32(2);
+  for (int g = 0; g < nblocks; g += QG) {
+    const int ng = nblocks - g < QG ? nblocks - g : QG;
+    const __mmask16 gm = (__mmask16)((1u << ng) - 1u);
+    __m512 wsg[TILE_R], xsg[TILE_T];
 #pragma GCC unroll 4
     for (int r = 0; r < NR; r++) {
-      _mm_prefetch((const char *)(w + (size_t)(r + PF_ROWS) * ld + (size_t)b * RILL_Q8_BLOCK), _MM_HINT_T0);
-      __m512i wv = pair_bytes(w + (size_t)r * ld + (size_t)b * RILL_Q8_BLOCK, two);
-      __m512 wsv = pair_scales(ws + (size_t)r * (size_t)nblocks + (size_t)b, two);
+      const int8_t *sp = w + (size_t)r * ldw + ld + (size_t)g * 2;
+      wsg[r] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(gm, sp));
+      _mm_prefetch((const char *)(sp + (size_t)PF_ROWS * ldw), _MM_HINT_T0);
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) xsg[t] = _mm512_maskz_loadu_ps(gm, xs + (size_t)t * (size_t)nblocks + (size_t)g);
+    __m512i idx = pair0;
+    for (int p = 0; p < ng; p += 2, idx = _mm512_add_epi32(idx, step)) {
+      const int b = g + p, two = p + 1 < ng;
+      __m512i ax[TILE_T];
+      __mmask64 neg[TILE_T];
+      __m512 xsv[TILE_T];
 #pragma GCC unroll 4
       for (int t = 0; t < NT; t++) {
-        __m512i sw = _mm512_mask_sub_epi8(wv, neg[t], zero, wv);
-        __m512i d = _mm512_dpbusd_epi32(zero, ax[t], sw);
-        acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(wsv, xsv[t]), acc[r][t]);
+        __m512i xv = pair_bytes(xq + (size_t)t * ld + (size_t)b * RILL_Q8_BLOCK, two);
+        ax[t] = _mm512_abs_epi8(xv);
+        neg[t] = _mm512_movepi8_mask(xv);
+        xsv[t] = _mm512_permutexvar_ps(idx, xsg[t]);
+      }
+#pragma GCC unroll 4
+      for (int r = 0; r < NR; r++) {
+        const int8_t *wp = w + (size_t)r * ldw + (size_t)b * RILL_Q8_BLOCK;
+        _mm_prefetch((const char *)(wp + (size_t)PF_ROWS * ldw), _MM_HINT_T0);
+        __m512i wv = pair_bytes(wp, two);
+        __m512 wsv = _mm512_permutexvar_ps(idx, wsg[r]);
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) {
+          __m512i sw = _mm512_mask_sub_epi8(wv, neg[t], zero, wv);
+          __m512i d = _mm512_dpbusd_epi32(zero, ax[t], sw);
+          acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(xsv[t], wsv), acc[r][t]);
+        }
       }
     }
   }
   for (int r = 0; r < NR; r++) {
     for (int t = 0; t < NT; t++) y[(size_t)t * ldy + (size_t)r] = _mm512_reduce_add_ps(acc[r][t]);
+  }
+}
+
+/* rill_quantize_q8 on 16 lanes: the same max, the same divisions, and x · inv rounded to nearest even after the same
+ * clamp (a NaN product lands on -127 as in the portable loop: max returns its second operand for a NaN), so the bytes
+ * and scales are identical; lanes past cols are 0. */
+TGT_Q_FN void quantize_q8_z(const float *x, int cols, int nblocks, int8_t *q, float *s) {
+  const __m512 lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f);
+  const __m512 sign = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
+  for (int b = 0; b < nblocks; b++) {
+    const int c0 = b * RILL_Q8_BLOCK, n = cols - c0 < RILL_Q8_BLOCK ? cols - c0 : RILL_Q8_BLOCK;
+    const __mmask16 m0 = (__mmask16)(n >= 16 ? 0xFFFFu : (1u << n) - 1u);
+    const __mmask16 m1 = (__mmask16)(n >= 32 ? 0xFFFFu : n > 16 ? (1u << (n - 16)) - 1u : 0u);
+    const __m512 v0 = _mm512_maskz_loadu_ps(m0, x + c0), v1 = _mm512_maskz_loadu_ps(m1, x + c0 + 16);
+    /* NaN lanes never win the portable loop's max: they count as 0 here. */
+    const __m512 a0 = _mm512_maskz_and_ps(_mm512_cmp_ps_mask(v0, v0, _CMP_ORD_Q), v0, sign);
+    const __m512 a1 = _mm512_maskz_and_ps(_mm512_cmp_ps_mask(v1, v1, _CMP_ORD_Q), v1, sign);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(a0, a1));
+    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    s[b] = amax / 127.0f;
+    const __m512 iv = _mm512_set1_ps(inv);
+    __m512i q0 = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v0, iv), lo), hi));
+    __m512i q1 = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v1, iv), lo), hi));
+    _mm_storeu_si128((__m128i *)(q + c0), _mm512_maskz_cvtepi32_epi8(m0, q0));
+    _mm_storeu_si128((__m128i *)(q + c0 + 16), _mm512_maskz_cvtepi32_epi8(m1, q1));
   }
 }
 
@@ -250,8 +294,8 @@ TGT_FN void gemm_bf16(const float *x, size_t ldx, int T, const uint16_t *w, size
 }
 
 #define GEMM_Q8(NAME, ATTR, TILE)                                                                                  \
-  ATTR void NAME(const int8_t *xq, const float *xs, int T, const int8_t *w, const float *ws, int nblocks, int r0,  \
-                 int r1, float *y, size_t ldy) {                                                                   \
+  ATTR void NAME(const int8_t *xq, const float *xs, int T, const int8_t *w, size_t ldw, int nblocks, int r0, int r1, \
+                 float *y, size_t ldy) {                                                                           \
     size_t ld = (size_t)nblocks * RILL_Q8_BLOCK;                                                                   \
     for (int tc = 0; tc < T; tc += CHUNK_T) {                                                                      \
       int te = MIN(T, tc + CHUNK_T);                                                                               \
@@ -259,14 +303,14 @@ TGT_FN void gemm_bf16(const float *x, size_t ldx, int T, const uint16_t *w, size
         int nr = MIN(TILE_R, r1 - r);                                                                              \
         for (int t = tc; t < te; t += TILE_T) {                                                                    \
           int nt = MIN(TILE_T, te - t);                                                                            \
-          DISPATCH(TILE, nr, nt, xq + (size_t)t * ld, xs + (size_t)t * (size_t)nblocks, w + (size_t)r * ld,       \
-                   ws + (size_t)r * (size_t)nblocks, nblocks, y + (size_t)t * ldy + (size_t)r, ldy)                \
+          DISPATCH(TILE, nr, nt, xq + (size_t)t * ld, xs + (size_t)t * (size_t)nblocks, w + (size_t)r * ldw, ldw, \
+                   nblocks, y + (size_t)t * ldy + (size_t)r, ldy)                                                  \
         }                                                                                                          \
       }                                                                                                            \
     }                                                                                                              \
   }
 
-GEMM_Q8(gemm_q8_madd, TGT_FN, tile_q8_madd)
+GEMM_Q8(gemm_q8_madd, TGT_Q_FN, tile_q8_madd)
 GEMM_Q8(gemm_q8_vnni, TGT_Z_FN, tile_q8_z)
 
 
@@ -373,7 +417,9 @@ VALUES(attn_values_bf16, uint16_t, values_tile_bf16)
   .attn_values_bf16 = attn_values_bf16
 
 const rill_kernels rill_kernels_avx512 = {
-    .isa = "avx512", .gemm_f32 = gemm_f32, .gemm_bf16 = gemm_bf16, .gemm_q8 = gemm_q8_madd, AVX512_ATTENTION};
+    .isa = "avx512", .gemm_f32 = gemm_f32, .gemm_bf16 = gemm_bf16, .gemm_q8 = gemm_q8_madd,
+    .quantize_q8 = quantize_q8_z, AVX512_ATTENTION};
 const rill_kernels rill_kernels_avx512_vnni = {
-    .isa = "avx512vnni", .gemm_f32 = gemm_f32, .gemm_bf16 = gemm_bf16, .gemm_q8 = gemm_q8_vnni, AVX512_ATTENTION};
+    .isa = "avx512vnni", .gemm_f32 = gemm_f32, .gemm_bf16 = gemm_bf16, .gemm_q8 = gemm_q8_vnni,
+    .quantize_q8 = quantize_q8_z, AVX512_ATTENTION};
 #endif

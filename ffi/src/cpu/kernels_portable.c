@@ -49,12 +49,11 @@ static void gemm_bf16(const float *x, size_t ldx, int T, const uint16_t *w, size
   }
 }
 
-static void gemm_q8(const int8_t *xq, const float *xs, int T, const int8_t *w, const float *ws, int nblocks, int r0,
+static void gemm_q8(const int8_t *xq, const float *xs, int T, const int8_t *w, size_t ldw, int nblocks, int r0,
                     int r1, float *y, size_t ldy) {
   size_t ld = (size_t)nblocks * RILL_Q8_BLOCK;
   for (int r = r0; r < r1; r++) {
-    const int8_t *wr = w + (size_t)r * ld;
-    const float *wsr = ws + (size_t)r * (size_t)nblocks;
+    const int8_t *wr = w + (size_t)r * ldw;
     for (int t = 0; t < T; t++) {
       const int8_t *xt = xq + (size_t)t * ld;
       const float *xst = xs + (size_t)t * (size_t)nblocks;
@@ -62,7 +61,7 @@ static void gemm_q8(const int8_t *xq, const float *xs, int T, const int8_t *w, c
       for (int b = 0; b < nblocks; b++) {
         int32_t d = 0;
         for (int l = 0; l < RILL_Q8_BLOCK; l++) d += (int32_t)xt[b * RILL_Q8_BLOCK + l] * wr[b * RILL_Q8_BLOCK + l];
-        s += (float)d * (xst[b] * wsr[b]);
+        s += (float)d * (xst[b] * rill_q8_row_scale(wr, nblocks, b));
       }
       y[(size_t)t * ldy + (size_t)r] = s;
     }
@@ -131,6 +130,7 @@ const rill_kernels rill_kernels_portable = {.isa = "portable",
                                             .gemm_f32 = gemm_f32,
                                             .gemm_bf16 = gemm_bf16,
                                             .gemm_q8 = gemm_q8,
+                                            .quantize_q8 = rill_quantize_q8,
                                             .attn_scores_f32 = attn_scores_f32,
                                             .attn_scores_bf16 = attn_scores_bf16,
                                             .attn_values_f32 = attn_values_f32,
@@ -157,4 +157,82 @@ void rill_quantize_q8(const float *x, int cols, int nblocks, int8_t *q, float *s
     }
     for (int l = n; l < RILL_Q8_BLOCK; l++) q[c0 + l] = 0;
   }
+}
+
+uint16_t rill_f32_to_f16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  const uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7FFFFFFFu;
+  if (a > 0x7F800000u) return (uint16_t)(sign | 0x7E00u);     /* NaN */
+  if (a >= 0x477FF000u) return (uint16_t)(sign | 0x7C00u);    /* ≥ 65520 rounds past 65504: inf */
+  if (a >= 0x38800000u) {                                      /* normal in half: rebias, round the 13 dropped bits */
+    uint32_t h = (a - 0x38000000u) >> 13, rem = a & 0x1FFFu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) h++;
+    return (uint16_t)(sign | h);
+  }
+  if (a < 0x33000000u) return (uint16_t)sign; /* under 2^-25: rounds to zero */
+  /* Subnormal in half: the value in units of 2^-24, rounded to nearest even (may round up to the smallest normal). */
+  const uint32_t e = a >> 23, m = (a & 0x7FFFFFu) | 0x800000u, shift = 126u - e;
+  uint32_t h = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+  if (rem > half || (rem == half && (h & 1u))) h++;
+  return (uint16_t)(sign | h);
+}
+
+float rill_f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu, u;
+  if (exp == 0) {
+    if (man == 0) {
+      u = sign;
+    } else {
+      /* Subnormal: normalise. */
+      int e = -1;
+      do {
+        e++;
+        man <<= 1;
+      } while ((man & 0x400u) == 0);
+      u = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3FFu) << 13);
+    }
+  } else if (exp == 31) {
+    u = sign | 0x7F800000u | (man << 13);
+  } else {
+    u = sign | ((exp + 127 - 15) << 23) | (man << 13);
+  }
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+float rill_q8_row_scale(const int8_t *row, int nblocks, int b) {
+  uint16_t h;
+  memcpy(&h, row + (size_t)nblocks * RILL_Q8_BLOCK + (size_t)b * 2, sizeof h);
+  return rill_f16_to_f32(h);
+}
+
+void rill_quantize_q8_row(const float *x, int cols, int nblocks, int8_t *row) {
+  const float magic = 12582912.0f; /* as in rill_quantize_q8 */
+  int8_t *q = row;
+  unsigned char *scales = (unsigned char *)row + (size_t)nblocks * RILL_Q8_BLOCK;
+  for (int b = 0; b < nblocks; b++) {
+    int c0 = b * RILL_Q8_BLOCK;
+    int n = cols - c0 < RILL_Q8_BLOCK ? cols - c0 : RILL_Q8_BLOCK;
+    float amax = 0.0f;
+    for (int l = 0; l < n; l++) {
+      float a = fabsf(x[c0 + l]);
+      amax = a > amax ? a : amax;
+    }
+    float sf = amax / 127.0f;
+    /* amax is never NaN (a NaN never compares greater); an infinite one clamps to fp16's largest. */
+    uint16_t h = rill_f32_to_f16(sf <= 65504.0f ? sf : 65504.0f);
+    float s = rill_f16_to_f32(h);
+    float inv = s > 0.0f ? 1.0f / s : 0.0f; /* an underflowed scale stores 0 and zero quants */
+    memcpy(scales + (size_t)b * 2, &h, sizeof h);
+    for (int l = 0; l < n; l++) {
+      float v = (x[c0 + l] * inv + magic) - magic;
+      v = v >= -127.0f ? (v <= 127.0f ? v : 127.0f) : -127.0f;
+      q[c0 + l] = (int8_t)v;
+    }
+    for (int l = n; l < RILL_Q8_BLOCK; l++) q[c0 + l] = 0;
+  }
+  size_t used = (size_t)nblocks * (RILL_Q8_BLOCK + 2), total = rill_q8_row_bytes(nblocks);
+  memset((unsigned char *)row + used, 0, total - used);
 }

@@ -14,10 +14,12 @@ const rill_kernels *rill_kernels_select(const char *prefer) {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
   if (cap >= 3 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma")) {
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma") &&
+      __builtin_cpu_supports("f16c")) {
     return __builtin_cpu_supports("avx512vnni") ? &rill_kernels_avx512_vnni : &rill_kernels_avx512;
   }
-  if (cap >= 1 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+  if (cap >= 1 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+      __builtin_cpu_supports("f16c")) {
     return __builtin_cpu_supports("avxvnni") ? &rill_kernels_avx2_vnni : &rill_kernels_avx2;
   }
 #endif
