@@ -1,6 +1,8 @@
-/* y = x · Wᵀ for bf16 W (kernels.cuh): a weight-streaming kernel for small batches and a shared-memory tiled kernel
- * for prefill-sized batches. Both accumulate in fp32 and own each output element in one thread, so the epilogue's
- * read-modify-write of y (residual add) needs no atomics. */
+/* y = x · Wᵀ for bf16 W (kernels.cuh): a weight-streaming kernel for small batches, with RMSNorm or SiLU·mul fused
+ * into how it loads x, and a shared-memory tiled kernel for prefill-sized batches. Both accumulate in fp32 and own
+ * each output element in one thread, so the epilogue's read-modify-write of y (residual add) needs no atomics. */
+#include <math.h>
+
 #include "block_reduce.cuh"
 #include "kernels.cuh"
 
@@ -8,6 +10,8 @@ namespace {
 
 constexpr int kSkinnyTokens = 8; /* tokens per pass over W in the streaming kernel */
 constexpr int kSkinnyWarps = 8;
+constexpr int kSkinnyRows = 2;   /* rows of W per warp: each x value loaded serves both */
+constexpr int kSkinnyUnroll = 4; /* 16-byte chunks of each row per lane loaded before any is used */
 
 __device__ inline void bf16x8_to_float(const uint4 &u, float *f) {
   const __nv_bfloat162 *p = reinterpret_cast<const __nv_bfloat162 *>(&u);
@@ -19,49 +23,140 @@ __device__ inline void bf16x8_to_float(const uint4 &u, float *f) {
   }
 }
 
-/* One warp per output row n, kSkinnyTokens tokens per block row; each lane reads 16 bytes of W per step. */
-__global__ void skinny_kernel(const float *x, int T, int K, const __nv_bfloat16 *W, int N, const float *bias,
-                              int accumulate, float *y) {
+__device__ inline void load8(const float *p, float *f) {
+  const float4 a = reinterpret_cast<const float4 *>(p)[0], b = reinterpret_cast<const float4 *>(p)[1];
+  f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
+}
+
+/* How the streaming kernel reads x (kernels.cuh): as stored; RMSNorm of a residual row (the row's inverse RMS comes
+ * from the same pass, applied in the epilogue); silu(gate) · up of a gate_up row. */
+enum class prologue { plain, norm, silu_mul };
+
+/* One warp per kSkinnyRows rows of W starting at n0, kSkinnyTokens tokens per block row. Every lane keeps
+ * kSkinnyUnroll × kSkinnyRows 16-byte loads of W in flight, then reads x for them from L1/L2 (x is T × K floats,
+ * small beside W: it stays fp32, so the GEMV path adds no rounding the CPU device lacks). */
+template <prologue P>
+__global__ void skinny_kernel(const float *x, const int32_t *rows, const float *norm_w, float eps, int T, int K,
+                              const __nv_bfloat16 *W, int N, const float *bias, int accumulate, float *y) {
   const int lane = threadIdx.x & 31;
-  const int n = blockIdx.x * kSkinnyWarps + (threadIdx.x >> 5);
+  const int n0 = (blockIdx.x * kSkinnyWarps + (threadIdx.x >> 5)) * kSkinnyRows;
   const int t0 = blockIdx.y * kSkinnyTokens;
-  if (n >= N) return;
+  if (n0 >= N) return; /* the whole warp: the reductions below need every lane */
   const int nt = T - t0 < kSkinnyTokens ? T - t0 : kSkinnyTokens;
-  float acc[kSkinnyTokens];
+  /* x row of token t: rows[t] when gathering (norm), the gate_up row (2K wide) for silu_mul. */
+  const float *xr[kSkinnyTokens];
 #pragma unroll
-  for (int t = 0; t < kSkinnyTokens; t++) acc[t] = 0.0f;
-  const uint4 *wrow = reinterpret_cast<const uint4 *>(W + (size_t)n * K);
+  for (int t = 0; t < kSkinnyTokens; t++) {
+    const int tt = t0 + (t < nt ? t : 0);
+    const size_t row = rows != nullptr ? (size_t)rows[tt] : (size_t)tt;
+    xr[t] = x + row * (P == prologue::silu_mul ? 2 * (size_t)K : (size_t)K);
+  }
+  float acc[kSkinnyRows][kSkinnyTokens], ss[kSkinnyTokens];
+#pragma unroll
+  for (int t = 0; t < kSkinnyTokens; t++) {
+    ss[t] = 0.0f;
+#pragma unroll
+    for (int r = 0; r < kSkinnyRows; r++) acc[r][t] = 0.0f;
+  }
+  /* A row past N (N odd) re-reads row n0; its sums are never written. */
+  const uint4 *wrow[kSkinnyRows];
+#pragma unroll
+  for (int r = 0; r < kSkinnyRows; r++) {
+    wrow[r] = reinterpret_cast<const uint4 *>(W + (size_t)(n0 + r < N ? n0 + r : n0) * K);
+  }
   const int chunks = K / 8;
-#pragma unroll 4
-  for (int c = lane; c < chunks; c += 32) {
-    const uint4 wv = __ldg(wrow + c);
-    float w[8];
-    bf16x8_to_float(wv, w);
+  for (int c0 = lane; c0 < chunks; c0 += 32 * kSkinnyUnroll) {
+    uint4 wv[kSkinnyUnroll][kSkinnyRows];
 #pragma unroll
-    for (int t = 0; t < kSkinnyTokens; t++) {
-      if (t < nt) {
-        const float4 *xp = reinterpret_cast<const float4 *>(x + (size_t)(t0 + t) * K + (size_t)c * 8);
-        const float4 a = xp[0], b = xp[1];
-        acc[t] += a.x * w[0] + a.y * w[1] + a.z * w[2] + a.w * w[3] + b.x * w[4] + b.y * w[5] + b.z * w[6] +
-                  b.w * w[7];
+    for (int u = 0; u < kSkinnyUnroll; u++) {
+      const int c = c0 + 32 * u;
+#pragma unroll
+      for (int r = 0; r < kSkinnyRows; r++) wv[u][r] = c < chunks ? __ldg(wrow[r] + c) : uint4{};
+    }
+#pragma unroll
+    for (int u = 0; u < kSkinnyUnroll; u++) {
+      const int c = c0 + 32 * u;
+      if (c >= chunks) break;
+      float w[kSkinnyRows][8];
+#pragma unroll
+      for (int r = 0; r < kSkinnyRows; r++) bf16x8_to_float(wv[u][r], w[r]);
+      float g[8];
+      if (P == prologue::norm) load8(norm_w + (size_t)c * 8, g);
+#pragma unroll
+      for (int t = 0; t < kSkinnyTokens; t++) {
+        if (t >= nt) break;
+        float a[8];
+        load8(xr[t] + (size_t)c * 8, a);
+        if (P == prologue::norm) {
+#pragma unroll
+          for (int i = 0; i < 8; i++) {
+            ss[t] += a[i] * a[i];
+            a[i] *= g[i];
+          }
+        } else if (P == prologue::silu_mul) {
+          float up[8];
+          load8(xr[t] + (size_t)K + (size_t)c * 8, up);
+#pragma unroll
+          for (int i = 0; i < 8; i++) a[i] = a[i] / (1.0f + expf(-a[i])) * up[i];
+        }
+#pragma unroll
+        for (int r = 0; r < kSkinnyRows; r++) {
+          acc[r][t] += a[0] * w[r][0] + a[1] * w[r][1] + a[2] * w[r][2] + a[3] * w[r][3] + a[4] * w[r][4] +
+                       a[5] * w[r][5] + a[6] * w[r][6] + a[7] * w[r][7];
+        }
       }
     }
   }
+  /* Reductions leave every lane with every sum; lane r × kSkinnyTokens + t writes row n0 + r, token t. */
+  float scale[kSkinnyTokens];
 #pragma unroll
-  for (int t = 0; t < kSkinnyTokens; t++) acc[t] = rill_warp_sum(acc[t]);
-  if (lane < nt) {
-    float v = 0.0f;
+  for (int t = 0; t < kSkinnyTokens; t++) {
 #pragma unroll
-    for (int t = 0; t < kSkinnyTokens; t++) v = t == lane ? acc[t] : v;
-    float *out = y + (size_t)(t0 + lane) * N + n;
-    *out = (accumulate ? *out : 0.0f) + v + (bias != nullptr ? bias[n] : 0.0f);
+    for (int r = 0; r < kSkinnyRows; r++) acc[r][t] = rill_warp_sum(acc[r][t]);
+    scale[t] = 1.0f;
+    if (P == prologue::norm) {
+      /* As the CPU device and rms_norm_kernel: the root in double. */
+      const float sq = rill_warp_sum(ss[t]);
+      scale[t] = (float)(1.0 / sqrt((double)sq / K + (double)eps));
+    }
   }
+  static_assert(kSkinnyRows * kSkinnyTokens <= 32, "one lane per output of the warp");
+  const int r = lane / kSkinnyTokens, t = lane % kSkinnyTokens;
+  if (r >= kSkinnyRows || t >= nt || n0 + r >= N) return;
+  float v = 0.0f, sc = 1.0f;
+#pragma unroll
+  for (int rr = 0; rr < kSkinnyRows; rr++) {
+#pragma unroll
+    for (int tt = 0; tt < kSkinnyTokens; tt++) {
+      v = rr == r && tt == t ? acc[rr][tt] : v;
+      sc = rr == r && tt == t ? scale[tt] : sc;
+    }
+  }
+  const int n = n0 + r;
+  float *out = y + (size_t)(t0 + t) * N + n;
+  *out = (accumulate ? *out : 0.0f) + v * sc + (bias != nullptr ? bias[n] : 0.0f);
+}
+
+template <prologue P>
+cudaError_t launch_skinny(cudaStream_t s, const float *x, const int32_t *rows, const float *norm_w, float eps, int T,
+                          int K, const __nv_bfloat16 *W, int N, const float *bias, int accumulate, float *y) {
+  if (T == 0) return cudaSuccess;
+  static_assert(kGemvMaxTokens == 2 * kSkinnyTokens, "two passes over W at most on the GEMV path");
+  if (T > kGemvMaxTokens) return cudaErrorInvalidValue;
+  const int per_block = kSkinnyWarps * kSkinnyRows;
+  const dim3 grid((unsigned)((N + per_block - 1) / per_block), (unsigned)((T + kSkinnyTokens - 1) / kSkinnyTokens));
+  RILL_LAUNCH(skinny_kernel<P>, grid, 32 * kSkinnyWarps, s, x, rows, norm_w, eps, T, K, W, N, bias, accumulate, y);
+  return cudaGetLastError();
 }
 
 constexpr int kTile = 64, kTileK = 32;
 
+__device__ inline float to_float(float v) { return v; }
+__device__ inline float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+
 /* 64 tokens × 64 outputs per block of 256 threads, 4 × 4 outputs per thread. */
-__global__ void tiled_kernel(const float *x, int T, int K, const __nv_bfloat16 *W, int N, const float *bias,
+template <typename X>
+__global__ void tiled_kernel(const X *x, int T, int K, const __nv_bfloat16 *W, int N, const float *bias,
                              int accumulate, float *y) {
   __shared__ float xs[kTileK][kTile + 1];
   __shared__ float ws[kTileK][kTile + 1];
@@ -71,7 +166,7 @@ __global__ void tiled_kernel(const float *x, int T, int K, const __nv_bfloat16 *
   for (int k0 = 0; k0 < K; k0 += kTileK) {
     for (int i = threadIdx.x; i < kTile * kTileK; i += blockDim.x) {
       const int r = i / kTileK, kk = i % kTileK, k = k0 + kk;
-      xs[kk][r] = (tb + r < T && k < K) ? x[(size_t)(tb + r) * K + k] : 0.0f;
+      xs[kk][r] = (tb + r < T && k < K) ? to_float(x[(size_t)(tb + r) * K + k]) : 0.0f;
       ws[kk][r] = (nb + r < N && k < K) ? __bfloat162float(W[(size_t)(nb + r) * K + k]) : 0.0f;
     }
     __syncthreads();
@@ -105,18 +200,37 @@ __global__ void tiled_kernel(const float *x, int T, int K, const __nv_bfloat16 *
   }
 }
 
+template <typename X>
+cudaError_t launch_tiled(cudaStream_t s, const X *x, int T, int K, const __nv_bfloat16 *W, int N, const float *bias,
+                         int accumulate, float *y) {
+  if (T == 0) return cudaSuccess;
+  const dim3 grid((unsigned)((N + kTile - 1) / kTile), (unsigned)((T + kTile - 1) / kTile));
+  RILL_LAUNCH(tiled_kernel<X>, grid, 256, s, x, T, K, W, N, bias, accumulate, y);
+  return cudaGetLastError();
+}
+
 } // namespace
 
 cudaError_t rill_k_linear(cudaStream_t s, const float *x, int T, int K, const __nv_bfloat16 *W, int N,
                           const float *bias, int accumulate, float *y) {
-  if (T == 0) return cudaSuccess;
-  static_assert(kGemvMaxTokens == 2 * kSkinnyTokens, "two passes over W at most on the GEMV path");
   if (T <= kGemvMaxTokens) {
-    const dim3 grid((unsigned)((N + kSkinnyWarps - 1) / kSkinnyWarps), (unsigned)((T + kSkinnyTokens - 1) / kSkinnyTokens));
-    RILL_LAUNCH(skinny_kernel, grid, 32 * kSkinnyWarps, s, x, T, K, W, N, bias, accumulate, y);
-  } else {
-    const dim3 grid((unsigned)((N + kTile - 1) / kTile), (unsigned)((T + kTile - 1) / kTile));
-    RILL_LAUNCH(tiled_kernel, grid, 256, s, x, T, K, W, N, bias, accumulate, y);
+    return launch_skinny<prologue::plain>(s, x, nullptr, nullptr, 0.0f, T, K, W, N, bias, accumulate, y);
   }
-  return cudaGetLastError();
+  return launch_tiled(s, x, T, K, W, N, bias, accumulate, y);
+}
+
+cudaError_t rill_k_linear_bf16x(cudaStream_t s, const __nv_bfloat16 *x, int T, int K, const __nv_bfloat16 *W, int N,
+                                const float *bias, int accumulate, float *y) {
+  return launch_tiled(s, x, T, K, W, N, bias, accumulate, y);
+}
+
+cudaError_t rill_k_linear_norm(cudaStream_t s, const float *x, const int32_t *rows, const float *norm_w, float eps,
+                               int T, int K, const __nv_bfloat16 *W, int N, const float *bias, int accumulate,
+                               float *y) {
+  return launch_skinny<prologue::norm>(s, x, rows, norm_w, eps, T, K, W, N, bias, accumulate, y);
+}
+
+cudaError_t rill_k_linear_silu_mul(cudaStream_t s, const float *gu, int T, int I, const __nv_bfloat16 *W, int N,
+                                   float *y) {
+  return launch_skinny<prologue::silu_mul>(s, gu, nullptr, nullptr, 0.0f, T, I, W, N, nullptr, 1, y);
 }
