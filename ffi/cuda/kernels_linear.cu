@@ -9,9 +9,14 @@
 namespace {
 
 constexpr int kSkinnyTokens = 8; /* tokens per pass over W in the streaming kernel */
-constexpr int kSkinnyWarps = 8;
-constexpr int kSkinnyRows = 2;   /* rows of W per warp: each x value loaded serves both */
-constexpr int kSkinnyUnroll = 4; /* 16-byte chunks of each row per lane loaded before any is used */
+constexpr int kSkinnyWarps = 4;
+/* 16-byte loads of W each lane issues before using any: rows per warp × chunks of each row. 128 bytes per lane keep
+ * 16-32 KiB in flight per SM at 4-8 resident warps, above the ~15 KiB an H100 SM needs to cover HBM latency. */
+constexpr int kSkinnyLoads = 8;
+/* Rows of W per warp: every x value (and its fused norm or SiLU·mul, computed once per warp) serves all of them, so
+ * more rows cut the prologue's work and x's L1 traffic per byte of W; fewer rows give small N enough warps. */
+constexpr int kSkinnyRowsWide = 4, kSkinnyRowsNarrow = 2;
+constexpr int kSkinnyWideN = 4096; /* N from which a warp takes kSkinnyRowsWide rows */
 
 __device__ inline void bf16x8_to_float(const uint4 &u, float *f) {
   const __nv_bfloat162 *p = reinterpret_cast<const __nv_bfloat162 *>(&u);
@@ -32,14 +37,19 @@ __device__ inline void load8(const float *p, float *f) {
  * from the same pass, applied in the epilogue); silu(gate) · up of a gate_up row. */
 enum class prologue { plain, norm, silu_mul };
 
-/* One warp per kSkinnyRows rows of W starting at n0, kSkinnyTokens tokens per block row. Every lane keeps
- * kSkinnyUnroll × kSkinnyRows 16-byte loads of W in flight, then reads x for them from L1/L2 (x is T × K floats,
- * small beside W: it stays fp32, so the GEMV path adds no rounding the CPU device lacks). */
-template <prologue P>
+/* silu(g) · u; the device's fast exponential and division (a few ulps, far inside the GEMV path's bound): the
+ * accurate ones would make the prologue, redone by every warp, cost more than streaming W at 8 tokens. */
+__device__ inline float silu_mul(float g, float u) { return __fdividef(g, 1.0f + __expf(-g)) * u; }
+
+/* One warp per R rows of W starting at n0, kSkinnyTokens tokens per block row. Every lane keeps kSkinnyLoads 16-byte
+ * loads of W in flight, then reads x for them from L1/L2 (x is T × K floats, small beside W: it stays fp32, so the
+ * GEMV path adds no rounding the CPU device lacks, and bf16 x would only halve L1 traffic that R already divides). */
+template <prologue P, int R>
 __global__ void skinny_kernel(const float *x, const int32_t *rows, const float *norm_w, float eps, int T, int K,
                               const __nv_bfloat16 *W, int N, const float *bias, int accumulate, float *y) {
+  constexpr int U = kSkinnyLoads / R; /* chunks of each row per lane in flight */
   const int lane = threadIdx.x & 31;
-  const int n0 = (blockIdx.x * kSkinnyWarps + (threadIdx.x >> 5)) * kSkinnyRows;
+  const int n0 = (blockIdx.x * kSkinnyWarps + (threadIdx.x >> 5)) * R;
   const int t0 = blockIdx.y * kSkinnyTokens;
   if (n0 >= N) return; /* the whole warp: the reductions below need every lane */
   const int nt = T - t0 < kSkinnyTokens ? T - t0 : kSkinnyTokens;
@@ -51,35 +61,35 @@ __global__ void skinny_kernel(const float *x, const int32_t *rows, const float *
     const size_t row = rows != nullptr ? (size_t)rows[tt] : (size_t)tt;
     xr[t] = x + row * (P == prologue::silu_mul ? 2 * (size_t)K : (size_t)K);
   }
-  float acc[kSkinnyRows][kSkinnyTokens], ss[kSkinnyTokens];
+  float acc[R][kSkinnyTokens], ss[kSkinnyTokens];
 #pragma unroll
   for (int t = 0; t < kSkinnyTokens; t++) {
     ss[t] = 0.0f;
 #pragma unroll
-    for (int r = 0; r < kSkinnyRows; r++) acc[r][t] = 0.0f;
+    for (int r = 0; r < R; r++) acc[r][t] = 0.0f;
   }
   /* A row past N (N odd) re-reads row n0; its sums are never written. */
-  const uint4 *wrow[kSkinnyRows];
+  const uint4 *wrow[R];
 #pragma unroll
-  for (int r = 0; r < kSkinnyRows; r++) {
+  for (int r = 0; r < R; r++) {
     wrow[r] = reinterpret_cast<const uint4 *>(W + (size_t)(n0 + r < N ? n0 + r : n0) * K);
   }
   const int chunks = K / 8;
-  for (int c0 = lane; c0 < chunks; c0 += 32 * kSkinnyUnroll) {
-    uint4 wv[kSkinnyUnroll][kSkinnyRows];
+  for (int c0 = lane; c0 < chunks; c0 += 32 * U) {
+    uint4 wv[U][R];
 #pragma unroll
-    for (int u = 0; u < kSkinnyUnroll; u++) {
+    for (int u = 0; u < U; u++) {
       const int c = c0 + 32 * u;
 #pragma unroll
-      for (int r = 0; r < kSkinnyRows; r++) wv[u][r] = c < chunks ? __ldg(wrow[r] + c) : uint4{};
+      for (int r = 0; r < R; r++) wv[u][r] = c < chunks ? __ldg(wrow[r] + c) : uint4{};
     }
 #pragma unroll
-    for (int u = 0; u < kSkinnyUnroll; u++) {
+    for (int u = 0; u < U; u++) {
       const int c = c0 + 32 * u;
       if (c >= chunks) break;
-      float w[kSkinnyRows][8];
+      float w[R][8];
 #pragma unroll
-      for (int r = 0; r < kSkinnyRows; r++) bf16x8_to_float(wv[u][r], w[r]);
+      for (int r = 0; r < R; r++) bf16x8_to_float(wv[u][r], w[r]);
       float g[8];
       if (P == prologue::norm) load8(norm_w + (size_t)c * 8, g);
 #pragma unroll
@@ -97,10 +107,10 @@ __global__ void skinny_kernel(const float *x, const int32_t *rows, const float *
           float up[8];
           load8(xr[t] + (size_t)K + (size_t)c * 8, up);
 #pragma unroll
-          for (int i = 0; i < 8; i++) a[i] = a[i] / (1.0f + expf(-a[i])) * up[i];
+          for (int i = 0; i < 8; i++) a[i] = silu_mul(a[i], up[i]);
         }
 #pragma unroll
-        for (int r = 0; r < kSkinnyRows; r++) {
+        for (int r = 0; r < R; r++) {
           acc[r][t] += a[0] * w[r][0] + a[1] * w[r][1] + a[2] * w[r][2] + a[3] * w[r][3] + a[4] * w[r][4] +
                        a[5] * w[r][5] + a[6] * w[r][6] + a[7] * w[r][7];
         }
@@ -112,7 +122,7 @@ __global__ void skinny_kernel(const float *x, const int32_t *rows, const float *
 #pragma unroll
   for (int t = 0; t < kSkinnyTokens; t++) {
 #pragma unroll
-    for (int r = 0; r < kSkinnyRows; r++) acc[r][t] = rill_warp_sum(acc[r][t]);
+    for (int r = 0; r < R; r++) acc[r][t] = rill_warp_sum(acc[r][t]);
     scale[t] = 1.0f;
     if (P == prologue::norm) {
       /* As the CPU device and rms_norm_kernel: the root in double. */
@@ -120,12 +130,12 @@ __global__ void skinny_kernel(const float *x, const int32_t *rows, const float *
       scale[t] = (float)(1.0 / sqrt((double)sq / K + (double)eps));
     }
   }
-  static_assert(kSkinnyRows * kSkinnyTokens <= 32, "one lane per output of the warp");
+  static_assert(R * kSkinnyTokens <= 32 && kSkinnyLoads % R == 0, "one lane per output of the warp");
   const int r = lane / kSkinnyTokens, t = lane % kSkinnyTokens;
-  if (r >= kSkinnyRows || t >= nt || n0 + r >= N) return;
+  if (r >= R || t >= nt || n0 + r >= N) return;
   float v = 0.0f, sc = 1.0f;
 #pragma unroll
-  for (int rr = 0; rr < kSkinnyRows; rr++) {
+  for (int rr = 0; rr < R; rr++) {
 #pragma unroll
     for (int tt = 0; tt < kSkinnyTokens; tt++) {
       v = rr == r && tt == t ? acc[rr][tt] : v;
@@ -143,9 +153,12 @@ cudaError_t launch_skinny(cudaStream_t s, const float *x, const int32_t *rows, c
   if (T == 0) return cudaSuccess;
   static_assert(kGemvMaxTokens == 2 * kSkinnyTokens, "two passes over W at most on the GEMV path");
   if (T > kGemvMaxTokens) return cudaErrorInvalidValue;
-  const int per_block = kSkinnyWarps * kSkinnyRows;
-  const dim3 grid((unsigned)((N + per_block - 1) / per_block), (unsigned)((T + kSkinnyTokens - 1) / kSkinnyTokens));
-  RILL_LAUNCH(skinny_kernel<P>, grid, 32 * kSkinnyWarps, s, x, rows, norm_w, eps, T, K, W, N, bias, accumulate, y);
+  const unsigned tblocks = (unsigned)((T + kSkinnyTokens - 1) / kSkinnyTokens);
+  const bool wide = N >= kSkinnyWideN;
+  const int per_block = kSkinnyWarps * (wide ? kSkinnyRowsWide : kSkinnyRowsNarrow);
+  const dim3 grid((unsigned)((N + per_block - 1) / per_block), tblocks);
+  auto *kernel = wide ? skinny_kernel<P, kSkinnyRowsWide> : skinny_kernel<P, kSkinnyRowsNarrow>;
+  RILL_LAUNCH(kernel, grid, 32 * kSkinnyWarps, s, x, rows, norm_w, eps, T, K, W, N, bias, accumulate, y);
   return cudaGetLastError();
 }
 
