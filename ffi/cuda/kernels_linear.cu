@@ -79,9 +79,10 @@ __global__ void skinny_kernel(const float *x, const int32_t *rows, const float *
     uint4 wv[U][R];
 #pragma unroll
     for (int u = 0; u < U; u++) {
-      const int c = c0 + 32 * u;
+      /* Past the end (the last pass only) a lane re-reads its last chunk, unused: no branch between the loads. */
+      const int c = c0 + 32 * u < chunks ? c0 + 32 * u : chunks - 1;
 #pragma unroll
-      for (int r = 0; r < R; r++) wv[u][r] = c < chunks ? __ldg(wrow[r] + c) : uint4{};
+      for (int r = 0; r < R; r++) wv[u][r] = __ldg(wrow[r] + c);
     }
 #pragma unroll
     for (int u = 0; u < U; u++) {
