@@ -61,6 +61,8 @@ const NVCC_FLAGS = [
 const CUDA_LIBS = ["-cudart", "static", "-ldl", "-lrt"];
 const EMU = join(CUDA, "emu");
 /** The CUDA device's sources built for the host emulation (ffi/cuda/emu/cuda_runtime.h); needs no nvcc. */
+/** The parts test_cuda_emu's checks come in (its main names them). */
+const EMU_PARTS = ["kernels", "models", "engine"] as const;
 const EMU_FLAGS = [
   "-std=c++17",
   "-O2",
@@ -211,20 +213,21 @@ async function objects(
 
 /**
  * The CUDA device checked without a GPU: its .cu sources compiled as C++ for the host emulation and linked with the
- * CPU device's objects into `build/ffi/tests/test_cuda_emu` (not sanitized: the emulation's fibers switch stacks,
- * which AddressSanitizer cannot follow). Without a C++ compiler it is skipped with a warning.
+ * CPU device's objects into `build/ffi/emu_obj/test_cuda_emu`, then linked into `build/ffi/tests/` once per part (not
+ * sanitized: the emulation's fibers switch stacks, which AddressSanitizer cannot follow). Without a C++ compiler it is
+ * skipped with a warning.
  */
 async function buildEmulationTest(
   cpuObjects: readonly string[],
   testDir: string,
   log: (line: string) => void,
-): Promise<string | undefined> {
+): Promise<string[]> {
   const cxx = Deno.env.get("CXX") || "c++";
   if (!(await run(cxx, ["--version"])).ok) {
     log(`warning: no C++ compiler (${cxx}); the CUDA emulation test is not built`);
-    return undefined;
+    return [];
   }
-  const exe = join(testDir, "test_cuda_emu");
+  const exe = join(OUT, "emu_obj", "test_cuda_emu");
   const sources = [...await walk(CUDA, ".cu", false), ...await walk(EMU, ".cpp", false)];
   const headers = [
     ...await walk(CUDA, ".cuh", false),
@@ -253,7 +256,17 @@ async function buildEmulationTest(
     await link(cxx, [...objs, ...cpuObjects], exe);
     log(`built ${relative(ROOT, exe)} (the CUDA device on the host emulation)`);
   }
-  return exe;
+  // One program per part (the program picks its part from its own name), so the suite runs them side by side, each
+  // well inside the per-program time limit. Hard links: one executable, no extra link step.
+  const parts: string[] = [];
+  await Deno.remove(join(testDir, "test_cuda_emu")).catch(() => {}); // a whole-program build from before the parts
+  for (const part of EMU_PARTS) {
+    const name = join(testDir, `test_cuda_emu_${part}`);
+    await Deno.remove(name).catch(() => {});
+    await Deno.link(exe, name);
+    parts.push(name);
+  }
+  return parts;
 }
 
 export interface BuildResult {
@@ -345,7 +358,7 @@ export async function buildFfi(options: { tests: boolean; log?: (line: string) =
     await parallel(jobs, navigator.hardwareConcurrency || 2);
     if (jobs.length > 0) log(`built ${jobs.length} sanitized C test programs in ${relative(ROOT, testDir)}`);
     const emu = await buildEmulationTest(lib.objects.filter((o) => !o.endsWith("no_cuda.o")), testDir, log);
-    if (emu !== undefined) tests.push(emu);
+    tests.push(...emu);
     // A test program whose source is gone must not keep running.
     try {
       for await (const entry of Deno.readDir(testDir)) {

@@ -380,9 +380,11 @@ def check_vs_transformers(lib, model_dir, name, table, tol):
         e.close()
 
 
-# cuBLASLt multiplies bf16-rounded activations (the tiled kernel and the CPU device keep them fp32): its logits sit
-# further from the CPU device's, by about one bf16 rounding (2^-9 relative) per input compounded over the layers.
-CPU_TOL_TILED, CPU_TOL_CUBLASLT = 6e-3, 2e-2
+# Steps above 16 fed tokens multiply bf16-rounded activations (cuBLASLt or the tiled kernel; the CPU device keeps them
+# fp32): their logits, and the decodes over the keys and values they wrote, sit further from the CPU device's, by
+# about one bf16 rounding (2^-8 relative) per input compounded over the layers. test_cuda_emu measures up to 1.6e-2 on
+# the bundled shapes and bounds it by 3.2e-2; this is the same bound.
+CPU_TOL = 3.2e-2
 
 
 def find_cublaslt():
@@ -417,7 +419,7 @@ def check_vs_cpu(lib, model_dir, table):
             worst = max(worst, rel_err(gpu.logits(dec), cpu.logits(dec)))
         name = Path(model_dir).name
         isa = gpu.info.isa.decode()
-        tol = CPU_TOL_CUBLASLT if "cublasLt" in isa else CPU_TOL_TILED
+        tol = CPU_TOL
         table.add(f"{name}: GEMM above 16 tokens", isa.split(" ", 1)[-1], "info", True)
         table.add(f"{name}: cuda vs cpu logits (rel)", f"{worst:.2e}", f"<= {tol:g}", worst <= tol)
     finally:

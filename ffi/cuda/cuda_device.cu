@@ -57,9 +57,12 @@ struct rill_cuda {
   float *final_norm, *inv_freq;
   __nv_bfloat16 *kc, *vc;
   rill_kv_geom geom;
-  /* Per fed token, [max_batch_tokens × width]. */
-  float *x, *xn, *qkv, *attn, *gu, *act;
-  float *row_hidden, *logits; /* [max_rows × hidden], [max_rows × vocab] */
+  /* Per fed token, [max_batch_tokens × width]: the fp32 residual stream and projections' outputs; xb, for steps above
+   * the GEMV threshold, the bf16 GEMM input (normed rows, then SiLU·mul), [max_batch_tokens × max(hidden, inter)]. */
+  float *x, *qkv, *attn, *gu;
+  __nv_bfloat16 *xb;
+  __nv_bfloat16 *row_hidden; /* [max_rows × hidden]: final-normed rows for slices above the GEMV threshold */
+  float *logits;             /* [max_rows × vocab] */
   float *part_ml, *part_acc;  /* split-KV partials (kernels.cuh) */
   int32_t *meta;              /* device: tokens, positions, tok_seq, rows [T each], query_start [S + 1], tables */
   int32_t *meta_host;         /* pinned mirror */
@@ -148,9 +151,8 @@ void rill_cuda_destroy(rill_cuda *d) {
     }
     free(d->layers);
   }
-  void *ptrs[] = {d->embed, d->head, d->final_norm, d->inv_freq, d->kc,   d->vc,         d->x,      d->xn,
-                  d->qkv,   d->attn, d->gu,         d->act,      d->row_hidden, d->logits, d->meta,
-                  d->part_ml, d->part_acc};
+  void *ptrs[] = {d->embed, d->head, d->final_norm, d->inv_freq,   d->kc,     d->vc,   d->x,       d->xb,
+                  d->qkv,   d->attn, d->gu,         d->row_hidden, d->logits, d->meta, d->part_ml, d->part_acc};
   for (void *p : ptrs) cudaFree(p);
   rill_gemm_lt_destroy(&d->lt);
   cudaFree(d->samp_in);
@@ -228,12 +230,11 @@ static rill_status alloc_buffers(rill_cuda *d, char *err, size_t err_cap) {
   const size_t T = (size_t)d->lim.max_batch_tokens, H = (size_t)c->hidden_size, I = (size_t)c->intermediate_size;
   const size_t QD = (size_t)c->num_heads * (size_t)c->head_dim, V = (size_t)c->vocab_size, R = (size_t)d->max_rows;
   CU(cudaMalloc(&d->x, T * H * sizeof(float)));
-  CU(cudaMalloc(&d->xn, T * H * sizeof(float)));
+  CU(cudaMalloc(&d->xb, T * (H > I ? H : I) * sizeof(__nv_bfloat16)));
   CU(cudaMalloc(&d->qkv, T * (size_t)d->qkv_dim * sizeof(float)));
   CU(cudaMalloc(&d->attn, T * QD * sizeof(float)));
   CU(cudaMalloc(&d->gu, T * 2 * I * sizeof(float)));
-  CU(cudaMalloc(&d->act, T * I * sizeof(float)));
-  CU(cudaMalloc(&d->row_hidden, R * H * sizeof(float)));
+  CU(cudaMalloc(&d->row_hidden, R * H * sizeof(__nv_bfloat16)));
   CU(cudaMalloc(&d->logits, R * V * sizeof(float)));
   const size_t parts = (size_t)kSplitMaxTokens * (size_t)c->num_heads * (size_t)rill_attention_granules(d->geom);
   CU(cudaMalloc(&d->part_ml, parts * 2 * sizeof(float)));
@@ -258,9 +259,9 @@ static rill_status alloc_buffers(rill_cuda *d, char *err, size_t err_cap) {
   CU(cudaMallocHost(&d->samp_out_host, l.out_bytes));
   const size_t slots = R < (size_t)kSampleSlots ? R : (size_t)kSampleSlots;
   CU(cudaMalloc(&d->samp_scratch, slots * rill_sample_slot_bytes((int)V)));
-  /* cuBLASLt is optional: without it (or when it cannot start) the tiled kernel serves every batch size. */
-  const size_t widest = H > I ? (H > QD ? H : QD) : (I > QD ? I : QD);
-  d->lt_on = rill_gemm_lt_create(&d->lt, (T > R ? T : R) * widest, d->lt_why, sizeof d->lt_why) == RILL_OK;
+  /* cuBLASLt is optional: without it (or when it cannot start) the tiled kernel serves every batch size. Its cast
+   * buffer holds the one fp32 GEMM input, the attention output. */
+  d->lt_on = rill_gemm_lt_create(&d->lt, T * QD, d->lt_why, sizeof d->lt_why) == RILL_OK;
   const char *host = getenv("RILL_CUDA_HOST_SAMPLER");
   d->host_sampling = host != nullptr && strcmp(host, "1") == 0;
   return RILL_OK;
@@ -350,6 +351,26 @@ static cudaError_t linear(rill_cuda *d, const float *x, int T, int K, const __nv
   return rill_k_linear(d->stream, x, T, K, W, N, bias, accumulate, y);
 }
 
+/* The same for bf16 x (steps above the GEMV threshold): cuBLASLt, else the tiled kernel. */
+static cudaError_t linear_bf16x(rill_cuda *d, const __nv_bfloat16 *x, int T, int K, const __nv_bfloat16 *W, int N,
+                                const float *bias, int accumulate, float *y) {
+  if (d->lt_on) {
+    const cudaError_t e = rill_gemm_lt_linear_bf16x(&d->lt, d->stream, x, T, K, W, N, bias, accumulate, y);
+    if (e != cudaErrorNotSupported) return e;
+  }
+  return rill_k_linear_bf16x(d->stream, x, T, K, W, N, bias, accumulate, y);
+}
+
+/* y = RMSNorm(x rows src(r)) · Wᵀ (rill_k_rms_norm's rows): fused into the streaming kernel for at most kGemvMaxTokens
+ * rows, otherwise normed into bf16 xb for the GEMM. */
+static cudaError_t norm_linear(rill_cuda *d, const float *x, const int32_t *rows, const float *norm_w, int T, int K,
+                               __nv_bfloat16 *xb, const __nv_bfloat16 *W, int N, const float *bias, float *y) {
+  const float eps = d->cfg.rms_norm_eps;
+  if (T <= kGemvMaxTokens) return rill_k_linear_norm(d->stream, x, rows, norm_w, eps, T, K, W, N, bias, 0, y);
+  const cudaError_t e = rill_k_rms_norm(d->stream, x, rows, norm_w, K, eps, T, xb);
+  return e != cudaSuccess ? e : linear_bf16x(d, xb, T, K, W, N, bias, 0, y);
+}
+
 /* The layers over the batch's T fed tokens, then norm and output projection of rows [r0, r0 + n) into d->logits. */
 static rill_status run_layers(rill_cuda *d, int T, int S, const int32_t *tokens, const int32_t *positions,
                               const int32_t *tok_seq, const int32_t *query_start, const int32_t *tables, char *err,
@@ -358,19 +379,24 @@ static rill_status run_layers(rill_cuda *d, int T, int S, const int32_t *tokens,
   const int H = c->hidden_size, I = c->intermediate_size, QD = c->num_heads * c->head_dim;
   cudaStream_t st = d->stream;
   CU(rill_k_embed(st, d->embed, H, tokens, T, d->x));
+  /* Decode and verify steps (T ≤ kGemvMaxTokens): 6 kernels per layer (7 with the split-KV merge) — qkv with the
+   * attention RMSNorm, q/k norm + RoPE + KV write, attention, o with the residual add, gate_up with the FFN RMSNorm,
+   * down with SiLU·mul and the residual add. Larger steps norm and multiply in separate kernels through bf16. */
   for (int l = 0; l < c->num_layers; l++) {
     const layer_dev *L = &d->layers[l];
-    CU(rill_k_rms_norm(st, d->x, nullptr, L->attn_norm, H, c->rms_norm_eps, T, d->xn));
-    CU(linear(d, d->xn, T, H, L->qkv, d->qkv_dim, L->qkv_bias, 0, d->qkv));
+    CU(norm_linear(d, d->x, nullptr, L->attn_norm, T, H, d->xb, L->qkv, d->qkv_dim, L->qkv_bias, d->qkv));
     CU(rill_k_qk_rope_kv(st, d->qkv, T, c->num_heads, c->num_kv_heads, c->head_dim, L->q_norm, L->k_norm,
                          c->rms_norm_eps, d->inv_freq, positions, tok_seq, tables, d->geom, l, d->kc, d->vc));
     CU(rill_k_attention(st, d->qkv, T, S, c->num_heads, positions, query_start, tables, d->geom, l, d->kc, d->vc,
                         d->attn, d->part_ml, d->part_acc));
     CU(linear(d, d->attn, T, QD, L->o, H, L->o_bias, 1, d->x));
-    CU(rill_k_rms_norm(st, d->x, nullptr, L->ffn_norm, H, c->rms_norm_eps, T, d->xn));
-    CU(linear(d, d->xn, T, H, L->gate_up, 2 * I, nullptr, 0, d->gu));
-    CU(rill_k_silu_mul(st, d->gu, T, I, d->act));
-    CU(linear(d, d->act, T, I, L->down, H, nullptr, 1, d->x));
+    CU(norm_linear(d, d->x, nullptr, L->ffn_norm, T, H, d->xb, L->gate_up, 2 * I, nullptr, d->gu));
+    if (T <= kGemvMaxTokens) {
+      CU(rill_k_linear_silu_mul(st, d->gu, T, I, L->down, H, d->x));
+    } else {
+      CU(rill_k_silu_mul(st, d->gu, T, I, d->xb));
+      CU(linear_bf16x(d, d->xb, T, I, L->down, H, nullptr, 1, d->x));
+    }
   }
   return RILL_OK;
 }
@@ -423,8 +449,8 @@ static rill_status forward_rows(rill_cuda *d, const rill_step_batch *b, int all_
   /* rill_forward_logits may ask for more rows than the step buffers hold: go in slices of max_rows. */
   for (int32_t r0 = 0; r0 < R; r0 += d->max_rows) {
     const int32_t n = R - r0 < d->max_rows ? R - r0 : d->max_rows;
-    CU(rill_k_rms_norm(st, d->x, drows + r0, d->final_norm, c->hidden_size, c->rms_norm_eps, n, d->row_hidden));
-    CU(linear(d, d->row_hidden, n, c->hidden_size, head, V, nullptr, 0, d->logits));
+    CU(norm_linear(d, d->x, drows + r0, d->final_norm, n, c->hidden_size, d->row_hidden, head, V, nullptr,
+                   d->logits));
     if (to_host) {
       CU(cudaMemcpyAsync(dst + (size_t)r0 * V, d->logits, (size_t)n * V * sizeof(float), cudaMemcpyDeviceToHost,
                          st));

@@ -17,6 +17,10 @@ cudaError_t rill_gemm_lt_linear(rill_gemm_lt *, cudaStream_t, const float *, int
                                 const float *, int, float *) {
   return cudaErrorNotSupported;
 }
+cudaError_t rill_gemm_lt_linear_bf16x(rill_gemm_lt *, cudaStream_t, const __nv_bfloat16 *, int, int,
+                                      const __nv_bfloat16 *, int, const float *, int, float *) {
+  return cudaErrorNotSupported;
+}
 #else
 #include <library_types.h>
 
@@ -121,9 +125,11 @@ static const rill_lt_entry *algo_for(rill_gemm_lt *g, int m_bucket, int N, int K
   return nullptr;
 }
 
-cudaError_t rill_gemm_lt_linear(rill_gemm_lt *g, cudaStream_t s, const float *x, int T, int K,
-                                const __nv_bfloat16 *W, int N, const float *bias, int accumulate, float *y) {
-  if (g->api.lib == nullptr || (size_t)T * (size_t)K > g->max_elems) return cudaErrorNotSupported;
+/* y = x · Wᵀ for bf16 x, or for fp32 xf cast into g->xb first (x == nullptr); the cast is enqueued only once an
+ * algorithm is known, so cudaErrorNotSupported leaves nothing enqueued. */
+static cudaError_t lt_linear(rill_gemm_lt *g, cudaStream_t s, const float *xf, const __nv_bfloat16 *x, int T, int K,
+                             const __nv_bfloat16 *W, int N, const float *bias, int accumulate, float *y) {
+  if (g->api.lib == nullptr) return cudaErrorNotSupported;
   /* Row-major y[T×N] = x[T×K] · W[N×K]ᵀ is column-major D (N × T, ld N) = op(A) · B with A = W stored K × N (ld K)
    * and transposed, B = x stored K × T (ld K). The heuristic sees the bucket's column count; the call the real one. */
   const int m_bucket = bucket_of(T);
@@ -140,14 +146,18 @@ cudaError_t rill_gemm_lt_linear(rill_gemm_lt *g, cudaStream_t s, const float *x,
       g->api.layout_destroy(hc);
     }
     if (e != nullptr) {
-      const size_t n = (size_t)T * (size_t)K;
-      RILL_LAUNCH(to_bf16_kernel, (unsigned)((n + 255) / 256), 256, s, x, n, g->xb);
-      result = cudaGetLastError();
+      result = cudaSuccess;
+      if (x == nullptr) {
+        const size_t n = (size_t)T * (size_t)K;
+        RILL_LAUNCH(to_bf16_kernel, (unsigned)((n + 255) / 256), 256, s, xf, n, g->xb);
+        result = cudaGetLastError();
+        x = g->xb;
+      }
       const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
       if (result == cudaSuccess &&
-          g->api.matmul(g->handle, g->desc, &alpha, W, la, g->xb, lb, &beta, y, lc, y, lc, e->algo, g->workspace,
+          g->api.matmul(g->handle, g->desc, &alpha, W, la, x, lb, &beta, y, lc, y, lc, e->algo, g->workspace,
                         g->workspace_bytes, s) != 0) {
-        /* The cast is harmless to leave enqueued: the tiled kernel reads x, not xb. */
+        /* A cast left enqueued is harmless: the tiled kernel reads xf, not xb. */
         result = cudaErrorNotSupported;
       }
       if (result == cudaSuccess && bias != nullptr) {
@@ -162,5 +172,16 @@ cudaError_t rill_gemm_lt_linear(rill_gemm_lt *g, cudaStream_t s, const float *x,
     if (l != nullptr) g->api.layout_destroy(l);
   }
   return result;
+}
+
+cudaError_t rill_gemm_lt_linear(rill_gemm_lt *g, cudaStream_t s, const float *x, int T, int K,
+                                const __nv_bfloat16 *W, int N, const float *bias, int accumulate, float *y) {
+  if ((size_t)T * (size_t)K > g->max_elems) return cudaErrorNotSupported;
+  return lt_linear(g, s, x, nullptr, T, K, W, N, bias, accumulate, y);
+}
+
+cudaError_t rill_gemm_lt_linear_bf16x(rill_gemm_lt *g, cudaStream_t s, const __nv_bfloat16 *x, int T, int K,
+                                      const __nv_bfloat16 *W, int N, const float *bias, int accumulate, float *y) {
+  return lt_linear(g, s, nullptr, x, T, K, W, N, bias, accumulate, y);
 }
 #endif /* RILL_CUDA_EMU */

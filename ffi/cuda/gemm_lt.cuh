@@ -1,7 +1,8 @@
 /*
- * y = x · Wᵀ through cuBLASLt (loaded at run time, cublaslt_loader.h) for steps above the GEMV threshold: x is cast
- * to bf16 into a buffer sized at create, then one bf16 × bf16 GEMM with fp32 compute writes fp32 y, so the kernels
- * after it are the same as on the tiled path. Differs from the tiled kernel by the bf16 rounding of x.
+ * y = x · Wᵀ through cuBLASLt (loaded at run time, cublaslt_loader.h) for steps above the GEMV threshold: one
+ * bf16 × bf16 GEMM with fp32 compute writes fp32 y, so the kernels after it are the same as on the tiled path. x comes
+ * as bf16 from the kernel before (normed rows, SiLU·mul), or fp32 (attention output) cast into a buffer sized at
+ * create.
  */
 #ifndef RILL_CUDA_GEMM_LT_CUH
 #define RILL_CUDA_GEMM_LT_CUH
@@ -24,7 +25,7 @@ struct rill_gemm_lt {
   void *handle, *desc, *pref;
   void *workspace;
   size_t workspace_bytes;
-  __nv_bfloat16 *xb; /* [max_elems] */
+  __nv_bfloat16 *xb; /* [max_elems]: fp32 x cast for rill_gemm_lt_linear */
   size_t max_elems;
   rill_lt_entry cache[kLtCacheEntries];
   int used;
@@ -40,5 +41,9 @@ void rill_gemm_lt_destroy(rill_gemm_lt *g);
  * this shape, nothing was enqueued, the caller uses the tiled kernel. */
 cudaError_t rill_gemm_lt_linear(rill_gemm_lt *g, cudaStream_t s, const float *x, int T, int K,
                                 const __nv_bfloat16 *W, int N, const float *bias, int accumulate, float *y);
+
+/* The same for x already bf16 (no cast, no size limit from max_elems). */
+cudaError_t rill_gemm_lt_linear_bf16x(rill_gemm_lt *g, cudaStream_t s, const __nv_bfloat16 *x, int T, int K,
+                                      const __nv_bfloat16 *W, int N, const float *bias, int accumulate, float *y);
 
 #endif /* RILL_CUDA_GEMM_LT_CUH */

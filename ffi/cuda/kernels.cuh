@@ -1,7 +1,9 @@
 /*
  * The CUDA device's kernels, each behind a host launcher that enqueues it on a stream and returns the launch status.
- * Activations are fp32 (the CPU device's accumulation type, so the two devices agree closely); weights and the KV
- * cache are bf16. Every launcher checks nothing about its arguments: the forward pass (cuda_device.cu) passes only
+ * Weights and the KV cache are bf16; every product accumulates in fp32. The residual stream and the projections'
+ * outputs are fp32 (the residual accumulates across layers). Steps of at most kGemvMaxTokens tokens read fp32 x in the
+ * weight-streaming kernel, with RMSNorm and SiLU·mul applied as x is loaded; larger steps feed bf16 activations
+ * (normed rows, SiLU·mul) to a bf16 × bf16 GEMM. Every launcher checks nothing about its arguments: the forward pass (cuda_device.cu) passes only
  * shapes it validated at create and indices the host validated per batch.
  */
 #ifndef RILL_CUDA_KERNELS_CUH
@@ -31,17 +33,36 @@ struct rill_kv_geom {
 /* x[t] = embed[tokens[t]] as fp32. */
 cudaError_t rill_k_embed(cudaStream_t s, const __nv_bfloat16 *embed, int H, const int32_t *tokens, int T, float *x);
 
-/* out[r] = w ⊙ x[src(r)] / rms(x[src(r)]), src(r) = rows ? rows[r] : r; rows of n values, eps inside the root. */
+/* out[r] = bf16(w ⊙ x[src(r)] / rms(x[src(r)])), src(r) = rows ? rows[r] : r; rows of n values, eps inside the
+ * root. The GEMM's input above the GEMV threshold (below it rill_k_linear_norm fuses the norm). */
 cudaError_t rill_k_rms_norm(cudaStream_t s, const float *x, const int32_t *rows, const float *w, int n, float eps,
-                            int R, float *out);
+                            int R, __nv_bfloat16 *out);
 
 /* Steps of at most this many fed tokens stream W (the GEMV path); larger ones use a GEMM. */
 constexpr int kGemvMaxTokens = 16;
 
 /* y[t][n] = (accumulate ? y[t][n] : 0) + Σ_k x[t][k] · W[n][k] + (bias ? bias[n] : 0), for t < T, n < N; K % 8 == 0.
- * Small T streams W once per 8 tokens with 16-byte loads; larger T uses shared-memory tiles. */
+ * Small T streams W once per 8 tokens (each lane keeps several 16-byte loads of W in flight); larger T uses
+ * shared-memory tiles. */
 cudaError_t rill_k_linear(cudaStream_t s, const float *x, int T, int K, const __nv_bfloat16 *W, int N,
                           const float *bias, int accumulate, float *y);
+
+/* rill_k_linear's contract for bf16 x on the tiled kernel (any T): the fallback when cuBLASLt is absent or has no
+ * algorithm for a shape. */
+cudaError_t rill_k_linear_bf16x(cudaStream_t s, const __nv_bfloat16 *x, int T, int K, const __nv_bfloat16 *W, int N,
+                                const float *bias, int accumulate, float *y);
+
+/* rill_k_linear of the RMSNorm of x's rows (rill_k_rms_norm's src(r), weight norm_w, eps), without writing them:
+ * y = inv_rms(x) · Σ_k (x[k] · norm_w[k]) · W[n][k], the sum of squares taken in the same pass over x.
+ * T ≤ kGemvMaxTokens (cudaErrorInvalidValue otherwise). */
+cudaError_t rill_k_linear_norm(cudaStream_t s, const float *x, const int32_t *rows, const float *norm_w, float eps,
+                               int T, int K, const __nv_bfloat16 *W, int N, const float *bias, int accumulate,
+                               float *y);
+
+/* y[t] += silu(gu[t][0..I)) ⊙ gu[t][I..2I) · Wᵀ (the down projection with the residual add), the product computed as
+ * x is loaded. T ≤ kGemvMaxTokens (cudaErrorInvalidValue otherwise); I % 8 == 0. */
+cudaError_t rill_k_linear_silu_mul(cudaStream_t s, const float *gu, int T, int I, const __nv_bfloat16 *W, int N,
+                                   float *y);
 
 /* Per fed token: per-head RMSNorm of q and k (when q_norm), RoPE at positions[t] (angles as the CPU device computes
  * them: fp32 angle, cos/sin in double), then k and v written into the token's KV slot of `layer`. */
@@ -79,7 +100,7 @@ cudaError_t rill_k_attention(cudaStream_t s, const float *qkv, int T, int num_se
                              rill_kv_geom g, int layer, const __nv_bfloat16 *kc, const __nv_bfloat16 *vc, float *out,
                              float *part_ml, float *part_acc);
 
-/* act[t][i] = silu(gu[t][i]) · gu[t][I + i]. */
-cudaError_t rill_k_silu_mul(cudaStream_t s, const float *gu, int T, int I, float *act);
+/* act[t][i] = bf16(silu(gu[t][i]) · gu[t][I + i]): the down GEMM's input above the GEMV threshold. */
+cudaError_t rill_k_silu_mul(cudaStream_t s, const float *gu, int T, int I, __nv_bfloat16 *act);
 
 #endif /* RILL_CUDA_KERNELS_CUH */

@@ -17,7 +17,8 @@ cudaError_t rill_k_embed(cudaStream_t s, const __nv_bfloat16 *embed, int H, cons
 }
 
 /* The CPU device sums squares in double; so does this, so the two agree to the last bit of the scale. */
-__global__ void rms_norm_kernel(const float *x, const int32_t *rows, const float *w, int n, float eps, float *out) {
+__global__ void rms_norm_kernel(const float *x, const int32_t *rows, const float *w, int n, float eps,
+                                __nv_bfloat16 *out) {
   __shared__ double scratch[32];
   const int r = blockIdx.x;
   const float *xr = x + (size_t)(rows != nullptr ? rows[r] : r) * n;
@@ -25,25 +26,27 @@ __global__ void rms_norm_kernel(const float *x, const int32_t *rows, const float
   for (int i = threadIdx.x; i < n; i += blockDim.x) ss += (double)xr[i] * (double)xr[i];
   ss = rill_block_sum(ss, scratch);
   const float inv = (float)(1.0 / sqrt(ss / n + (double)eps));
-  for (int i = threadIdx.x; i < n; i += blockDim.x) out[(size_t)r * n + i] = w[i] * (xr[i] * inv);
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    out[(size_t)r * n + i] = __float2bfloat16_rn(w[i] * (xr[i] * inv));
+  }
 }
 
 cudaError_t rill_k_rms_norm(cudaStream_t s, const float *x, const int32_t *rows, const float *w, int n, float eps,
-                            int R, float *out) {
+                            int R, __nv_bfloat16 *out) {
   if (R == 0) return cudaSuccess;
   RILL_LAUNCH(rms_norm_kernel, R, 256, s, x, rows, w, n, eps, out);
   return cudaGetLastError();
 }
 
-__global__ void silu_mul_kernel(const float *gu, int I, float *act) {
+__global__ void silu_mul_kernel(const float *gu, int I, __nv_bfloat16 *act) {
   const int t = blockIdx.y;
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= I) return;
   const float g = gu[(size_t)t * 2 * I + i], u = gu[(size_t)t * 2 * I + I + i];
-  act[(size_t)t * I + i] = g / (1.0f + expf(-g)) * u;
+  act[(size_t)t * I + i] = __float2bfloat16_rn(g / (1.0f + expf(-g)) * u);
 }
 
-cudaError_t rill_k_silu_mul(cudaStream_t s, const float *gu, int T, int I, float *act) {
+cudaError_t rill_k_silu_mul(cudaStream_t s, const float *gu, int T, int I, __nv_bfloat16 *act) {
   if (T == 0) return cudaSuccess;
   RILL_LAUNCH(silu_mul_kernel, dim3((unsigned)((I + 255) / 256), (unsigned)T), 256, s, gu, I, act);
   return cudaGetLastError();
