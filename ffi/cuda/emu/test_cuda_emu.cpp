@@ -582,8 +582,7 @@ int main(int argc, char **argv) {
   }
   const bool all = part == nullptr;
   if (!all && strcmp(part, "kernels") != 0 && strcmp(part, "models") != 0 && strcmp(part, "engine") != 0) {
-    fprintf(stderr, "test_cuda_emu: unknown part %s (kernels, models, engine)
-", part);
+    fprintf(stderr, "test_cuda_emu: unknown part %s (kernels, models, engine)\n", part);
     return 2;
   }
   if (all || strcmp(part, "kernels") == 0) {
@@ -610,8 +609,7 @@ int main(int argc, char **argv) {
     sampling_checks("models/rill-tiny-chatml");
   }
   printf("largest logits difference, relative: %.3g on the GEMV path (bound %.3g), %.3g with bf16 GEMM inputs (bound "
-         "%.3g)
-",
+         "%.3g)\n",
          worst_seen, kBound, worst_seen_bf16, kBoundBf16);
   return check_summary();
 }
