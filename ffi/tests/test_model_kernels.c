@@ -148,7 +148,8 @@ int main(void) {
   const rill_kernels *sets[3] = {rill_kernels_select("portable"), rill_kernels_select("avx2"),
                                  rill_kernels_select(NULL)};
   static const int shapes[][3] = {{1, 32, 1}, {7, 100, 3}, {13, 96, 9}, {5, 17, 2}, {9, 64, 5}, {4, 1000, 4}, {33, 160, 8},
-                                  {11, 200, 12}, {6, 48, 7}, {5, 48, 70}};
+                                  {11, 200, 12}, {6, 48, 7}, {5, 48, 70},
+                                  {19, 2100, 8}, {3, 4109, 13}};
   for (int s = 0; s < 3; s++) {
     printf("kernels: %s\n", sets[s]->isa);
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {

@@ -20,6 +20,13 @@
 #define F32_TILE_R 4
 #define F32_TILE_T 8
 #define F32_PF_ROWS 4
+/* Wider rows (the down projection's) hold more activations than L1 for 8 tokens: there each block of F32_KB_ROWS rows
+ * is walked F32_KC columns at a time, accumulators kept in memory between column chunks, and each row is prefetched
+ * F32_KPF columns ahead. */
+#define F32_WIDE 2048
+#define F32_KB_ROWS 16
+#define F32_KC 128
+#define F32_KPF 256
 
 #define TGT __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma"), always_inline)) static inline
 #define TGT_FN __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma"))) static
@@ -85,6 +92,55 @@ TGT void tile_f32(const int NR, const int NT, const float *x, size_t ldx, const 
 #pragma GCC unroll 8
       for (int t = 0; t < NT; t++) acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);
     }
+  }
+  __m512 v[16];
+  float sums[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; i++) v[i] = i < NR * NT ? acc[i / NT][i % NT] : _mm512_setzero_ps();
+  reduce16(v, sums);
+  for (int r = 0; r < NR; r++) {
+    for (int t = 0; t < NT; t++) {
+      float s = sums[r * NT + t];
+      for (int k = c; k < cols; k++) s += x[(size_t)t * ldx + k] * w[(size_t)r * ldw + k];
+      y[(size_t)t * ldy + (size_t)r] = s;
+    }
+  }
+}
+
+/* The tile_f32 of rows × 5..8 tokens over columns [c0, c1) only, its accumulators kept in buf between calls: the first
+ * call starts them at zero, the last (c1 = cols rounded down to 16) adds the tail and writes y. Each accumulator lane
+ * sees the same FMAs in the same order as in tile_f32, so the sums have the same bits. */
+TGT void tile_f32_cols(const int NR, const int NT, const float *x, size_t ldx, const float *w, size_t ldw, int c0,
+                       int c1, int cols, __m512 *buf, int first, int last, float *y, size_t ldy) {
+  __m512 acc[2][F32_TILE_T];
+#pragma GCC unroll 2
+  for (int r = 0; r < NR; r++) {
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) acc[r][t] = first ? _mm512_setzero_ps() : buf[r * NT + t];
+  }
+  int c = c0;
+  for (; c + 16 <= c1; c += 16) {
+    __m512 xv[F32_TILE_T];
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) {
+      xv[t] = _mm512_loadu_ps(x + (size_t)t * ldx + c);
+      __asm__("" : "+v"(xv[t]));
+    }
+#pragma GCC unroll 2
+    for (int r = 0; r < NR; r++) {
+      _mm_prefetch((const char *)(w + (size_t)r * ldw + c + F32_KPF), _MM_HINT_T1);
+      __m512 wv = _mm512_loadu_ps(w + (size_t)r * ldw + c);
+#pragma GCC unroll 8
+      for (int t = 0; t < NT; t++) acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);
+    }
+  }
+  if (!last) {
+#pragma GCC unroll 2
+    for (int r = 0; r < NR; r++) {
+#pragma GCC unroll 8
+      for (int t = 0; t < NT; t++) buf[r * NT + t] = acc[r][t];
+    }
+    return;
   }
   __m512 v[16];
   float sums[16];
@@ -292,6 +348,37 @@ TGT_Z void tile_q8_z(const int NR, const int NT, const int8_t *xq, const float *
   default: break;                                \
   }
 
+/* The tile shapes of tile_f32_cols: 1..2 × 5..8. */
+#define DISPATCH_F32_COLS(TILE, nr, nt, ...)     \
+  switch ((nr) * 16 + (nt)) {                    \
+  case 21: TILE(1, 5, __VA_ARGS__); break;       \
+  case 22: TILE(1, 6, __VA_ARGS__); break;       \
+  case 23: TILE(1, 7, __VA_ARGS__); break;       \
+  case 24: TILE(1, 8, __VA_ARGS__); break;       \
+  case 37: TILE(2, 5, __VA_ARGS__); break;       \
+  case 38: TILE(2, 6, __VA_ARGS__); break;       \
+  case 39: TILE(2, 7, __VA_ARGS__); break;       \
+  case 40: TILE(2, 8, __VA_ARGS__); break;       \
+  default: break;                                \
+  }
+
+/* 5..8 tokens over rows [r0, r1) of a wide matrix: row blocks of F32_KB_ROWS, columns F32_KC at a time. */
+TGT void gemm_f32_wide(const float *x, size_t ldx, int nt, const float *w, size_t ldw, int cols, int r0, int r1,
+                       float *y, size_t ldy) {
+  __m512 buf[F32_KB_ROWS / 2][16];
+  const int c16 = cols - cols % 16;
+  for (int rb = r0; rb < r1; rb += F32_KB_ROWS) {
+    const int re = MIN(r1, rb + F32_KB_ROWS);
+    for (int c0 = 0; c0 < c16; c0 += F32_KC) {
+      const int c1 = MIN(c16, c0 + F32_KC);
+      for (int r = rb; r < re; r += 2) {
+        DISPATCH_F32_COLS(tile_f32_cols, MIN(2, re - r), nt, x, ldx, w + (size_t)r * ldw, ldw, c0, c1, cols,
+                          buf[(r - rb) / 2], c0 == 0, c1 == c16, y + (size_t)r, ldy)
+      }
+    }
+  }
+}
+
 TGT_FN void gemm_f32(const float *x, size_t ldx, int T, const float *w, size_t ldw, int cols, int r0, int r1, float *y,
                      size_t ldy) {
   for (int tc = 0; tc < T; tc += CHUNK_T) {
@@ -299,11 +386,15 @@ TGT_FN void gemm_f32(const float *x, size_t ldx, int T, const float *w, size_t l
     /* Tokens in groups of 8 while more than 4 remain, then one group of the rest. */
     for (int t = tc; t < te;) {
       int nt = te - t > 4 ? MIN(F32_TILE_T, te - t) : te - t;
-      int tile_r = nt > 4 ? 2 : 4;
-      for (int r = r0; r < r1; r += tile_r) {
-        int nr = MIN(tile_r, r1 - r);
-        DISPATCH_F32(tile_f32, nr, nt, x + (size_t)t * ldx, ldx, w + (size_t)r * ldw, ldw, cols,
-                     y + (size_t)t * ldy + (size_t)r, ldy)
+      if (nt > 4 && cols > F32_WIDE) {
+        gemm_f32_wide(x + (size_t)t * ldx, ldx, nt, w, ldw, cols, r0, r1, y + (size_t)t * ldy, ldy);
+      } else {
+        int tile_r = nt > 4 ? 2 : 4;
+        for (int r = r0; r < r1; r += tile_r) {
+          int nr = MIN(tile_r, r1 - r);
+          DISPATCH_F32(tile_f32, nr, nt, x + (size_t)t * ldx, ldx, w + (size_t)r * ldw, ldw, cols,
+                       y + (size_t)t * ldy + (size_t)r, ldy)
+        }
       }
       t += nt;
     }
