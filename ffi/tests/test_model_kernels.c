@@ -245,8 +245,9 @@ int main(void) {
   if (strncmp(sets[1]->isa, "avx2", 4) == 0 && sets[1] != &rill_kernels_avx2) sets[nsets++] = &rill_kernels_avx2;
   if (strncmp(sets[2]->isa, "avx512", 6) == 0 && sets[2] != &rill_kernels_avx512) sets[nsets++] = &rill_kernels_avx512;
 #endif
-  static const int shapes[][3] = {{1, 32, 1}, {7, 100, 3}, {13, 96, 9}, {5, 17, 2}, {9, 64, 5}, {4, 1000, 4}, {33, 160, 8},
-                                  {3, 1090, 2}, {6, 700, 5}};
+  static const int shapes[][3] = {{1, 32, 1},   {7, 100, 3}, {13, 96, 9}, {5, 17, 2},    {9, 64, 5},
+                                  {4, 1000, 4}, {33, 160, 8}, {3, 1090, 2}, {6, 700, 5}, {11, 200, 12},
+                                  {6, 48, 7},   {5, 48, 70},  {19, 2100, 8}, {3, 4109, 13}};
   for (int s = 0; s < nsets; s++) {
     printf("kernels: %s\n", sets[s]->isa);
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {

@@ -13,6 +13,20 @@
 /* bf16 and int8 rows are short (a 896-wide int8 row is 14 cache lines), too short for the hardware prefetcher to
  * ramp up on each new group of rows; prefetching the same columns PF_ROWS rows ahead keeps loads in flight. */
 #define PF_ROWS 8
+/* fp32 tiles: up to 4 rows × 4 tokens, or 2 rows × 8 tokens, so an 8-token decode step streams each weight row once
+ * (16 accumulators either way). With several tokens the FMAs keep the core busy enough that the hardware prefetcher
+ * falls behind, so weight rows F32_PF_ROWS ahead are prefetched into L2; a single token is bound by memory alone and
+ * the hardware prefetcher keeps up. */
+#define F32_TILE_R 4
+#define F32_TILE_T 8
+#define F32_PF_ROWS 4
+/* Wider rows (the down projection's) hold more activations than L1 for 8 tokens: there each block of F32_KB_ROWS rows
+ * is walked F32_KC columns at a time, accumulators kept in memory between column chunks, and each row is prefetched
+ * F32_KPF columns ahead. */
+#define F32_WIDE 2048
+#define F32_KB_ROWS 16
+#define F32_KC 128
+#define F32_KPF 256
 
 #define TGT __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma"), always_inline)) static inline
 #define TGT_FN __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma"))) static
@@ -28,29 +42,114 @@ TGT __m512 load_bf16(const uint16_t *p) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
 }
 
+/* Sums of 16 vectors at once, sums[i] = Σ v[i]: the same pairwise tree as _mm512_reduce_add_ps (lane k + lane k+8,
+ * then +4, +2, +1), so a sum has the same bits however many are reduced together, with 15 vector adds instead of 64. */
+TGT void reduce16(const __m512 v[16], float sums[16]) {
+  __m512 a[8], b[4], c[2];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; i++) {
+    a[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0x44),
+                         _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0xEE));
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; i++) {
+    b[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0x88),
+                         _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0xDD));
+  }
+#pragma GCC unroll 2
+  for (int i = 0; i < 2; i++) {
+    c[i] = _mm512_add_ps(_mm512_shuffle_ps(b[2 * i], b[2 * i + 1], 0x44),
+                         _mm512_shuffle_ps(b[2 * i], b[2 * i + 1], 0xEE));
+  }
+  /* Lane 4m + k now holds the sum of v[m + 4k]. */
+  __m512 d = _mm512_add_ps(_mm512_shuffle_ps(c[0], c[1], 0x88), _mm512_shuffle_ps(c[0], c[1], 0xDD));
+  const __m512i order = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
+  _mm512_storeu_ps(sums, _mm512_permutexvar_ps(order, d));
+}
+
 TGT void tile_f32(const int NR, const int NT, const float *x, size_t ldx, const float *w, size_t ldw, int cols,
                   float *y, size_t ldy) {
-  __m512 acc[TILE_R][TILE_T];
+  __m512 acc[F32_TILE_R][F32_TILE_T];
 #pragma GCC unroll 4
   for (int r = 0; r < NR; r++) {
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < NT; t++) acc[r][t] = _mm512_setzero_ps();
   }
   int c = 0;
   for (; c + 16 <= cols; c += 16) {
-    __m512 xv[TILE_T];
-#pragma GCC unroll 4
-    for (int t = 0; t < NT; t++) xv[t] = _mm512_loadu_ps(x + (size_t)t * ldx + c);
+    __m512 xv[F32_TILE_T];
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) {
+      xv[t] = _mm512_loadu_ps(x + (size_t)t * ldx + c);
+      /* Keeps the activations in registers: folded into each row's FMA as a memory operand they would be loaded NR
+       * times, and the loads, not the FMAs, would bound the loop. */
+      __asm__("" : "+v"(xv[t]));
+    }
 #pragma GCC unroll 4
     for (int r = 0; r < NR; r++) {
+      if (NT > 1) _mm_prefetch((const char *)(w + (size_t)(r + F32_PF_ROWS) * ldw + c), _MM_HINT_T1);
       __m512 wv = _mm512_loadu_ps(w + (size_t)r * ldw + c);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int t = 0; t < NT; t++) acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);
     }
   }
+  __m512 v[16];
+  float sums[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; i++) v[i] = i < NR * NT ? acc[i / NT][i % NT] : _mm512_setzero_ps();
+  reduce16(v, sums);
   for (int r = 0; r < NR; r++) {
     for (int t = 0; t < NT; t++) {
-      float s = _mm512_reduce_add_ps(acc[r][t]);
+      float s = sums[r * NT + t];
+      for (int k = c; k < cols; k++) s += x[(size_t)t * ldx + k] * w[(size_t)r * ldw + k];
+      y[(size_t)t * ldy + (size_t)r] = s;
+    }
+  }
+}
+
+/* The tile_f32 of rows × 5..8 tokens over columns [c0, c1) only, its accumulators kept in buf between calls: the first
+ * call starts them at zero, the last (c1 = cols rounded down to 16) adds the tail and writes y. Each accumulator lane
+ * sees the same FMAs in the same order as in tile_f32, so the sums have the same bits. */
+TGT void tile_f32_cols(const int NR, const int NT, const float *x, size_t ldx, const float *w, size_t ldw, int c0,
+                       int c1, int cols, __m512 *buf, int first, int last, float *y, size_t ldy) {
+  __m512 acc[2][F32_TILE_T];
+#pragma GCC unroll 2
+  for (int r = 0; r < NR; r++) {
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) acc[r][t] = first ? _mm512_setzero_ps() : buf[r * NT + t];
+  }
+  int c = c0;
+  for (; c + 16 <= c1; c += 16) {
+    __m512 xv[F32_TILE_T];
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) {
+      xv[t] = _mm512_loadu_ps(x + (size_t)t * ldx + c);
+      __asm__("" : "+v"(xv[t]));
+    }
+#pragma GCC unroll 2
+    for (int r = 0; r < NR; r++) {
+      _mm_prefetch((const char *)(w + (size_t)r * ldw + c + F32_KPF), _MM_HINT_T1);
+      __m512 wv = _mm512_loadu_ps(w + (size_t)r * ldw + c);
+#pragma GCC unroll 8
+      for (int t = 0; t < NT; t++) acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);
+    }
+  }
+  if (!last) {
+#pragma GCC unroll 2
+    for (int r = 0; r < NR; r++) {
+#pragma GCC unroll 8
+      for (int t = 0; t < NT; t++) buf[r * NT + t] = acc[r][t];
+    }
+    return;
+  }
+  __m512 v[16];
+  float sums[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; i++) v[i] = i < NR * NT ? acc[i / NT][i % NT] : _mm512_setzero_ps();
+  reduce16(v, sums);
+  for (int r = 0; r < NR; r++) {
+    for (int t = 0; t < NT; t++) {
+      float s = sums[r * NT + t];
       for (int k = c; k < cols; k++) s += x[(size_t)t * ldx + k] * w[(size_t)r * ldw + k];
       y[(size_t)t * ldy + (size_t)r] = s;
     }
@@ -263,17 +362,85 @@ TGT_Q_FN void quantize_q8_z(const float *x, int cols, int nblocks, int8_t *q, fl
 
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 
+/* The fp32 tile shapes: 4 × 1..4 and 2 × 5..8 (rows × tokens). */
+#define DISPATCH_F32(TILE, nr, nt, ...)          \
+  switch ((nr) * 16 + (nt)) {                    \
+  case 17: TILE(1, 1, __VA_ARGS__); break;       \
+  case 18: TILE(1, 2, __VA_ARGS__); break;       \
+  case 19: TILE(1, 3, __VA_ARGS__); break;       \
+  case 20: TILE(1, 4, __VA_ARGS__); break;       \
+  case 21: TILE(1, 5, __VA_ARGS__); break;       \
+  case 22: TILE(1, 6, __VA_ARGS__); break;       \
+  case 23: TILE(1, 7, __VA_ARGS__); break;       \
+  case 24: TILE(1, 8, __VA_ARGS__); break;       \
+  case 33: TILE(2, 1, __VA_ARGS__); break;       \
+  case 34: TILE(2, 2, __VA_ARGS__); break;       \
+  case 35: TILE(2, 3, __VA_ARGS__); break;       \
+  case 36: TILE(2, 4, __VA_ARGS__); break;       \
+  case 37: TILE(2, 5, __VA_ARGS__); break;       \
+  case 38: TILE(2, 6, __VA_ARGS__); break;       \
+  case 39: TILE(2, 7, __VA_ARGS__); break;       \
+  case 40: TILE(2, 8, __VA_ARGS__); break;       \
+  case 49: TILE(3, 1, __VA_ARGS__); break;       \
+  case 50: TILE(3, 2, __VA_ARGS__); break;       \
+  case 51: TILE(3, 3, __VA_ARGS__); break;       \
+  case 52: TILE(3, 4, __VA_ARGS__); break;       \
+  case 65: TILE(4, 1, __VA_ARGS__); break;       \
+  case 66: TILE(4, 2, __VA_ARGS__); break;       \
+  case 67: TILE(4, 3, __VA_ARGS__); break;       \
+  case 68: TILE(4, 4, __VA_ARGS__); break;       \
+  default: break;                                \
+  }
+
+/* The tile shapes of tile_f32_cols: 1..2 × 5..8. */
+#define DISPATCH_F32_COLS(TILE, nr, nt, ...)     \
+  switch ((nr) * 16 + (nt)) {                    \
+  case 21: TILE(1, 5, __VA_ARGS__); break;       \
+  case 22: TILE(1, 6, __VA_ARGS__); break;       \
+  case 23: TILE(1, 7, __VA_ARGS__); break;       \
+  case 24: TILE(1, 8, __VA_ARGS__); break;       \
+  case 37: TILE(2, 5, __VA_ARGS__); break;       \
+  case 38: TILE(2, 6, __VA_ARGS__); break;       \
+  case 39: TILE(2, 7, __VA_ARGS__); break;       \
+  case 40: TILE(2, 8, __VA_ARGS__); break;       \
+  default: break;                                \
+  }
+
+/* 5..8 tokens over rows [r0, r1) of a wide matrix: row blocks of F32_KB_ROWS, columns F32_KC at a time. */
+TGT void gemm_f32_wide(const float *x, size_t ldx, int nt, const float *w, size_t ldw, int cols, int r0, int r1,
+                       float *y, size_t ldy) {
+  __m512 buf[F32_KB_ROWS / 2][16];
+  const int c16 = cols - cols % 16;
+  for (int rb = r0; rb < r1; rb += F32_KB_ROWS) {
+    const int re = MIN(r1, rb + F32_KB_ROWS);
+    for (int c0 = 0; c0 < c16; c0 += F32_KC) {
+      const int c1 = MIN(c16, c0 + F32_KC);
+      for (int r = rb; r < re; r += 2) {
+        DISPATCH_F32_COLS(tile_f32_cols, MIN(2, re - r), nt, x, ldx, w + (size_t)r * ldw, ldw, c0, c1, cols,
+                          buf[(r - rb) / 2], c0 == 0, c1 == c16, y + (size_t)r, ldy)
+      }
+    }
+  }
+}
+
 TGT_FN void gemm_f32(const float *x, size_t ldx, int T, const float *w, size_t ldw, int cols, int r0, int r1, float *y,
                      size_t ldy) {
   for (int tc = 0; tc < T; tc += CHUNK_T) {
     int te = MIN(T, tc + CHUNK_T);
-    for (int r = r0; r < r1; r += TILE_R) {
-      int nr = MIN(TILE_R, r1 - r);
-      for (int t = tc; t < te; t += TILE_T) {
-        int nt = MIN(TILE_T, te - t);
-        DISPATCH(tile_f32, nr, nt, x + (size_t)t * ldx, ldx, w + (size_t)r * ldw, ldw, cols,
-                 y + (size_t)t * ldy + (size_t)r, ldy)
+    /* Tokens in groups of 8 while more than 4 remain, then one group of the rest. */
+    for (int t = tc; t < te;) {
+      int nt = te - t > 4 ? MIN(F32_TILE_T, te - t) : te - t;
+      if (nt > 4 && cols > F32_WIDE) {
+        gemm_f32_wide(x + (size_t)t * ldx, ldx, nt, w, ldw, cols, r0, r1, y + (size_t)t * ldy, ldy);
+      } else {
+        int tile_r = nt > 4 ? 2 : 4;
+        for (int r = r0; r < r1; r += tile_r) {
+          int nr = MIN(tile_r, r1 - r);
+          DISPATCH_F32(tile_f32, nr, nt, x + (size_t)t * ldx, ldx, w + (size_t)r * ldw, ldw, cols,
+                       y + (size_t)t * ldy + (size_t)r, ldy)
+        }
       }
+      t += nt;
     }
   }
 }
