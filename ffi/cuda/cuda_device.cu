@@ -61,7 +61,6 @@ struct layer_dev {
 constexpr int kMaxGraphTokens = 512;
 constexpr int kMaxGraphs = 16;
 
-
 } // namespace
 
 struct rill_cuda {
@@ -527,9 +526,11 @@ static rill_status bucket_kernels(rill_cuda *d, int Tb, char *err, size_t err_ca
   return s != RILL_OK ? s : head_rows(d, drows, Tb, err, err_cap);
 }
 
-/* Captures one graph per bucket. Each bucket first runs eagerly on a batch of padding only (loading its kernels and
- * choosing its cuBLASLt algorithms outside the capture), then is captured, instantiated and replayed once on the
- * same batch; one synchronisation at the end reports any failure. RILL_CUDA_GRAPHS=0 at create: none. */
+/* Captures one graph per bucket and uploads it (its first replay then costs what the others do). The smallest and
+ * largest buckets first run eagerly on a batch of padding only, which loads every kernel the graphs use outside a
+ * capture, and so does every bucket cuBLASLt serves, which picks its algorithms; the stream is synchronised after
+ * each, so a fault is reported at create and the host metadata is free to rewrite. RILL_CUDA_GRAPHS=0 at create:
+ * none. */
 static rill_status capture_graphs(rill_cuda *d, char *err, size_t err_cap) {
   const char *env = getenv("RILL_CUDA_GRAPHS");
   if (env != nullptr && strcmp(env, "0") == 0) return RILL_OK;
@@ -537,11 +538,14 @@ static rill_status capture_graphs(rill_cuda *d, char *err, size_t err_cap) {
   if (top < 1) return RILL_OK;
   cudaStream_t st = d->stream;
   for (int Tb = 1; d->num_graphs < kMaxGraphs; Tb = Tb * 2 < top ? Tb * 2 : top) {
-    pad_meta(d, 0, 0, Tb, 0);
-    const size_t meta_len = 4 * (size_t)Tb + (size_t)d->table_stride;
-    CU(cudaMemcpyAsync(d->meta, d->meta_host, meta_len * sizeof(int32_t), cudaMemcpyHostToDevice, st));
-    rill_status s = bucket_kernels(d, Tb, err, err_cap);
-    if (s != RILL_OK) return s;
+    rill_status s = RILL_OK;
+    if (Tb == 1 || Tb == top || (d->lt_on && Tb > kGemvMaxTokens)) {
+      pad_meta(d, 0, 0, Tb, 0);
+      const size_t meta_len = 4 * (size_t)Tb + (size_t)d->table_stride;
+      CU(cudaMemcpyAsync(d->meta, d->meta_host, meta_len * sizeof(int32_t), cudaMemcpyHostToDevice, st));
+      if ((s = bucket_kernels(d, Tb, err, err_cap)) != RILL_OK) return s;
+      CU(cudaStreamSynchronize(st));
+    }
     CU(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
     /* The capture always ends, so the stream is usable (and destroyable) whatever failed inside it. */
     s = bucket_kernels(d, Tb, err, err_cap);
@@ -559,7 +563,7 @@ static rill_status capture_graphs(rill_cuda *d, char *err, size_t err_cap) {
     d->graphs[d->num_graphs] = exec;
     d->graph_tokens[d->num_graphs++] = Tb;
     if (freed != cudaSuccess) return cuda_fail(err, err_cap, "cudaGraphDestroy", freed);
-    CU(cudaGraphLaunch(exec, st));
+    CU(cudaGraphUpload(exec, st));
     if (Tb == top) break;
   }
   CU(cudaStreamSynchronize(st));

@@ -371,6 +371,16 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t graph,
   return cudaSuccess;
 }
 
+/* Device memory is host memory: nothing to upload. */
+cudaError_t cudaGraphUpload(cudaGraphExec_t graphExec, cudaStream_t stream) {
+  if (graphExec == nullptr) return cudaErrorInvalidResourceHandle;
+  if (stream != nullptr && stream->capturing) {
+    stream->invalidated = true;
+    return cudaErrorStreamCaptureUnsupported;
+  }
+  return cudaSuccess;
+}
+
 /* Into a capturing stream the graph's work is recorded (a child graph on a GPU); otherwise it runs now. */
 cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream) {
   if (graphExec == nullptr) return cudaErrorInvalidResourceHandle;
