@@ -367,7 +367,7 @@ def check_vs_transformers(lib, model_dir, name, table, tol):
         for s, n, r in zip(seqs, lengths, ref):
             worst = max(worst, rel_err(got[at:at + n], r[:n]))
             at += n
-        table.add(f"{name}: GEMM above 16 tokens", e.info.isa.decode().split(" ", 1)[-1], "info", True)
+        table.add(f"{name}: GEMM above 16 tokens", gemm_of(e.info.isa.decode()), "info", True)
         table.add(f"{name}: prefill logits vs transformers (rel)", f"{worst:.2e}", f"<= {tol}", worst <= tol)
         worst = 0.0
         for k in range(decode):
@@ -418,7 +418,7 @@ def check_vs_cpu(lib, model_dir, table):
         name = Path(model_dir).name
         isa = gpu.info.isa.decode()
         tol = CPU_TOL_CUBLASLT if "cublasLt" in isa else CPU_TOL_TILED
-        table.add(f"{name}: GEMM above 16 tokens", isa.split(" ", 1)[-1], "info", True)
+        table.add(f"{name}: GEMM above 16 tokens", gemm_of(isa), "info", True)
         table.add(f"{name}: cuda vs cpu logits (rel)", f"{worst:.2e}", f"<= {tol:g}", worst <= tol)
     finally:
         cpu.close()
@@ -538,12 +538,18 @@ def copy_bandwidth():
     return best
 
 
+def gemm_of(isa):
+    """The GEMM path in rill_info.isa ("sm_90 cublasLt g10": the GEMM path between the arch and the graph count)."""
+    return isa.split(" ", 1)[-1].rsplit(" g", 1)[0]
+
+
 def bench(lib, model_dir, table, bw):
     e = Engine(lib, model_dir, "cuda", max_seqs=256, max_batch_tokens=8192, max_drafts=4, max_model_len=9216)
     try:
         i = e.info
-        table.add("8B: start-up (read weights + upload + buffers)", f"{e.startup_s:.1f} s", "<= 20 s",
+        table.add("8B: start-up (read weights + upload + buffers + graph capture)", f"{e.startup_s:.1f} s", "<= 20 s",
                   e.startup_s <= 20)
+        table.add("8B: CUDA graphs (decode/verify buckets)", i.isa.decode().rsplit(" g", 1)[-1], "info", True)
         table.add("8B: KV pool", f"{i.num_blocks} blocks, {i.kv_bytes / 2**30:.1f} GiB", "info", True)
         V, bs = i.vocab_size, i.block_size
         tied = json.loads((Path(model_dir) / "config.json").read_text()).get("tie_word_embeddings", False)

@@ -413,17 +413,20 @@ static rill_status head_rows(rill_cuda *d, const int32_t *drows, int n, char *er
   return RILL_OK;
 }
 
-/* Whether steps of a and b tokens (or rows) take the same kernels: the same attention splits and the same side of
- * the GEMV threshold. A graph captured for b then computes a's real rows exactly as an eager step of a would. */
-static bool same_kernels(int a, int b) {
-  return rill_attention_splits(a) == rill_attention_splits(b) && (a > kGemvMaxTokens) == (b > kGemvMaxTokens);
+/* Whether a step of T fed tokens and R logits rows takes the kernels that bucket Tb's graph replays: the same attention
+ * splits and the same side of the GEMV threshold for the layers, and for the head (no rows: nothing to match). The
+ * graph then computes the real rows exactly as an eager step would. */
+static bool same_kernels(int T, int R, int Tb) {
+  const bool gemv = Tb <= kGemvMaxTokens;
+  return rill_attention_splits(T) == rill_attention_splits(Tb) && (T <= kGemvMaxTokens) == gemv &&
+         (R == 0 || (R <= kGemvMaxTokens) == gemv);
 }
 
 /* The graph a step of T fed tokens and R logits rows replays, or -1: run it eagerly. */
 static int graph_for(const rill_cuda *d, int T, int R) {
   for (int i = 0; i < d->num_graphs; i++) {
     const int Tb = d->graph_tokens[i];
-    if (Tb >= T) return same_kernels(T, Tb) && same_kernels(R, Tb) ? i : -1;
+    if (Tb >= T) return same_kernels(T, R, Tb) ? i : -1;
   }
   return -1;
 }
