@@ -10,7 +10,8 @@ rill's CUDA device checked on a GPU machine (nvcc, torch, transformers; no Deno 
    prefill paged across shuffled blocks and 32 decode steps;
 3. compares the CUDA device with the CPU device on the bundled models (bf16 weights and KV on both);
 4. greedy decoding with and without speculation (drafts verified in the step) gives the same tokens;
-5. batch invariance: a sequence's decode logits are bitwise the same alone and in a batch of 8;
+5. batch invariance: a sequence's decode logits are bitwise the same alone and in a batch of 8; decode and verify
+   steps replayed from CUDA graphs give bitwise the logits of the same steps run eagerly (RILL_CUDA_GRAPHS=0);
 6. a short compute-sanitizer memcheck run on the bundled model;
 7. benchmarks on the Qwen3-8B shape: decode tokens/s at batch 1, 8, 64, 256 with 1k-token contexts, prefill tokens/s
    for 1k and 8k prompts, start-up time, and each decode figure as a fraction of the roofline (bytes read per step
@@ -487,6 +488,38 @@ def check_batch_invariance(lib, model_dir, table):
         e.close()
 
 
+def check_graphs(lib, model_dir, table):
+    """Decode and verify steps replayed from CUDA graphs (padded to their bucket) against the same steps run eagerly
+    (RILL_CUDA_GRAPHS=0 at create): bitwise the same logits, over batches of different sizes sharing buckets."""
+    import numpy as np
+    rng = random.Random(11)
+    os.environ["RILL_CUDA_GRAPHS"] = "0"
+    try:
+        eager = Engine(lib, model_dir, "cuda", max_seqs=16, max_batch_tokens=1024, num_blocks=512)
+    finally:
+        del os.environ["RILL_CUDA_GRAPHS"]
+    graphs = Engine(lib, model_dir, "cuda", max_seqs=16, max_batch_tokens=1024, num_blocks=512)
+    try:
+        table.add(f"{Path(model_dir).name}: CUDA graphs captured at start-up",
+                  graphs.info.isa.decode().rsplit(" g", 1)[-1], "> 0", not graphs.info.isa.decode().endswith(" g0"))
+        V = graphs.info.vocab_size
+        tables = paged([96] * 8, graphs.info.block_size, rng)
+        lens = [30 + 3 * i for i in range(8)]
+        prompts = [{"tokens": [rng.randrange(V) for _ in range(n)], "start": 0, "table": t}
+                   for n, t in zip(lens, tables)]
+        same = bool(np.array_equal(graphs.logits(prompts), eager.logits(prompts)))
+        for size, fed in [(3, 1), (5, 1), (8, 1), (2, 4), (3, 3), (1, 2)]:
+            step = [{"tokens": [rng.randrange(V) for _ in range(fed)], "start": lens[i], "table": tables[i]}
+                    for i in range(size)]
+            same = same and bool(np.array_equal(graphs.logits(step), eager.logits(step)))
+            for i in range(size):
+                lens[i] += fed
+        table.add(f"{Path(model_dir).name}: graph-replayed steps == eager steps", str(same), "True (bitwise)", same)
+    finally:
+        graphs.close()
+        eager.close()
+
+
 def check_sanitizer(nvcc, table):
     sanitizer = shutil.which("compute-sanitizer") or str(Path(nvcc).resolve().parent / "compute-sanitizer")
     if not Path(sanitizer).exists():
@@ -624,6 +657,7 @@ def main():
         steps.append((f"cpu vs cuda {m.name}", lambda m=m: check_vs_cpu(lib, m, table)))
     steps.append(("speculation", lambda: check_speculation(lib, bundled[0], table)))
     steps.append(("batch invariance", lambda: check_batch_invariance(lib, bundled[0], table)))
+    steps.append(("cuda graphs", lambda: check_graphs(lib, bundled[0], table)))
     steps.append(("compute-sanitizer", lambda: check_sanitizer(nvcc, table)))
     shapes = ["llama3-1b", "qwen3-0.6b"] + ([] if args.skip_8b else ["qwen3-8b"])
     for name in shapes:
