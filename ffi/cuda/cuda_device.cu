@@ -529,20 +529,22 @@ static rill_status bucket_kernels(rill_cuda *d, int Tb, char *err, size_t err_ca
   return s != RILL_OK ? s : head_rows(d, drows, Tb, err, err_cap);
 }
 
-/* Captures one graph per bucket and uploads it (its first replay then costs what the others do). The smallest and
- * largest buckets first run eagerly on a batch of padding only, which loads every kernel the graphs use outside a
- * capture, and so does every bucket cuBLASLt serves, which picks its algorithms; the stream is synchronised after
- * each, so a fault is reported at create and the host metadata is free to rewrite. RILL_CUDA_GRAPHS=0 at create:
- * none. */
+/* Captures one graph per bucket and uploads it (its first replay then costs what the others do). The first bucket of
+ * each kernel set (same_kernels) first runs eagerly on a batch of padding only, which loads every kernel the graphs
+ * use outside a capture, and so does every bucket cuBLASLt serves, which picks its algorithms; the stream is
+ * synchronised after each, so a fault is reported at create and the host metadata is free to rewrite.
+ * RILL_CUDA_GRAPHS=0 at create: none. */
 static rill_status capture_graphs(rill_cuda *d, char *err, size_t err_cap) {
   const char *env = getenv("RILL_CUDA_GRAPHS");
   if (env != nullptr && strcmp(env, "0") == 0) return RILL_OK;
   const int top = d->max_rows < kMaxGraphTokens ? d->max_rows : kMaxGraphTokens;
   if (top < 1) return RILL_OK;
   cudaStream_t st = d->stream;
+  int warmed = 0; /* the last bucket run eagerly */
   for (int Tb = 1; d->num_graphs < kMaxGraphs; Tb = Tb * 2 < top ? Tb * 2 : top) {
     rill_status s = RILL_OK;
-    if (Tb == 1 || Tb == top || (d->lt_on && Tb > kGemvMaxTokens)) {
+    if (warmed == 0 || !same_kernels(Tb, Tb, warmed) || (d->lt_on && Tb > kGemvMaxTokens)) {
+      warmed = Tb;
       pad_meta(d, 0, 0, Tb, 0);
       const size_t meta_len = 4 * (size_t)Tb + (size_t)d->table_stride;
       CU(cudaMemcpyAsync(d->meta, d->meta_host, meta_len * sizeof(int32_t), cudaMemcpyHostToDevice, st));
