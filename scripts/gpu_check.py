@@ -10,7 +10,8 @@ rill's CUDA device checked on a GPU machine (nvcc, torch, transformers; no Deno 
    prefill paged across shuffled blocks and 32 decode steps;
 3. compares the CUDA device with the CPU device on the bundled models (bf16 weights and KV on both);
 4. greedy decoding with and without speculation (drafts verified in the step) gives the same tokens;
-5. batch invariance: a sequence's decode logits are bitwise the same alone and in a batch of 8;
+5. batch invariance: a sequence's decode logits are bitwise the same alone and in a batch of 8; decode and verify
+   steps replayed from CUDA graphs give bitwise the logits of the same steps run eagerly (RILL_CUDA_GRAPHS=0);
 6. a short compute-sanitizer memcheck run on the bundled model;
 7. benchmarks on the Qwen3-8B shape: decode tokens/s at batch 1, 8, 64, 256 with 1k-token contexts, prefill tokens/s
    for 1k and 8k prompts, start-up time, and each decode figure as a fraction of the roofline (bytes read per step
@@ -367,7 +368,7 @@ def check_vs_transformers(lib, model_dir, name, table, tol):
         for s, n, r in zip(seqs, lengths, ref):
             worst = max(worst, rel_err(got[at:at + n], r[:n]))
             at += n
-        table.add(f"{name}: GEMM above 16 tokens", e.info.isa.decode().split(" ", 1)[-1], "info", True)
+        table.add(f"{name}: GEMM above 16 tokens", gemm_of(e.info.isa.decode()), "info", True)
         table.add(f"{name}: prefill logits vs transformers (rel)", f"{worst:.2e}", f"<= {tol}", worst <= tol)
         worst = 0.0
         for k in range(decode):
@@ -420,7 +421,7 @@ def check_vs_cpu(lib, model_dir, table):
         name = Path(model_dir).name
         isa = gpu.info.isa.decode()
         tol = CPU_TOL
-        table.add(f"{name}: GEMM above 16 tokens", isa.split(" ", 1)[-1], "info", True)
+        table.add(f"{name}: GEMM above 16 tokens", gemm_of(isa), "info", True)
         table.add(f"{name}: cuda vs cpu logits (rel)", f"{worst:.2e}", f"<= {tol:g}", worst <= tol)
     finally:
         cpu.close()
@@ -489,6 +490,38 @@ def check_batch_invariance(lib, model_dir, table):
         e.close()
 
 
+def check_graphs(lib, model_dir, table):
+    """Decode and verify steps replayed from CUDA graphs (padded to their bucket) against the same steps run eagerly
+    (RILL_CUDA_GRAPHS=0 at create): bitwise the same logits, over batches of different sizes sharing buckets."""
+    import numpy as np
+    rng = random.Random(11)
+    os.environ["RILL_CUDA_GRAPHS"] = "0"
+    try:
+        eager = Engine(lib, model_dir, "cuda", max_seqs=16, max_batch_tokens=1024, num_blocks=512)
+    finally:
+        del os.environ["RILL_CUDA_GRAPHS"]
+    graphs = Engine(lib, model_dir, "cuda", max_seqs=16, max_batch_tokens=1024, num_blocks=512)
+    try:
+        table.add(f"{Path(model_dir).name}: CUDA graphs captured at start-up",
+                  graphs.info.isa.decode().rsplit(" g", 1)[-1], "> 0", not graphs.info.isa.decode().endswith(" g0"))
+        V = graphs.info.vocab_size
+        tables = paged([96] * 8, graphs.info.block_size, rng)
+        lens = [30 + 3 * i for i in range(8)]
+        prompts = [{"tokens": [rng.randrange(V) for _ in range(n)], "start": 0, "table": t}
+                   for n, t in zip(lens, tables)]
+        same = bool(np.array_equal(graphs.logits(prompts), eager.logits(prompts)))
+        for size, fed in [(3, 1), (5, 1), (8, 1), (2, 4), (3, 3), (1, 2)]:
+            step = [{"tokens": [rng.randrange(V) for _ in range(fed)], "start": lens[i], "table": tables[i]}
+                    for i in range(size)]
+            same = same and bool(np.array_equal(graphs.logits(step), eager.logits(step)))
+            for i in range(size):
+                lens[i] += fed
+        table.add(f"{Path(model_dir).name}: graph-replayed steps == eager steps", str(same), "True (bitwise)", same)
+    finally:
+        graphs.close()
+        eager.close()
+
+
 def check_sanitizer(nvcc, table):
     sanitizer = shutil.which("compute-sanitizer") or str(Path(nvcc).resolve().parent / "compute-sanitizer")
     if not Path(sanitizer).exists():
@@ -540,12 +573,18 @@ def copy_bandwidth():
     return best
 
 
+def gemm_of(isa):
+    """The GEMM path in rill_info.isa ("sm_90 cublasLt g10": the GEMM path between the arch and the graph count)."""
+    return isa.split(" ", 1)[-1].rsplit(" g", 1)[0]
+
+
 def bench(lib, model_dir, table, bw):
     e = Engine(lib, model_dir, "cuda", max_seqs=256, max_batch_tokens=8192, max_drafts=4, max_model_len=9216)
     try:
         i = e.info
-        table.add("8B: start-up (read weights + upload + buffers)", f"{e.startup_s:.1f} s", "<= 20 s",
+        table.add("8B: start-up (read weights + upload + buffers + graph capture)", f"{e.startup_s:.1f} s", "<= 20 s",
                   e.startup_s <= 20)
+        table.add("8B: CUDA graphs (decode/verify buckets)", i.isa.decode().rsplit(" g", 1)[-1], "info", True)
         table.add("8B: KV pool", f"{i.num_blocks} blocks, {i.kv_bytes / 2**30:.1f} GiB", "info", True)
         V, bs = i.vocab_size, i.block_size
         tied = json.loads((Path(model_dir) / "config.json").read_text()).get("tie_word_embeddings", False)
@@ -620,6 +659,7 @@ def main():
         steps.append((f"cpu vs cuda {m.name}", lambda m=m: check_vs_cpu(lib, m, table)))
     steps.append(("speculation", lambda: check_speculation(lib, bundled[0], table)))
     steps.append(("batch invariance", lambda: check_batch_invariance(lib, bundled[0], table)))
+    steps.append(("cuda graphs", lambda: check_graphs(lib, bundled[0], table)))
     steps.append(("compute-sanitizer", lambda: check_sanitizer(nvcc, table)))
     shapes = ["llama3-1b", "qwen3-0.6b"] + ([] if args.skip_8b else ["qwen3-8b"])
     for name in shapes:

@@ -4,12 +4,24 @@
  * host — allocated at create, so a step never allocates. A step uploads its token metadata in one copy, runs the
  * layers on one stream and copies only the sampled rows' logits back, with one synchronisation.
  *
+ * CUDA graphs: at create, the forward pass (layers, final norm and output projection) is captured once per bucket of
+ * fed tokens (1, 2, 4, …, up to the most logits rows a step computes, at most kMaxGraphTokens). A step of T ≤ Tb
+ * tokens is padded up to its bucket Tb and replays Tb's graph; larger steps (prefill) run eagerly. What varies per
+ * step reaches the graph only through device memory uploaded before the replay (d->meta, laid out for Tb tokens);
+ * every kernel argument is fixed by Tb. Padding tokens are token 0 at position 0 of a dummy sequence whose block
+ * table holds only the scratch KV block (one block past the pool the engine sees), so they write and read nothing a
+ * real sequence owns; every kernel treats rows independently, so a real token's results do not depend on them. A
+ * bucket is replayed only when T (and the logits rows) would take the same kernels eagerly (attention splits, GEMV
+ * or GEMM), so a replayed step's logits are bit for bit an eager step's (cuBLASLt may pick another algorithm for
+ * another row count: there, to rounding).
+ *
  * Every CUDA call's status is checked; a failure is RILL_ERR_DEVICE naming the call and CUDA's message.
  */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "device_cuda.h"
 #include "gemm_lt.cuh"
@@ -45,6 +57,10 @@ struct layer_dev {
   __nv_bfloat16 *qkv, *o, *gate_up, *down;
 };
 
+/* Largest bucket captured: beyond it a step's kernels outweigh their launches, and capture time grows. */
+constexpr int kMaxGraphTokens = 512;
+constexpr int kMaxGraphs = 16;
+
 } // namespace
 
 struct rill_cuda {
@@ -56,15 +72,22 @@ struct rill_cuda {
   __nv_bfloat16 *embed, *head;
   float *final_norm, *inv_freq;
   __nv_bfloat16 *kc, *vc;
-  rill_kv_geom geom;
+  rill_kv_geom geom;     /* geom.num_blocks = lim.num_blocks + 1: the last block is scratch for padding tokens */
+  int32_t scratch_block; /* = lim.num_blocks */
+  /* Graphs per bucket of fed tokens, ascending (graph_tokens[i] tokens and logits rows). */
+  int num_graphs;
+  int32_t graph_tokens[kMaxGraphs];
+  cudaGraphExec_t graphs[kMaxGraphs];
   /* Per fed token, [max_batch_tokens × width]: the fp32 residual stream and projections' outputs; xb, for steps above
    * the GEMV threshold, the bf16 GEMM input (normed rows, then SiLU·mul), [max_batch_tokens × max(hidden, inter)]. */
   float *x, *qkv, *attn, *gu;
   __nv_bfloat16 *xb;
   __nv_bfloat16 *row_hidden; /* [max_rows × hidden]: final-normed rows for slices above the GEMV threshold */
   float *logits;             /* [max_rows × vocab] */
-  float *part_ml, *part_acc;  /* split-KV partials (kernels.cuh) */
-  int32_t *meta;              /* device: tokens, positions, tok_seq, rows [T each], query_start [S + 1], tables */
+  float *part_ml, *part_acc; /* split-KV partials (kernels.cuh) */
+  /* device: tokens, positions, tok_seq, rows [T each], query_start [S + 1], tables [S rows, + 1 for a graph's
+   * padding sequence] */
+  int32_t *meta;
   int32_t *meta_host;         /* pinned mirror */
   size_t meta_cap;
   float *logits_host; /* pinned, [max_rows × vocab] */
@@ -162,6 +185,7 @@ void rill_cuda_destroy(rill_cuda *d) {
   cudaFreeHost(d->samp_out_host);
   cudaFreeHost(d->meta_host);
   cudaFreeHost(d->logits_host);
+  for (int i = 0; i < d->num_graphs; i++) cudaGraphExecDestroy(d->graphs[i]);
   if (d->stream != nullptr) cudaStreamDestroy(d->stream);
   free(d);
 }
@@ -239,7 +263,8 @@ static rill_status alloc_buffers(rill_cuda *d, char *err, size_t err_cap) {
   const size_t parts = (size_t)kSplitMaxTokens * (size_t)c->num_heads * (size_t)rill_attention_granules(d->geom);
   CU(cudaMalloc(&d->part_ml, parts * 2 * sizeof(float)));
   CU(cudaMalloc(&d->part_acc, parts * (size_t)c->head_dim * sizeof(float)));
-  d->meta_cap = 4 * T + (size_t)d->lim.max_seqs + 1 + (size_t)d->lim.max_seqs * (size_t)d->table_stride;
+  /* One sequence more than max_seqs: a graph's padding sequence. */
+  d->meta_cap = 4 * T + ((size_t)d->lim.max_seqs + 2) + ((size_t)d->lim.max_seqs + 1) * (size_t)d->table_stride;
   CU(cudaMalloc(&d->meta, d->meta_cap * sizeof(int32_t)));
   CU(cudaMallocHost(&d->meta_host, d->meta_cap * sizeof(int32_t)));
   CU(cudaMallocHost(&d->logits_host, R * V * sizeof(float)));
@@ -266,6 +291,8 @@ static rill_status alloc_buffers(rill_cuda *d, char *err, size_t err_cap) {
   d->host_sampling = host != nullptr && strcmp(host, "1") == 0;
   return RILL_OK;
 }
+
+static rill_status capture_graphs(rill_cuda *d, char *err, size_t err_cap);
 
 rill_status rill_cuda_create(const rill_cuda_setup *setup, rill_cuda **out, rill_cuda_info *info, char *err,
                              size_t err_cap) {
@@ -304,8 +331,12 @@ rill_status rill_cuda_create(const rill_cuda_setup *setup, rill_cuda **out, rill
         const double frac = setup->gpu_memory_fraction > 0.0f ? (double)setup->gpu_memory_fraction : 0.9;
         budget = (int64_t)(frac * (double)free0) - (int64_t)(free0 - free1);
       }
-      blocks = budget / (int64_t)block_bytes;
-      if (blocks > INT32_MAX / d->lim.block_size) blocks = INT32_MAX / d->lim.block_size;
+      blocks = budget / (int64_t)block_bytes - 1; /* one block is scratch */
+      if (blocks > INT32_MAX / d->lim.block_size - 1) blocks = INT32_MAX / d->lim.block_size - 1;
+    }
+    if (blocks >= INT32_MAX / d->lim.block_size) {
+      return fail(err, err_cap, RILL_ERR_UNSUPPORTED, "device cuda: %lld KV blocks (fewer than %d)", (long long)blocks,
+                  INT32_MAX / d->lim.block_size);
     }
     if (blocks < 1) {
       return fail(err, err_cap, RILL_ERR_OUT_OF_MEMORY,
@@ -315,11 +346,18 @@ rill_status rill_cuda_create(const rill_cuda_setup *setup, rill_cuda **out, rill
                   (double)(free0 - free1) / 1073741824.0);
     }
     d->lim.num_blocks = (int32_t)blocks;
-    d->geom.num_blocks = d->lim.num_blocks;
-    const size_t half = (size_t)blocks * block_bytes / 2;
+    d->scratch_block = (int32_t)blocks;
+    d->geom.num_blocks = d->lim.num_blocks + 1;
+    const size_t half = (size_t)(blocks + 1) * block_bytes / 2;
     CU(cudaMalloc(&d->kc, half));
     CU(cudaMalloc(&d->vc, half));
     info->kv_bytes = (int64_t)(2 * half);
+    timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if ((st = capture_graphs(d, err, err_cap)) != RILL_OK) return st;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    info->graphs = d->num_graphs;
+    info->capture_s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     return RILL_OK;
   }();
   if (s != RILL_OK) {
@@ -329,13 +367,14 @@ rill_status rill_cuda_create(const rill_cuda_setup *setup, rill_cuda **out, rill
   setup->lim->num_blocks = d->lim.num_blocks;
   info->weight_bytes = (int64_t)setup->w->bytes;
   snprintf(info->device, sizeof info->device, "cuda:0");
-  /* The GEMM above the GEMV threshold rides along in isa: "sm_90 cublasLt", or "sm_90 tiled: <short reason>". */
+  /* The GEMM above the GEMV threshold and the number of graphs ride along in isa: "sm_90 cublasLt g10", or
+   * "sm_90 tiled: <short reason> g10". */
   const char *gemm = d->lt_on                                        ? "cublasLt"
                      : strncmp(d->lt_why, "no libcublasLt", 14) == 0 ? "tiled: no cublasLt"
                      : strstr(d->lt_why, "missing symbol") != nullptr ? "tiled: symbol missing"
                      : strcmp(d->lt_why, "host emulation") == 0      ? "tiled: emulation"
                                                                       : "tiled: init failed";
-  snprintf(info->isa, sizeof info->isa, "sm_%d%d %s", prop.major, prop.minor, gemm);
+  snprintf(info->isa, sizeof info->isa, "sm_%d%d %s g%d", prop.major, prop.minor, gemm, d->num_graphs);
   snprintf(info->gemm, sizeof info->gemm, "%s", d->lt_on ? "cublasLt" : d->lt_why);
   *out = d;
   return RILL_OK;
@@ -371,7 +410,8 @@ static cudaError_t norm_linear(rill_cuda *d, const float *x, const int32_t *rows
   return e != cudaSuccess ? e : linear_bf16x(d, xb, T, K, W, N, bias, 0, y);
 }
 
-/* The layers over the batch's T fed tokens, then norm and output projection of rows [r0, r0 + n) into d->logits. */
+/* The layers over the batch's T fed tokens of S sequences: embedding in, the residual stream left in d->x. Enqueues
+ * only, so it is also what a graph captures (with the final norm and head). */
 static rill_status run_layers(rill_cuda *d, int T, int S, const int32_t *tokens, const int32_t *positions,
                               const int32_t *tok_seq, const int32_t *query_start, const int32_t *tables, char *err,
                               size_t err_cap) {
@@ -401,28 +441,88 @@ static rill_status run_layers(rill_cuda *d, int T, int S, const int32_t *tokens,
   return RILL_OK;
 }
 
+/* Final norm and output projection of rows[0, n) of d->x into d->logits[0, n). */
+static rill_status head_rows(rill_cuda *d, const int32_t *drows, int n, char *err, size_t err_cap) {
+  const rill_model_config *c = &d->cfg;
+  const __nv_bfloat16 *head = d->head != nullptr ? d->head : d->embed;
+  CU(norm_linear(d, d->x, drows, d->final_norm, n, c->hidden_size, d->row_hidden, head, c->vocab_size, nullptr,
+                 d->logits));
+  return RILL_OK;
+}
+
+/* Whether a step of T fed tokens and R logits rows takes the kernels that bucket Tb's graph replays: the same attention
+ * kernel (split-KV or prefill) and the same side of the GEMV threshold for the layers, and for the head (no rows:
+ * nothing to match). The graph then computes the real rows exactly as an eager step would. */
+static bool same_kernels(int T, int R, int Tb) {
+  const bool gemv = Tb <= kGemvMaxTokens, split = Tb <= kSplitMaxTokens;
+  return (T <= kSplitMaxTokens) == split && (T <= kGemvMaxTokens) == gemv && (R == 0 || (R <= kGemvMaxTokens) == gemv);
+}
+
+/* Sequences a bucket of Tb tokens is laid out for: a step has at most one per fed token and at most max_seqs. */
+static int bucket_seqs(const rill_cuda *d, int Tb) { return Tb < d->lim.max_seqs ? Tb : d->lim.max_seqs; }
+
+/* The graph a step of T fed tokens and R logits rows replays, or -1: run it eagerly. */
+static int graph_for(const rill_cuda *d, int T, int R) {
+  for (int i = 0; i < d->num_graphs; i++) {
+    const int Tb = d->graph_tokens[i];
+    if (Tb >= T) return same_kernels(T, R, Tb) ? i : -1;
+  }
+  return -1;
+}
+
+/* Padding in the host metadata laid out for Tb tokens and Sb sequences, over a step of T tokens, R logits rows and S
+ * sequences: sequences [S, Sb) are empty (query_start = T), so attention serves no padding token; tokens [T, Tb) are
+ * token 0 at position 0 of the padding sequence Sb, whose table row is the scratch block, so their KV writes land
+ * there; logits rows [R, Tb) read token 0. */
+static void pad_meta(rill_cuda *d, int T, int R, int S, int Tb, int Sb) {
+  int32_t *tokens = d->meta_host, *positions = tokens + Tb, *tok_seq = positions + Tb, *rows = tok_seq + Tb;
+  int32_t *query_start = rows + Tb, *tables = query_start + Sb + 1;
+  for (int t = T; t < Tb; t++) {
+    tokens[t] = 0;
+    positions[t] = 0;
+    tok_seq[t] = Sb;
+  }
+  for (int r = R; r < Tb; r++) rows[r] = 0;
+  for (int s = S; s <= Sb; s++) query_start[s] = T;
+  tables[(size_t)Sb * d->table_stride] = d->scratch_block;
+}
+
 /* The forward pass and the logits of the sampled (or all) rows. to_host: copied to dst in slices of max_rows and
  * synchronised; otherwise R ≤ max_rows and the rows stay in d->logits, the stream not synchronised. */
 static rill_status forward_rows(rill_cuda *d, const rill_step_batch *b, int all_rows, int to_host, float *dst,
                                 int32_t *num_rows, char *err, size_t err_cap) {
   const rill_model_config *c = &d->cfg;
   const int T = b->num_tokens, V = c->vocab_size, bs = d->lim.block_size;
-  int32_t *tokens = d->meta_host, *positions = tokens + T, *tok_seq = positions + T, *rows = tok_seq + T;
   int32_t R = 0;
   if (all_rows) {
-    for (int t = 0; t < T; t++) rows[R++] = t;
+    R = T;
   } else {
     for (int s = 0; s < b->num_seqs; s++) {
       if (!b->sample_flags[s]) continue;
-      const int end = b->query_start[s + 1], n = b->draft_counts[s] + 1;
-      if (n > end - b->query_start[s]) {
+      const int n = b->draft_counts[s] + 1;
+      if (n > b->query_start[s + 1] - b->query_start[s]) {
         return fail(err, err_cap, RILL_ERR_INVALID_ARGUMENT, "draft_counts[%d]: %d drafts but only %d fed tokens", s,
-                    n - 1, end - b->query_start[s]);
+                    n - 1, b->query_start[s + 1] - b->query_start[s]);
       }
-      for (int t = end - n; t < end; t++) rows[R++] = t;
+      R += n;
     }
   }
-  int32_t *query_start = rows + T, *tables = query_start + b->num_seqs + 1;
+  /* Rows beyond max_rows (rill_forward_logits of a long prefill) go in slices: eager only. */
+  const int g = R <= d->max_rows ? graph_for(d, T, R) : -1;
+  /* The metadata's layout: the bucket's tokens and sequences, or the step's. */
+  const int Tp = g >= 0 ? d->graph_tokens[g] : T, Sp = g >= 0 ? bucket_seqs(d, Tp) : b->num_seqs;
+  int32_t *tokens = d->meta_host, *positions = tokens + Tp, *tok_seq = positions + Tp, *rows = tok_seq + Tp;
+  if (all_rows) {
+    for (int t = 0; t < T; t++) rows[t] = t;
+  } else {
+    int32_t r = 0;
+    for (int s = 0; s < b->num_seqs; s++) {
+      if (!b->sample_flags[s]) continue;
+      const int end = b->query_start[s + 1];
+      for (int t = end - b->draft_counts[s] - 1; t < end; t++) rows[r++] = t;
+    }
+  }
+  int32_t *query_start = rows + Tp, *tables = query_start + Sp + 1;
   memcpy(query_start, b->query_start, ((size_t)b->num_seqs + 1) * sizeof(int32_t));
   /* The batch was validated: every block a fed position needs is inside its row of the caller's table. */
   for (int s = 0; s < b->num_seqs; s++) {
@@ -437,27 +537,88 @@ static rill_status forward_rows(rill_cuda *d, const rill_step_batch *b, int all_
   }
   memcpy(tokens, b->tokens, (size_t)T * sizeof(int32_t));
   memcpy(positions, b->positions, (size_t)T * sizeof(int32_t));
-  const size_t meta_len = 4 * (size_t)T + (size_t)b->num_seqs + 1 + (size_t)b->num_seqs * d->table_stride;
+  if (g >= 0) pad_meta(d, T, R, b->num_seqs, Tp, Sp);
+  const size_t meta_len = 4 * (size_t)Tp + (size_t)Sp + 1 + (size_t)(Sp + (g >= 0)) * d->table_stride;
   cudaStream_t st = d->stream;
   CU(cudaMemcpyAsync(d->meta, d->meta_host, meta_len * sizeof(int32_t), cudaMemcpyHostToDevice, st));
-  const int32_t *dtokens = d->meta, *dpositions = dtokens + T, *dtok_seq = dpositions + T, *drows = dtok_seq + T;
-  const int32_t *dquery_start = drows + T, *dtables = dquery_start + b->num_seqs + 1;
-  rill_status s = run_layers(d, T, b->num_seqs, dtokens, dpositions, dtok_seq, dquery_start, dtables, err, err_cap);
-  if (s != RILL_OK) return s;
-
-  const __nv_bfloat16 *head = d->head != nullptr ? d->head : d->embed;
-  /* rill_forward_logits may ask for more rows than the step buffers hold: go in slices of max_rows. */
-  for (int32_t r0 = 0; r0 < R; r0 += d->max_rows) {
-    const int32_t n = R - r0 < d->max_rows ? R - r0 : d->max_rows;
-    CU(norm_linear(d, d->x, drows + r0, d->final_norm, n, c->hidden_size, d->row_hidden, head, V, nullptr,
-                   d->logits));
-    if (to_host) {
-      CU(cudaMemcpyAsync(dst + (size_t)r0 * V, d->logits, (size_t)n * V * sizeof(float), cudaMemcpyDeviceToHost,
-                         st));
+  const int32_t *dtokens = d->meta, *dpositions = dtokens + Tp, *dtok_seq = dpositions + Tp, *drows = dtok_seq + Tp;
+  const int32_t *dquery_start = drows + Tp, *dtables = dquery_start + Sp + 1;
+  if (g >= 0) {
+    CU(cudaGraphLaunch(d->graphs[g], st));
+    if (to_host && R > 0) {
+      CU(cudaMemcpyAsync(dst, d->logits, (size_t)R * V * sizeof(float), cudaMemcpyDeviceToHost, st));
+    }
+  } else {
+    rill_status s = run_layers(d, T, b->num_seqs, dtokens, dpositions, dtok_seq, dquery_start, dtables, err, err_cap);
+    if (s != RILL_OK) return s;
+    /* rill_forward_logits may ask for more rows than the step buffers hold: go in slices of max_rows. */
+    for (int32_t r0 = 0; r0 < R; r0 += d->max_rows) {
+      const int32_t n = R - r0 < d->max_rows ? R - r0 : d->max_rows;
+      if ((s = head_rows(d, drows + r0, n, err, err_cap)) != RILL_OK) return s;
+      if (to_host) {
+        CU(cudaMemcpyAsync(dst + (size_t)r0 * V, d->logits, (size_t)n * V * sizeof(float), cudaMemcpyDeviceToHost,
+                           st));
+      }
     }
   }
   if (to_host) CU(cudaStreamSynchronize(st));
   *num_rows = R;
+  return RILL_OK;
+}
+
+/* The forward kernels for a bucket of Tb tokens over metadata laid out for it (a capture's contents). */
+static rill_status bucket_kernels(rill_cuda *d, int Tb, char *err, size_t err_cap) {
+  const int Sb = bucket_seqs(d, Tb);
+  const int32_t *dtokens = d->meta, *dpositions = dtokens + Tb, *dtok_seq = dpositions + Tb, *drows = dtok_seq + Tb;
+  const int32_t *dquery_start = drows + Tb, *dtables = dquery_start + Sb + 1;
+  const rill_status s = run_layers(d, Tb, Sb, dtokens, dpositions, dtok_seq, dquery_start, dtables, err, err_cap);
+  return s != RILL_OK ? s : head_rows(d, drows, Tb, err, err_cap);
+}
+
+/* Captures one graph per bucket and uploads it (its first replay then costs what the others do). The first bucket of
+ * each kernel set (same_kernels) first runs eagerly on a batch of padding only, which loads every kernel the graphs
+ * use outside a capture, and so does every bucket cuBLASLt serves, which picks its algorithms; the stream is
+ * synchronised after each, so a fault is reported at create and the host metadata is free to rewrite.
+ * RILL_CUDA_GRAPHS=0 at create: none. */
+static rill_status capture_graphs(rill_cuda *d, char *err, size_t err_cap) {
+  const char *env = getenv("RILL_CUDA_GRAPHS");
+  if (env != nullptr && strcmp(env, "0") == 0) return RILL_OK;
+  const int top = d->max_rows < kMaxGraphTokens ? d->max_rows : kMaxGraphTokens;
+  if (top < 1) return RILL_OK;
+  cudaStream_t st = d->stream;
+  int warmed = 0; /* the last bucket run eagerly */
+  for (int Tb = 1; d->num_graphs < kMaxGraphs; Tb = Tb * 2 < top ? Tb * 2 : top) {
+    rill_status s = RILL_OK;
+    if (warmed == 0 || !same_kernels(Tb, Tb, warmed) || (d->lt_on && Tb > kGemvMaxTokens)) {
+      warmed = Tb;
+      const int Sb = bucket_seqs(d, Tb);
+      pad_meta(d, 0, 0, 0, Tb, Sb);
+      const size_t meta_len = 4 * (size_t)Tb + (size_t)Sb + 1 + ((size_t)Sb + 1) * d->table_stride;
+      CU(cudaMemcpyAsync(d->meta, d->meta_host, meta_len * sizeof(int32_t), cudaMemcpyHostToDevice, st));
+      if ((s = bucket_kernels(d, Tb, err, err_cap)) != RILL_OK) return s;
+      CU(cudaStreamSynchronize(st));
+    }
+    CU(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    /* The capture always ends, so the stream is usable (and destroyable) whatever failed inside it. */
+    s = bucket_kernels(d, Tb, err, err_cap);
+    cudaGraph_t graph = nullptr;
+    const cudaError_t ended = cudaStreamEndCapture(st, &graph);
+    if (s != RILL_OK) {
+      if (graph != nullptr) cudaGraphDestroy(graph);
+      return s;
+    }
+    if (ended != cudaSuccess) return cuda_fail(err, err_cap, "cudaStreamEndCapture", ended);
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+    const cudaError_t freed = cudaGraphDestroy(graph); /* the executable graph does not need it */
+    if (made != cudaSuccess) return cuda_fail(err, err_cap, "cudaGraphInstantiate", made);
+    d->graphs[d->num_graphs] = exec;
+    d->graph_tokens[d->num_graphs++] = Tb;
+    if (freed != cudaSuccess) return cuda_fail(err, err_cap, "cudaGraphDestroy", freed);
+    CU(cudaGraphUpload(exec, st));
+    if (Tb == top) break;
+  }
+  CU(cudaStreamSynchronize(st));
   return RILL_OK;
 }
 

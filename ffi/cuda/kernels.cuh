@@ -16,7 +16,7 @@
 /* Kernel launches go through this macro so the kernels also build for the host emulation (emu/cuda_runtime.h). */
 #ifdef RILL_CUDA_EMU
 #define RILL_LAUNCH(kernel, grid, block, stream, ...) \
-  ((void)(stream), rill_emu_launch((grid), (block), [=] { kernel(__VA_ARGS__); }))
+  rill_emu_launch((stream), (grid), (block), [=] { kernel(__VA_ARGS__); })
 #else
 #define RILL_LAUNCH(kernel, grid, block, stream, ...) kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
 #endif

@@ -79,7 +79,7 @@ typedef struct rill_info {
   int64_t weight_bytes; /* bytes of weights as held on the device */
   int64_t kv_bytes;     /* bytes of the KV pool */
   char device[32];      /* e.g. "cpu", "cuda:0" */
-  char isa[32];         /* CPU: "avx512vnni", "avx512", "avx2vnni", "avx2", "portable"; CUDA: "sm_90 cublasLt" / "sm_90 tiled: <why>" */
+  char isa[32];         /* CPU: "avx512vnni", "avx512", "avx2vnni", "avx2", "portable"; CUDA: "sm_90 cublasLt g10" / "sm_90 tiled: <why> g10" (g: CUDA graphs) */
   char dtype[16];       /* weights as held: "fp32", "bf16", "int8" */
   char kv_dtype[16];
   char architecture[64];

@@ -38,8 +38,10 @@ typedef struct rill_cuda_setup {
 
 typedef struct rill_cuda_info {
   char device[32]; /* "cuda:0" */
-  char isa[32];    /* "sm_90 cublasLt" or "sm_90 tiled: <short reason>" */
+  char isa[32];    /* "sm_90 cublasLt g10" or "sm_90 tiled: <short reason> g10": the GEMM path, then the graphs */
   int64_t weight_bytes, kv_bytes;
+  int32_t graphs;   /* CUDA graphs captured (decode/verify buckets); 0 with RILL_CUDA_GRAPHS=0 */
+  double capture_s; /* their warm-up, capture and first replay, in seconds */
   char gemm[192]; /* "cublasLt", or why the tiled kernel serves large batches */
 } rill_cuda_info;
 

@@ -141,12 +141,37 @@ void rill_emu_warp_exchange(const void *value, size_t size, int src_lane, void *
   memcpy(out, &S.slots[(bank + (size_t)(warp_base + src_lane)) * kSlotBytes], size);
 }
 
-void rill_emu_launch(dim3 grid, dim3 block, const std::function<void()> &body) {
+/* A stream's recorded work while it captures, and a graph's (or an executable graph's) work: launches with their
+ * arguments copied by the lambda, copies as pointers read when they run. */
+struct emu_op {
+  dim3 grid, block;
+  std::function<void()> body; /* empty: a copy */
+  void *dst;
+  const void *src;
+  size_t bytes;
+};
+
+struct CUstream_st {
+  bool capturing, invalidated;
+  cudaStreamCaptureMode mode;
+  std::vector<emu_op> ops;
+};
+struct CUgraph_st {
+  std::vector<emu_op> ops;
+};
+struct CUgraphExec_st {
+  std::vector<emu_op> ops;
+};
+
+namespace {
+
+/* Captures under way that forbid unsafe calls (modes other than relaxed); one host thread, so thread-local and global
+ * mode forbid the same calls. */
+std::vector<cudaStream_t> strict_captures;
+long graph_launches = 0;
+
+cudaError_t run_grid(dim3 grid, dim3 block, const std::function<void()> &body) {
   const int n = (int)(block.x * block.y * block.z);
-  if (n < 1 || n > 1024 || grid.x * grid.y * grid.z == 0) {
-    S.error = cudaErrorInvalidValue;
-    return;
-  }
   gridDim = grid;
   blockDim = block;
   S.body = &body;
@@ -154,20 +179,73 @@ void rill_emu_launch(dim3 grid, dim3 block, const std::function<void()> &body) {
     for (unsigned y = 0; y < grid.y; y++) {
       for (unsigned x = 0; x < grid.x; x++) {
         blockIdx = dim3(x, y, z);
-        if (!run_block(n)) {
-          S.error = cudaErrorInvalidValue;
-          return;
-        }
+        if (!run_block(n)) return cudaErrorInvalidValue;
       }
     }
   }
+  return cudaSuccess;
 }
+
+cudaError_t run_ops(const std::vector<emu_op> &ops) {
+  for (const emu_op &op : ops) {
+    if (op.body) {
+      const cudaError_t e = run_grid(op.grid, op.block, op.body);
+      if (e != cudaSuccess) return e;
+    } else if (op.bytes > 0) {
+      memmove(op.dst, op.src, op.bytes);
+    }
+  }
+  return cudaSuccess;
+}
+
+/* A call that may synchronise or allocate: refused, and the strict captures invalidated, while one is under way. */
+cudaError_t unsafe_call() {
+  for (cudaStream_t s : strict_captures) s->invalidated = true;
+  return strict_captures.empty() ? cudaSuccess : cudaErrorStreamCaptureUnsupported;
+}
+
+void end_strict(cudaStream_t s) {
+  for (size_t i = 0; i < strict_captures.size(); i++) {
+    if (strict_captures[i] == s) {
+      strict_captures.erase(strict_captures.begin() + (long)i);
+      return;
+    }
+  }
+}
+
+void invalidate(cudaStream_t s) {
+  if (s != nullptr && s->capturing) s->invalidated = true;
+}
+
+} // namespace
+
+void rill_emu_launch(cudaStream_t s, dim3 grid, dim3 block, const std::function<void()> &body) {
+  const int n = (int)(block.x * block.y * block.z);
+  if (n < 1 || n > 1024 || grid.x * grid.y * grid.z == 0) {
+    S.error = cudaErrorInvalidValue;
+    invalidate(s);
+    return;
+  }
+  if (s != nullptr && s->capturing) {
+    if (!s->invalidated) s->ops.push_back(emu_op{grid, block, body, nullptr, nullptr, 0});
+    return;
+  }
+  const cudaError_t e = run_grid(grid, block, body);
+  if (e != cudaSuccess) S.error = e;
+}
+
+long rill_emu_graph_launches(void) { return graph_launches; }
 
 const char *cudaGetErrorString(cudaError_t e) {
   switch (e) {
   case cudaSuccess: return "no error";
   case cudaErrorMemoryAllocation: return "out of memory";
   case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+  case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+  case cudaErrorIllegalState: return "the operation cannot be performed in the present state";
+  case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+  case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
+  case cudaErrorStreamCaptureUnmatched: return "the capture was not initiated in this stream";
   default: return "invalid argument (or a deadlocked emulated block)";
   }
 }
@@ -203,11 +281,14 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
 }
 
 cudaError_t cudaMalloc(void **p, size_t bytes) {
+  *p = nullptr;
+  if (const cudaError_t e = unsafe_call(); e != cudaSuccess) return e;
   *p = malloc(bytes == 0 ? 1 : bytes);
   return *p != nullptr ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 
 cudaError_t cudaFree(void *p) {
+  if (const cudaError_t e = unsafe_call(); e != cudaSuccess) return e;
   free(p);
   return cudaSuccess;
 }
@@ -217,28 +298,108 @@ cudaError_t cudaFreeHost(void *p) { return cudaFree(p); }
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
   (void)kind;
+  if (const cudaError_t e = unsafe_call(); e != cudaSuccess) return e;
   if (bytes > 0) memmove(dst, src, bytes);
   return cudaSuccess;
 }
 
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t s) {
-  (void)s;
-  return cudaMemcpy(dst, src, bytes, kind);
+  (void)kind;
+  if (s != nullptr && s->capturing) {
+    if (!s->invalidated) s->ops.push_back(emu_op{dim3(), dim3(), {}, dst, src, bytes});
+    return cudaSuccess;
+  }
+  if (bytes > 0) memmove(dst, src, bytes);
+  return cudaSuccess;
 }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
   (void)flags;
-  static int token;
-  *s = reinterpret_cast<cudaStream_t>(&token);
+  *s = new CUstream_st{false, false, cudaStreamCaptureModeGlobal, {}};
   return cudaSuccess;
 }
 
 cudaError_t cudaStreamDestroy(cudaStream_t s) {
-  (void)s;
+  if (s == nullptr) return cudaErrorInvalidResourceHandle;
+  end_strict(s);
+  delete s;
   return cudaSuccess;
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
-  (void)s;
+  if (s != nullptr && s->capturing) {
+    s->invalidated = true;
+    return cudaErrorStreamCaptureUnsupported;
+  }
+  return unsafe_call();
+}
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode) {
+  if (stream == nullptr) return cudaErrorStreamCaptureUnsupported; /* the legacy stream cannot capture */
+  if (stream->capturing) return cudaErrorIllegalState;
+  if ((int)mode < 0 || (int)mode > 2) return cudaErrorInvalidValue;
+  *stream = CUstream_st{true, false, mode, {}};
+  if (mode != cudaStreamCaptureModeRelaxed) strict_captures.push_back(stream);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *pGraph) {
+  *pGraph = nullptr;
+  if (stream == nullptr || !stream->capturing) return cudaErrorIllegalState;
+  end_strict(stream);
+  const bool invalidated = stream->invalidated;
+  std::vector<emu_op> ops;
+  ops.swap(stream->ops);
+  *stream = CUstream_st{false, false, cudaStreamCaptureModeGlobal, {}};
+  if (invalidated) return cudaErrorStreamCaptureInvalidated;
+  *pGraph = new CUgraph_st{std::move(ops)};
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus *pCaptureStatus) {
+  *pCaptureStatus = stream == nullptr || !stream->capturing ? cudaStreamCaptureStatusNone
+                    : stream->invalidated                   ? cudaStreamCaptureStatusInvalidated
+                                                            : cudaStreamCaptureStatusActive;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t graph, unsigned long long flags) {
+  *pGraphExec = nullptr;
+  if (graph == nullptr) return cudaErrorInvalidValue;
+  if (flags & ~(unsigned long long)15) return cudaErrorInvalidValue;
+  *pGraphExec = new CUgraphExec_st{graph->ops};
+  return cudaSuccess;
+}
+
+/* Device memory is host memory: nothing to upload. */
+cudaError_t cudaGraphUpload(cudaGraphExec_t graphExec, cudaStream_t stream) {
+  if (graphExec == nullptr) return cudaErrorInvalidResourceHandle;
+  if (stream != nullptr && stream->capturing) {
+    stream->invalidated = true;
+    return cudaErrorStreamCaptureUnsupported;
+  }
+  return cudaSuccess;
+}
+
+/* Into a capturing stream the graph's work is recorded (a child graph on a GPU); otherwise it runs now. */
+cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream) {
+  if (graphExec == nullptr) return cudaErrorInvalidResourceHandle;
+  if (stream != nullptr && stream->capturing) {
+    if (!stream->invalidated) stream->ops.insert(stream->ops.end(), graphExec->ops.begin(), graphExec->ops.end());
+    return cudaSuccess;
+  }
+  graph_launches++;
+  return run_ops(graphExec->ops);
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec) {
+  if (graphExec == nullptr) return cudaErrorInvalidResourceHandle;
+  delete graphExec;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  if (graph == nullptr) return cudaErrorInvalidResourceHandle;
+  delete graph;
   return cudaSuccess;
 }

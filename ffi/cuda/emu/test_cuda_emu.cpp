@@ -18,6 +18,7 @@
 #include "../../tests/check.h"
 #include "../kernels.cuh"
 #include "attention_checks.h"
+#include "cuda_runtime.h"
 #include "rill.h"
 #include "sample_rows_checks.h"
 
@@ -61,7 +62,8 @@ bool open_pair(const char *dir, pair *p) {
   rill_info a, b;
   rill_engine_info(p->cpu, &a);
   rill_engine_info(p->cuda, &b);
-  CHECK_MSG(strcmp(b.device, "cuda:0") == 0 && strcmp(b.isa, "sm_90 tiled: emulation") == 0,
+  /* 16 logits rows at most: buckets of 1, 2, 4, 8 and 16 fed tokens. */
+  CHECK_MSG(strcmp(b.device, "cuda:0") == 0 && strcmp(b.isa, "sm_90 tiled: emulation g5") == 0,
             "%s: cuda info %s %s (the emulation has no cuBLASLt: large batches take the tiled kernel)", dir, b.device,
             b.isa);
   CHECK_EQ_INT(a.num_blocks, b.num_blocks);
@@ -567,6 +569,198 @@ void streaming_kernel_checks() {
   printf("streaming kernel prologues: within %.3g of a double reference\n", worst);
 }
 
+
+/* The emulation's stream capture behaves as CUDA's: work is recorded, not run; a kernel's arguments are baked at
+ * capture while a copy reads its source at replay; synchronising or a synchronous call inside a strict capture fails
+ * and invalidates it. */
+void capture_checks() {
+  cudaStream_t s = nullptr;
+  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+  int32_t *host_in = nullptr, *dev_in = nullptr, *dev_out = nullptr;
+  CHECK(cudaMallocHost(&host_in, sizeof(int32_t)) == cudaSuccess);
+  CHECK(cudaMalloc(&dev_in, sizeof(int32_t)) == cudaSuccess);
+  CHECK(cudaMalloc(&dev_out, sizeof(int32_t)) == cudaSuccess);
+  *host_in = 1;
+  *dev_out = -1;
+  int32_t baked = 5;
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusActive;
+  CHECK(cudaStreamIsCapturing(s, &status) == cudaSuccess && status == cudaStreamCaptureStatusNone);
+  CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaErrorIllegalState);
+  CHECK(cudaStreamIsCapturing(s, &status) == cudaSuccess && status == cudaStreamCaptureStatusActive);
+  CHECK(cudaMemcpyAsync(dev_in, host_in, sizeof(int32_t), cudaMemcpyHostToDevice, s) == cudaSuccess);
+  rill_emu_launch(s, dim3(1), dim3(32), [=] {
+    if (threadIdx.x == 0) *dev_out = *dev_in * 100 + baked;
+  });
+  CHECK(cudaGetLastError() == cudaSuccess);
+  CHECK_MSG(*dev_out == -1, "a captured launch ran (%d)", *dev_out);
+  cudaGraph_t graph = nullptr;
+  CHECK(cudaStreamEndCapture(s, &graph) == cudaSuccess && graph != nullptr);
+  cudaGraphExec_t exec = nullptr;
+  CHECK(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess && exec != nullptr);
+  CHECK(cudaGraphDestroy(graph) == cudaSuccess);
+  *host_in = 2;
+  baked = 7;
+  const long launches = rill_emu_graph_launches();
+  CHECK(cudaGraphLaunch(exec, s) == cudaSuccess);
+  CHECK_MSG(*dev_out == 205, "replay: %d (copy read at replay, argument from the capture: 205)", *dev_out);
+  CHECK_EQ_INT((int)(rill_emu_graph_launches() - launches), 1);
+  *host_in = 3;
+  CHECK(cudaGraphLaunch(exec, s) == cudaSuccess && *dev_out == 305);
+  CHECK(cudaGraphExecDestroy(exec) == cudaSuccess);
+
+  /* Synchronising a capturing stream fails and invalidates the capture. */
+  CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+  CHECK(cudaStreamSynchronize(s) == cudaErrorStreamCaptureUnsupported);
+  CHECK(cudaStreamIsCapturing(s, &status) == cudaSuccess && status == cudaStreamCaptureStatusInvalidated);
+  CHECK(cudaStreamEndCapture(s, &graph) == cudaErrorStreamCaptureInvalidated && graph == nullptr);
+  CHECK(cudaStreamEndCapture(s, &graph) == cudaErrorIllegalState);
+  /* So do a synchronous copy and an allocation during a strict capture; a relaxed one allows them. */
+  int32_t back = 0;
+  CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  CHECK(cudaMemcpy(&back, dev_out, sizeof back, cudaMemcpyDeviceToHost) == cudaErrorStreamCaptureUnsupported);
+  CHECK(cudaStreamEndCapture(s, &graph) == cudaErrorStreamCaptureInvalidated);
+  void *extra = nullptr;
+  CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+  CHECK(cudaMalloc(&extra, 16) == cudaErrorStreamCaptureUnsupported && extra == nullptr);
+  CHECK(cudaStreamEndCapture(s, &graph) == cudaErrorStreamCaptureInvalidated);
+  CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed) == cudaSuccess);
+  CHECK(cudaMalloc(&extra, 16) == cudaSuccess);
+  CHECK(cudaFree(extra) == cudaSuccess);
+  CHECK(cudaStreamEndCapture(s, &graph) == cudaSuccess && graph != nullptr);
+  CHECK(cudaGraphDestroy(graph) == cudaSuccess);
+  /* After the captures, the stream runs work at once again. */
+  CHECK(cudaMemcpy(&back, dev_out, sizeof back, cudaMemcpyDeviceToHost) == cudaSuccess && back == 305);
+  cudaFreeHost(host_in);
+  cudaFree(dev_in);
+  cudaFree(dev_out);
+  CHECK(cudaStreamDestroy(s) == cudaSuccess);
+}
+
+/* A step of the given sequences (ids into a 4-sequence pool: their own blocks, contexts and token streams). */
+void pool_step(fixture *f, int n, const int32_t *ids, const int32_t *fed, const int32_t *ctx, int32_t vocab) {
+  fixture_init(f, n, fed, ctx);
+  for (int i = 0; i < n; i++) {
+    for (int j = 0; j < FX_STRIDE; j++) {
+      f->block_tables[i * FX_STRIDE + j] = j * FX_BLOCK < ctx[i] ? ids[i] * FX_STRIDE + j : -1;
+    }
+    for (int t = f->query_start[i]; t < f->query_start[i + 1]; t++) {
+      f->tokens[t] = token_at(ids[i], f->positions[t], vocab);
+    }
+    f->seq_ids[i] = 100 + ids[i];
+  }
+}
+
+/* Graph replay against eager steps (RILL_CUDA_GRAPHS=0): a 4-sequence prefill larger than every bucket runs eagerly
+ * (no graph launch); then num_steps random decode and verify steps of 1 to 16 fed tokens over random subsets of the
+ * sequences, growing them across block boundaries, replay a graph each (padded to its bucket) and give bit-identical
+ * logits, sampled tokens, logprobs and accepted drafts. */
+void graph_checks(const char *dir, int num_steps) {
+  rill_engine *graphs = nullptr, *eager = nullptr;
+  rill_options o;
+  memset(&o, 0, sizeof o);
+  o.threads = 1;
+  o.num_blocks = FX_MAX_SEQS * FX_STRIDE;
+  o.max_batch_tokens = FX_MAX_TOKENS;
+  o.max_seqs = 4;
+  o.max_drafts = 3;
+  o.dtype = "bf16";
+  o.kv_dtype = "bf16";
+  o.device = "cuda";
+  CHECK_MSG(rill_engine_create(dir, &o, &graphs) == RILL_OK, "cuda %s: %s", dir, rill_global_error());
+  setenv("RILL_CUDA_GRAPHS", "0", 1);
+  CHECK_MSG(rill_engine_create(dir, &o, &eager) == RILL_OK, "eager cuda %s: %s", dir, rill_global_error());
+  unsetenv("RILL_CUDA_GRAPHS");
+  if (graphs != nullptr && eager != nullptr) {
+    rill_info a, b;
+    rill_engine_info(graphs, &a);
+    rill_engine_info(eager, &b);
+    CHECK_MSG(strcmp(a.isa, "sm_90 tiled: emulation g5") == 0 && strcmp(b.isa, "sm_90 tiled: emulation g0") == 0,
+              "isa %s / %s", a.isa, b.isa);
+    const int32_t V = a.vocab_size;
+    float *x = static_cast<float *>(malloc((size_t)FX_MAX_TOKENS * V * sizeof(float)));
+    float *y = static_cast<float *>(malloc((size_t)FX_MAX_TOKENS * V * sizeof(float)));
+    /* Contexts stay within 64 positions (the qwen3 fixture's limit), crossing the 16-token blocks several times. */
+    int32_t len[4] = {13, 30, 3, 17};
+    const int32_t all[4] = {0, 1, 2, 3};
+    fixture f;
+    pool_step(&f, 4, all, len, len, V);
+    rill_step_batch pb = fixture_batch(&f);
+    long before = rill_emu_graph_launches();
+    CHECK(rill_forward_logits(graphs, &pb, x) == RILL_OK && rill_forward_logits(eager, &pb, y) == RILL_OK);
+    CHECK_MSG(rill_emu_graph_launches() == before, "a %d-token prefill replayed a graph", f.num_tokens);
+    CHECK(memcmp(x, y, (size_t)f.num_tokens * V * sizeof(float)) == 0);
+    rng g{0x243f6a8885a308d3ull};
+    int replays = 0, mismatches = 0, verify_steps = 0, accepted = 0;
+    int bucket_sizes[17] = {0};
+    for (int step = 0; step < num_steps; step++) {
+      int32_t ids[4], fed[4], ctx[4], drafts[4];
+      int n = 0;
+      for (int k = 0; k < 4; k++) {
+        if (g.below(4) == 0 && !(k == 3 && n == 0)) continue;
+        ids[n] = k;
+        drafts[n] = g.below(3) == 0 ? 0 : g.below(4);
+        if (len[k] + drafts[n] + 1 > 64) {
+          if (n > 0 || k < 3) continue;
+          len[k] = 64 - drafts[n] - 1; /* rewrites its last positions rather than leaving the step empty */
+        }
+        fed[n] = drafts[n] + 1;
+        ctx[n] = len[k] + fed[n];
+        n++;
+      }
+      pool_step(&f, n, ids, fed, ctx, V);
+      bucket_sizes[f.num_tokens]++;
+      /* All rows' logits through rill_forward_logits (T rows, a graph), then the step with drafts. */
+      rill_step_batch sb = fixture_batch(&f);
+      before = rill_emu_graph_launches();
+      const rill_status s1 = rill_forward_logits(graphs, &sb, x), s2 = rill_forward_logits(eager, &sb, y);
+      CHECK_MSG(s1 == RILL_OK && s2 == RILL_OK, "step %d: %s / %s", step, rill_last_error(graphs),
+                rill_last_error(eager));
+      replays += (int)(rill_emu_graph_launches() - before);
+      if (memcmp(x, y, (size_t)f.num_tokens * V * sizeof(float)) != 0) mismatches++;
+      for (int i = 0; i < n; i++) f.draft_counts[i] = drafts[i];
+      /* Drafts that agree with the greedy choice for a random number of rows, so some are accepted. */
+      for (int i = 0; i < n; i++) {
+        const int keep = g.below(drafts[i] + 1);
+        for (int r = 0; r < keep; r++) {
+          const int t = f.query_start[i + 1] - drafts[i] - 1 + r;
+          const float *row = x + (size_t)t * V;
+          int best = 0;
+          for (int v = 1; v < V; v++) best = row[v] > row[best] ? v : best;
+          f.tokens[t + 1] = best;
+        }
+        f.logprobs[i] = i == 0 ? 5 : -1;
+      }
+      step_out so_g, so_e;
+      run_step(graphs, &f, &so_g);
+      run_step(eager, &f, &so_e);
+      CHECK_MSG(so_g.status == RILL_OK && so_e.status == RILL_OK, "step %d: %s / %s", step, so_g.err, so_e.err);
+      for (int i = 0; i < n; i++) {
+        verify_steps += drafts[i] > 0;
+        CHECK_EQ_INT(so_g.counts[i], so_e.counts[i]);
+        accepted += so_g.counts[i] - 1;
+        for (int r = 0; r < so_g.counts[i] && r < 4; r++) {
+          CHECK_EQ_INT(so_g.tokens[i * 4 + r], so_e.tokens[i * 4 + r]);
+          CHECK(memcmp(&so_g.logprobs[i * 4 + r], &so_e.logprobs[i * 4 + r], sizeof(float)) == 0);
+        }
+      }
+      CHECK(memcmp(so_g.top_lp, so_e.top_lp, sizeof so_g.top_lp) == 0);
+      for (int i = 0; i < n; i++) len[ids[i]] += fed[i];
+    }
+    CHECK_MSG(mismatches == 0, "%d of %d steps: replayed logits differ from eager ones", mismatches, num_steps);
+    CHECK_MSG(replays == num_steps, "%d of %d decode/verify forward passes replayed a graph", replays, num_steps);
+    CHECK_MSG(accepted > 0 && verify_steps > 0, "verification: %d drafts accepted in %d verify rows", accepted,
+              verify_steps);
+    int shared = 0;
+    for (int t = 1; t <= 16; t++) shared += bucket_sizes[t] > 0;
+    printf("graphs %s: %d steps of %d distinct sizes, %d replays, %d differing from eager; contexts now %d %d %d %d\n",
+           dir, num_steps, shared, replays, mismatches, len[0], len[1], len[2], len[3]);
+    free(x);
+    free(y);
+  }
+  rill_engine_destroy(graphs);
+  rill_engine_destroy(eager);
+}
 } // namespace
 
 /* The checks come in parts so the suite runs them as separate programs (one per core, each well inside the per-program
@@ -592,6 +786,7 @@ int main(int argc, char **argv) {
     check_passed_count += attn_passed;
     check_failed_count += attn_failed;
     sample_rows::run(300);
+    capture_checks();
   }
   if (all || strcmp(part, "models") == 0) {
     const char *dirs[] = {"models/rill-tiny-chatml",
@@ -601,12 +796,14 @@ int main(int argc, char **argv) {
                           "tests/fixtures/checkpoints/qwen3-bf16"};
     for (const char *dir : dirs) logits_checks(dir);
     long_context_checks("models/rill-tiny-chatml");
+    graph_checks("tests/fixtures/checkpoints/qwen3-bf16", 16);
   }
   if (all || strcmp(part, "engine") == 0) {
     verify_mix_checks("models/rill-tiny-chatml");
     verify_mix_checks("tests/fixtures/checkpoints/qwen3-bf16");
     greedy_checks("models/rill-tiny-chatml");
     sampling_checks("models/rill-tiny-chatml");
+    graph_checks("models/rill-tiny-chatml", 6); /* the larger shape: fewer steps, the emulation is slow */
   }
   printf("largest logits difference, relative: %.3g on the GEMV path (bound %.3g), %.3g with bf16 GEMM inputs (bound "
          "%.3g)\n",
