@@ -258,7 +258,7 @@ static void silu_task(void *ctx, int64_t task, int thread) {
   for (int t = t0; t < t1; t++) {
     const float *g = j->e->gu + (size_t)t * 2 * (size_t)I, *u = g + I;
     float *a = j->e->act + (size_t)t * I;
-    for (int i = 0; i < I; i++) a[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    j->e->k->silu_mul(g, u, I, a);
   }
 }
 

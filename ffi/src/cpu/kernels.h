@@ -29,6 +29,10 @@ typedef struct rill_kernels {
                   float *y, size_t ldy);
   /* rill_quantize_q8 (activations before an int8 product), with the same bytes and scales on every table. */
   void (*quantize_q8)(const float *x, int cols, int nblocks, int8_t *q, float *s);
+  /* out[i] = g[i] · sigmoid(g[i]) · u[i] for i < n: SiLU of the gate times the up projection. The vector versions use
+   * their own exp (within 2 ulp of expf), so tables may differ from each other in the last bits, never from run to
+   * run or with the batch. */
+  void (*silu_mul)(const float *g, const float *u, int n, float *out);
   /* Attention over one KV block of one head for G query heads of head_dim D (q: G rows of D). Keys are stored
    * transposed (D rows of bs slots), so a vector spans positions: s[g * lds + j] = scale · Σ_d q[g·D + d] ·
    * kt[d · bs + j] for j < n ≤ bs, summed over d in order. */
@@ -56,6 +60,9 @@ const rill_kernels *rill_kernels_select(const char *prefer);
 
 /* Quantises cols floats into nblocks blocks of 32 int8 (symmetric, scale = max|x| / 127; the tail past cols is 0). */
 void rill_quantize_q8(const float *x, int cols, int nblocks, int8_t *q, float *s);
+
+/* The portable silu_mul (libm's expf). */
+void rill_silu_mul(const float *g, const float *u, int n, float *out);
 
 /* A q8 weight row, one contiguous stream: nblocks × 32 int8 quants, then nblocks fp16 scales (the quants stay
  * 64-byte aligned, and a block costs 34 bytes as in Q8_0), zero-padded to a whole number of 64-byte lines. */

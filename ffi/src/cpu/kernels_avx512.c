@@ -579,14 +579,47 @@ VALUES_TILE(values_tile_bf16, uint16_t, load_bf16_mask)
 VALUES(attn_values_f32, float, values_tile_f32)
 VALUES(attn_values_bf16, uint16_t, values_tile_bf16)
 
+/* ---- SiLU · up ---- */
+
+/* e^x on 16 lanes: x = n·ln2 + r with n = round(x / ln2) and |r| ≤ ln2 / 2 (ln2 split in two so n·ln2 is exact),
+ * e^r from its Taylor series to r^7 (truncation under 2^-26 of e^r), then × 2^n by scalef, which saturates to inf or 0
+ * past the float range. x is clamped first so r stays finite. */
+TGT __m512 exp_z(__m512 x) {
+  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(89.0f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x); /* ln2's leading 16 bits: n·hi exact */
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860682030941723e-6f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
+
+TGT_FN void silu_mul_z(const float *g, const float *u, int n, float *out) {
+  int i = 0;
+  for (; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
+    const __m512 gv = _mm512_maskz_loadu_ps(m, g + i), uv = _mm512_maskz_loadu_ps(m, u + i);
+    const __m512 e = exp_z(_mm512_sub_ps(_mm512_setzero_ps(), gv));
+    const __m512 s = _mm512_div_ps(gv, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+    _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(s, uv));
+  }
+}
+
 #define AVX512_ATTENTION                                                                                            \
   .attn_scores_f32 = attn_scores_f32, .attn_scores_bf16 = attn_scores_bf16, .attn_values_f32 = attn_values_f32,     \
   .attn_values_bf16 = attn_values_bf16
 
 const rill_kernels rill_kernels_avx512 = {
     .isa = "avx512", .gemm_f32 = gemm_f32, .gemm_bf16 = gemm_bf16, .gemm_q8 = gemm_q8_madd,
-    .quantize_q8 = quantize_q8_z, AVX512_ATTENTION};
+    .quantize_q8 = quantize_q8_z, .silu_mul = silu_mul_z, AVX512_ATTENTION};
 const rill_kernels rill_kernels_avx512_vnni = {
     .isa = "avx512vnni", .gemm_f32 = gemm_f32, .gemm_bf16 = gemm_bf16, .gemm_q8 = gemm_q8_vnni,
-    .quantize_q8 = quantize_q8_z, AVX512_ATTENTION};
+    .quantize_q8 = quantize_q8_z, .silu_mul = silu_mul_z, AVX512_ATTENTION};
 #endif

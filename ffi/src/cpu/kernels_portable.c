@@ -131,10 +131,15 @@ const rill_kernels rill_kernels_portable = {.isa = "portable",
                                             .gemm_bf16 = gemm_bf16,
                                             .gemm_q8 = gemm_q8,
                                             .quantize_q8 = rill_quantize_q8,
+                                            .silu_mul = rill_silu_mul,
                                             .attn_scores_f32 = attn_scores_f32,
                                             .attn_scores_bf16 = attn_scores_bf16,
                                             .attn_values_f32 = attn_values_f32,
                                             .attn_values_bf16 = attn_values_bf16};
+
+void rill_silu_mul(const float *g, const float *u, int n, float *out) {
+  for (int i = 0; i < n; i++) out[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
 
 void rill_quantize_q8(const float *x, int cols, int nblocks, int8_t *q, float *s) {
   /* Adding and subtracting 1.5 · 2^23 rounds to the nearest integer, ties to even, for |v| < 2^22 (here |v| ≤ 127),
