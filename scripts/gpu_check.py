@@ -404,6 +404,45 @@ def find_cublaslt():
     return None
 
 
+def check_cublaslt_enums(table):
+    """The enum values ffi/cuda/gemm_lt.cu passes to cuBLASLt (it has no cuBLAS headers where it is built) against the
+    real cublasLt.h / cublas_api.h / library_types.h of this machine's CUDA installs (pip nvidia packages, the toolkit)."""
+    import re
+    import site
+    roots = [Path(p) for p in [*site.getsitepackages(), site.getusersitepackages()]]
+    roots += [Path("/usr/local/cuda/include"), Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "include"]
+    headers = {}
+    for name in ("cublasLt.h", "cublas_api.h", "library_types.h"):
+        for root in roots:
+            hits = sorted(root.glob(f"**/{name}")) if root.is_dir() else []
+            if hits:
+                headers[name] = hits[0].read_text(errors="replace")
+                break
+    missing = [n for n in ("cublasLt.h", "cublas_api.h", "library_types.h") if n not in headers]
+    if missing:
+        table.add("cuBLASLt enum values vs headers", f"headers not found: {', '.join(missing)}", "found", False)
+        return
+    text = "\n".join(headers.values())
+
+    def value(sym):
+        m = re.search(rf"\b{sym}\s*=\s*(\d+)", text)
+        return int(m.group(1)) if m else None
+    want = {"CUBLAS_COMPUTE_32F": 68, "CUBLASLT_MATMUL_DESC_TRANSA": 3, "CUBLASLT_MATMUL_DESC_TRANSB": 4,
+            "CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES": 1, "CUBLAS_OP_N": 0, "CUBLAS_OP_T": 1, "CUBLASLT_ORDER_COL": 0,
+            "CUDA_R_16BF": 14, "CUDA_R_32F": 0}
+    src = (ROOT / "ffi/cuda/gemm_lt.cu").read_text()
+    wrong = []
+    for sym, v in want.items():
+        # The value gemm_lt.cu documents beside its constant must be the one it uses and the header's.
+        if not re.search(rf"{sym}\s*=\s*{v}\b", src) and sym not in ("CUDA_R_16BF", "CUDA_R_32F"):
+            wrong.append(f"{sym}: gemm_lt.cu does not say {v}")
+        got = value(sym)
+        if got != v:
+            wrong.append(f"{sym}: header {got}, rill {v}")
+    table.add("cuBLASLt enum values vs headers", "; ".join(wrong) if wrong else f"{len(want)} equal", "equal",
+              not wrong)
+
+
 def check_vs_cpu(lib, model_dir, table):
     rng = random.Random(3)
     cpu = Engine(lib, model_dir, "cpu", max_seqs=8, max_batch_tokens=512, num_blocks=256)
@@ -653,7 +692,7 @@ def main():
     table.add("build (cc + nvcc, sm_80/89/90a + PTX)", f"{time.perf_counter() - t0:.0f} s", "builds", True)
     lib = load_library()
     workdir = args.workdir or tempfile.mkdtemp(prefix="rill-gpu-check-")
-    steps = []
+    steps = [("cublasLt enums", lambda: check_cublaslt_enums(table))]
     bundled = [ROOT / "models/rill-tiny-chatml", *sorted((ROOT / "tests/fixtures/checkpoints").glob("*-bf16"))]
     for m in bundled:
         steps.append((f"cpu vs cuda {m.name}", lambda m=m: check_vs_cpu(lib, m, table)))
