@@ -41,18 +41,24 @@ struct pair {
   int32_t vocab = 0;
 };
 
-bool open_pair(const char *dir, pair *p) {
+/* The engines every check opens: bf16 weights and KV over the fixture's pool; 4 sequences × (3 drafts + 1) = 16 logits
+ * rows per step, so the 26- and 32-token forward_logits calls run in slices. */
+rill_options fixture_options(const char *device) {
   rill_options o;
   memset(&o, 0, sizeof o);
   o.threads = 1;
   o.num_blocks = FX_MAX_SEQS * FX_STRIDE;
   o.max_batch_tokens = FX_MAX_TOKENS;
-  /* 4 sequences × (3 drafts + 1) = 16 logits rows per step: the 26- and 32-token forward_logits calls run in slices. */
   o.max_seqs = 4;
   o.max_drafts = 3;
   o.dtype = "bf16";
   o.kv_dtype = "bf16";
-  o.device = "cpu";
+  o.device = device;
+  return o;
+}
+
+bool open_pair(const char *dir, pair *p) {
+  rill_options o = fixture_options("cpu");
   rill_status s = rill_engine_create(dir, &o, &p->cpu);
   CHECK_MSG(s == RILL_OK, "cpu %s: %s", dir, rill_global_error());
   o.device = "cuda";
@@ -406,16 +412,7 @@ void sampling_checks(const char *dir) {
   rill_engine *host = nullptr;
   if (open_pair(dir, &p)) {
     setenv("RILL_CUDA_HOST_SAMPLER", "1", 1);
-    rill_options o;
-    memset(&o, 0, sizeof o);
-    o.threads = 1;
-    o.num_blocks = FX_MAX_SEQS * FX_STRIDE;
-    o.max_batch_tokens = FX_MAX_TOKENS;
-    o.max_seqs = 4;
-    o.max_drafts = 3;
-    o.dtype = "bf16";
-    o.kv_dtype = "bf16";
-    o.device = "cuda";
+    const rill_options o = fixture_options("cuda");
     CHECK_MSG(rill_engine_create(dir, &o, &host) == RILL_OK, "host-sampled cuda: %s", rill_global_error());
     unsetenv("RILL_CUDA_HOST_SAMPLER");
   }
@@ -657,16 +654,7 @@ void pool_step(fixture *f, int n, const int32_t *ids, const int32_t *fed, const 
  * logits, sampled tokens, logprobs and accepted drafts. */
 void graph_checks(const char *dir, int num_steps) {
   rill_engine *graphs = nullptr, *eager = nullptr;
-  rill_options o;
-  memset(&o, 0, sizeof o);
-  o.threads = 1;
-  o.num_blocks = FX_MAX_SEQS * FX_STRIDE;
-  o.max_batch_tokens = FX_MAX_TOKENS;
-  o.max_seqs = 4;
-  o.max_drafts = 3;
-  o.dtype = "bf16";
-  o.kv_dtype = "bf16";
-  o.device = "cuda";
+  const rill_options o = fixture_options("cuda");
   CHECK_MSG(rill_engine_create(dir, &o, &graphs) == RILL_OK, "cuda %s: %s", dir, rill_global_error());
   setenv("RILL_CUDA_GRAPHS", "0", 1);
   CHECK_MSG(rill_engine_create(dir, &o, &eager) == RILL_OK, "eager cuda %s: %s", dir, rill_global_error());
