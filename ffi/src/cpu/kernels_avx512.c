@@ -298,6 +298,9 @@ static inline
 #define TGT_Z_FN __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx512vnni"))) static
 /* Blocks per scale group. */
 #define QG 16
+/* A single token takes one row at a time (as bf16 does, see row_bf16): one sequential stream, prefetched Q8_ROW_PF
+ * bytes ahead into L2, which covers the next rows' scales too. */
+#define Q8_ROW_PF 3072
 
 TGT_Z __m512i pair_bytes(const int8_t *p, int two) {
   return two ? _mm512_loadu_si512((const void *)p) : _mm512_maskz_loadu_epi8((__mmask64)0xFFFFFFFFu, p);
@@ -323,7 +326,7 @@ TGT_Z void tile_q8_z(const int NR, const int NT, const int8_t *xq, const float *
     for (int r = 0; r < NR; r++) {
       const int8_t *sp = w + (size_t)r * ldw + ld + (size_t)g * 2;
       wsg[r] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(gm, sp));
-      _mm_prefetch((const char *)(sp + (size_t)PF_ROWS * ldw), _MM_HINT_T0);
+      if (NR > 1) _mm_prefetch((const char *)(sp + (size_t)PF_ROWS * ldw), _MM_HINT_T0);
     }
 #pragma GCC unroll 4
     for (int t = 0; t < NT; t++) xsg[t] = _mm512_maskz_loadu_ps(gm, xs + (size_t)t * (size_t)nblocks + (size_t)g);
@@ -343,7 +346,11 @@ TGT_Z void tile_q8_z(const int NR, const int NT, const int8_t *xq, const float *
 #pragma GCC unroll 4
       for (int r = 0; r < NR; r++) {
         const int8_t *wp = w + (size_t)r * ldw + (size_t)b * RILL_Q8_BLOCK;
-        _mm_prefetch((const char *)(wp + (size_t)PF_ROWS * ldw), _MM_HINT_T0);
+        if (NR == 1) {
+          _mm_prefetch((const char *)wp + Q8_ROW_PF, _MM_HINT_T1);
+        } else {
+          _mm_prefetch((const char *)(wp + (size_t)PF_ROWS * ldw), _MM_HINT_T0);
+        }
         __m512i wv = pair_bytes(wp, two);
         __m512 wsv = _mm512_permutexvar_ps(idx, wsg[r]);
 #pragma GCC unroll 4
@@ -543,7 +550,16 @@ TGT_FN void gemm_bf16(const float *x, size_t ldx, int T, const uint16_t *w, size
   }
 
 GEMM_Q8(gemm_q8_madd, TGT_Q_FN, tile_q8_madd)
-GEMM_Q8(gemm_q8_vnni, TGT_Z_FN, tile_q8_z)
+GEMM_Q8(gemm_q8_vnni_tiles, TGT_Z, tile_q8_z)
+
+TGT_Z_FN void gemm_q8_vnni(const int8_t *xq, const float *xs, int T, const int8_t *w, size_t ldw, int nblocks, int r0,
+                           int r1, float *y, size_t ldy) {
+  if (T > 1) {
+    gemm_q8_vnni_tiles(xq, xs, T, w, ldw, nblocks, r0, r1, y, ldy);
+    return;
+  }
+  for (int r = r0; r < r1; r++) tile_q8_z(1, 1, xq, xs, w + (size_t)r * ldw, ldw, nblocks, y + (size_t)r, ldy);
+}
 
 
 /* ---- attention over one KV block ---- */
