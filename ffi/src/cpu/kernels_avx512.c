@@ -16,8 +16,7 @@
 #define PF_ROWS 8
 /* fp32 tiles: up to 4 rows × 4 tokens, or 2 rows × 8 tokens, so an 8-token decode step streams each weight row once
  * (16 accumulators either way). With several tokens the FMAs keep the core busy enough that the hardware prefetcher
- * falls behind, so weight rows F32_PF_ROWS ahead are prefetched into L2; a single token is bound by memory alone and
- * the hardware prefetcher keeps up. */
+ * falls behind, so weight rows F32_PF_ROWS ahead are prefetched into L2. */
 #define F32_TILE_R 4
 #define F32_TILE_T 8
 #define F32_PF_ROWS 4
@@ -112,6 +111,22 @@ TGT void tile_f32(const int NR, const int NT, const float *x, size_t ldx, const 
       y[(size_t)t * ldy + (size_t)r] = s;
     }
   }
+}
+
+/* A single token takes one fp32 row at a time: one sequential stream, prefetched F32_ROW_PF bytes ahead into L2 (as
+ * row_bf16 does). One accumulator, then the same 16-lane tree as reduce16, so the bits match tile_f32's. */
+#define F32_ROW_PF 8192
+
+TGT float row_f32(const float *x, const float *w, int cols) {
+  __m512 acc = _mm512_setzero_ps();
+  int c = 0;
+  for (; c + 16 <= cols; c += 16) {
+    _mm_prefetch((const char *)(w + c) + F32_ROW_PF, _MM_HINT_T1);
+    acc = _mm512_fmadd_ps(_mm512_loadu_ps(w + c), _mm512_loadu_ps(x + c), acc);
+  }
+  float s = _mm512_reduce_add_ps(acc);
+  for (int k = c; k < cols; k++) s += x[k] * w[k];
+  return s;
 }
 
 /* The tile_f32 of rows × 5..8 tokens over columns [c0, c1) only, its accumulators kept in buf between calls: the first
@@ -480,6 +495,10 @@ TGT void gemm_f32_wide(const float *x, size_t ldx, int nt, const float *w, size_
 
 TGT_FN void gemm_f32(const float *x, size_t ldx, int T, const float *w, size_t ldw, int cols, int r0, int r1, float *y,
                      size_t ldy) {
+  if (T == 1) {
+    for (int r = r0; r < r1; r++) y[r] = row_f32(x, w + (size_t)r * ldw, cols);
+    return;
+  }
   for (int tc = 0; tc < T; tc += CHUNK_T) {
     int te = MIN(T, tc + CHUNK_T);
     /* Tokens in groups of 8 while more than 4 remain, then one group of the rest. */
