@@ -7,11 +7,19 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
-/* Spins this many times waiting for work or completion before sleeping: steps launch many short parallel regions
- * back to back, and a sleep/wake per region would cost more than the region. */
-#define SPIN_ROUNDS 64
+/* Waits for work or completion spin (yielding the processor) this long before sleeping: a step runs ~100 parallel
+ * regions with short serial stages between them, and a sleep/wake costs tens of microseconds on a virtual machine —
+ * as much as a small projection. (A fixed count of yields runs out within a serial stage.) */
+#define SPIN_SECONDS 2e-3
+
+static double seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 typedef struct worker {
   rill_pool *pool;
@@ -49,7 +57,7 @@ static void *worker_main(void *arg) {
   uint_fast64_t seen = 0;
   for (;;) {
     uint_fast64_t g = atomic_load_explicit(&p->generation, memory_order_acquire);
-    for (int i = 0; g == seen && i < SPIN_ROUNDS; i++) {
+    for (double t0 = seconds(); g == seen && seconds() - t0 < SPIN_SECONDS;) {
       sched_yield();
       g = atomic_load_explicit(&p->generation, memory_order_acquire);
     }
@@ -150,7 +158,9 @@ void rill_pool_run(rill_pool *p, rill_task_fn fn, void *ctx, int64_t num_tasks) 
   if (p->sleepers > 0) pthread_cond_broadcast(&p->wake);
   pthread_mutex_unlock(&p->mu);
   drain(p, fn, ctx, num_tasks, 0);
-  for (int i = 0; i < SPIN_ROUNDS && atomic_load_explicit(&p->busy, memory_order_acquire) > 0; i++) sched_yield();
+  for (double t0 = seconds(); atomic_load_explicit(&p->busy, memory_order_acquire) > 0 && seconds() - t0 < SPIN_SECONDS;) {
+    sched_yield();
+  }
   if (atomic_load_explicit(&p->busy, memory_order_acquire) > 0) {
     pthread_mutex_lock(&p->mu);
     while (atomic_load_explicit(&p->busy, memory_order_acquire) > 0) pthread_cond_wait(&p->done, &p->mu);
