@@ -18,6 +18,16 @@
 
 /* ---- y = x · Wᵀ over a row range per task ---- */
 
+/* Row ranges of a projection's tasks: guided, each task takes 1/(2 · threads) of the rows left (a multiple of
+ * LINEAR_ALIGN, at least LINEAR_MIN_ROWS), so early tasks are long sequential streams and the last ones short enough
+ * that no thread waits long for another at the end. Past LINEAR_MAX_TASKS / 2 tasks the rest is split evenly over
+ * the slots left, so many threads never overflow the table. Batches of more than one token tile (prefill) re-read a
+ * task's rows once per tile, so there a task holds at most LINEAR_REUSE_BYTES of weights, which stay in L2. */
+#define LINEAR_MAX_TASKS 512
+#define LINEAR_REUSE_BYTES ((size_t)1 << 20)
+#define LINEAR_ALIGN 16
+#define LINEAR_MIN_ROWS 16
+
 typedef struct linear_job {
   rill_engine *e;
   const rill_matrix *m;
@@ -26,16 +36,36 @@ typedef struct linear_job {
   int T;
   float *y;
   size_t ldy;
-  int rows_per_task;
+  int starts[LINEAR_MAX_TASKS + 1]; /* task k: rows [starts[k], starts[k + 1]) */
 } linear_job;
+
+static int round_up(int n, int m) { return (n + m - 1) / m * m; }
+
+/* Fills starts[0..n] and returns the task count n (≥ 1 when rows ≥ 1, ≤ LINEAR_MAX_TASKS). */
+static int guided_split(int rows, int threads, int max_take, int starts[LINEAR_MAX_TASKS + 1]) {
+  int n = 0, r = 0;
+  starts[0] = 0;
+  while (r < rows) {
+    const int left = rows - r;
+    int take = round_up(left / (2 * threads), LINEAR_ALIGN);
+    if (take > max_take) take = max_take;
+    if (take < LINEAR_MIN_ROWS) take = LINEAR_MIN_ROWS;
+    if (n >= LINEAR_MAX_TASKS / 2) {
+      const int even = (left + (LINEAR_MAX_TASKS - n) - 1) / (LINEAR_MAX_TASKS - n);
+      if (take < even) take = even;
+    }
+    if (take > left) take = left;
+    r += take;
+    starts[++n] = r;
+  }
+  return n;
+}
 
 static void linear_task(void *ctx, int64_t task, int thread) {
   (void)thread;
   const linear_job *j = ctx;
   const rill_matrix *m = j->m;
-  int r0 = (int)task * j->rows_per_task;
-  int r1 = r0 + j->rows_per_task;
-  if (r1 > m->rows) r1 = m->rows;
+  const int r0 = j->starts[task], r1 = j->starts[task + 1];
   switch (m->type) {
   case RILL_W_F32: j->e->k->gemm_f32(j->x, j->ldx, j->T, m->data, m->ld, m->cols, r0, r1, j->y, j->ldy); break;
   case RILL_W_BF16: j->e->k->gemm_bf16(j->x, j->ldx, j->T, m->data, m->ld, m->cols, r0, r1, j->y, j->ldy); break;
@@ -69,13 +99,15 @@ static void linear(rill_engine *e, const rill_matrix *m, const float *x, size_t 
     quant_job q = {.e = e, .x = x, .ldx = ldx, .T = T, .cols = m->cols, .nblocks = m->nblocks};
     rill_pool_run(e->pool, quant_task, &q, tasks_for(T, TOKENS_PER_TASK));
   }
-  /* Enough tasks to balance threads on a shared machine; a multiple of the kernels' row tile. */
-  int threads = rill_pool_threads(e->pool);
-  int per = m->rows / (threads * 8);
-  per = (per + 15) & ~15;
-  if (per < 16) per = 16;
-  linear_job j = {.e = e, .m = m, .x = x, .ldx = ldx, .T = T, .y = y, .ldy = ldy, .rows_per_task = per};
-  rill_pool_run(e->pool, linear_task, &j, tasks_for(m->rows, per));
+  linear_job j = {.e = e, .m = m, .x = x, .ldx = ldx, .T = T, .y = y, .ldy = ldy};
+  int max_take = m->rows;
+  if (T > 8) {
+    const size_t row_bytes = m->type == RILL_W_F32 ? m->ld * 4 : m->type == RILL_W_BF16 ? m->ld * 2 : m->ld;
+    const size_t fit = LINEAR_REUSE_BYTES / row_bytes / LINEAR_ALIGN * LINEAR_ALIGN;
+    max_take = fit < LINEAR_ALIGN ? LINEAR_ALIGN : fit > (size_t)m->rows ? m->rows : (int)fit;
+  }
+  const int n = guided_split(m->rows, rill_pool_threads(e->pool), max_take, j.starts);
+  rill_pool_run(e->pool, linear_task, &j, n);
 }
 
 /* ---- RMSNorm ---- */
