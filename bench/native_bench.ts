@@ -549,7 +549,7 @@ export async function run(): Promise<void> {
   const models: ModelCase[] = [{ label: "rill-tiny-harmony", dir: BUNDLED, steps: 64, reps: 5 }];
   if (Deno.env.get("RILL_BENCH_NATIVE_SMALL") !== "1") {
     const big = await checkpoint();
-    if (big !== undefined) models.push({ label: "Qwen2.5-0.5B shape", dir: big, steps: 12, reps: 3 });
+    if (big !== undefined) models.push({ label: "Qwen2.5-0.5B shape", dir: big, steps: 32, reps: 3 });
   }
   const rows: Row[] = [];
   for (const m of models) {
