@@ -21,7 +21,7 @@
 #define F32_TILE_T 8
 #define F32_PF_ROWS 4
 /* ...and the same row's lines F32_L1_PF floats ahead are prefetched into L1 from there, so the tile's loads find them
- * in L1 (measured: 4-8% more bandwidth for 8 tokens than L2 prefetching alone; either alone is slower). */
+ * in L1 (measured: 4-8% more bandwidth for 8 tokens than prefetching into L2 alone; L1 alone is slower still). */
 #define F32_L1_PF 128
 /* Wider rows (the down projection's) hold more activations than L1 for 8 tokens: there each block of F32_KB_ROWS rows
  * is walked F32_KC columns at a time, accumulators kept in memory between column chunks, and each row is prefetched
