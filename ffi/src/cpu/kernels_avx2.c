@@ -95,7 +95,8 @@ TGT void tile_bf16(const int NR, const int NT, const float *x, size_t ldx, const
 
 /* A single token takes one row at a time: one sequential stream, prefetched ROW_PF bytes ahead into L2 (the hardware
  * prefetcher alone, restarting at every 4 KB page, falls short of the bandwidth). Same operations per output as the
- * tiles: one accumulator over the 8-column chunks, hsum256, the scalar tail. */
+ * tiles: one accumulator over the 8-column chunks, hsum256, the scalar tail. (int8 rows take their 1-row tile, which
+ * prefetches the same way.) */
 #define ROW_PF 4096
 
 TGT float row_f32(const float *x, const float *w, int cols) {
@@ -153,7 +154,9 @@ TGT float row_scale(const int8_t *row, int nblocks, int b) {
           _mm256_loadu_si256((const __m256i *)(xq + (size_t)t * ld + (size_t)b * RILL_Q8_BLOCK));                   \
       _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {                                                        \
         const int8_t *wr = w + (size_t)r * ldw;                                                                     \
-        __m256i wv = _mm256_loadu_si256((const __m256i *)(wr + (size_t)b * RILL_Q8_BLOCK));                         \
+        const int8_t *wb = wr + (size_t)b * RILL_Q8_BLOCK;                                                         \
+        if (NR == 1 && (b & 1) == 0) _mm_prefetch((const char *)wb + ROW_PF, _MM_HINT_T1);                         \
+        __m256i wv = _mm256_loadu_si256((const __m256i *)wb);                                                       \
         float wsb = row_scale(wr, nblocks, b);                                                                      \
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {                                                      \
           __m256 d = _mm256_cvtepi32_ps(DOT(xv[t], wv));                                                            \
@@ -237,6 +240,10 @@ TGT_FN void gemm_bf16(const float *x, size_t ldx, int T, const uint16_t *w, size
   ATTR void NAME(const int8_t *xq, const float *xs, int T, const int8_t *w, size_t ldw, int nblocks, int r0, int r1, \
                  float *y, size_t ldy) {                                                                           \
     size_t ld = (size_t)nblocks * RILL_Q8_BLOCK;                                                                   \
+    if (T == 1) {                                                                                                  \
+      for (int r = r0; r < r1; r++) TILE(1, 1, xq, xs, w + (size_t)r * ldw, ldw, nblocks, y + (size_t)r, ldy);     \
+      return;                                                                                                      \
+    }                                                                                                              \
     for (int tc = 0; tc < T; tc += CHUNK_T) {                                                                      \
       int te = MIN(T, tc + CHUNK_T);                                                                               \
       for (int r = r0; r < r1; r += TILE_R) {                                                                      \
