@@ -10,6 +10,9 @@
 #define TILE_R 4
 #define TILE_T 4
 #define CHUNK_T 64
+/* Tiles of several tokens keep the core busy enough that the hardware prefetcher falls behind: each weight line is
+ * prefetched into L2 from PF_ROWS rows ahead, once per 64-byte line. */
+#define PF_ROWS 4
 
 #define TGT __attribute__((target("avx2,fma,f16c"), always_inline)) static inline
 #define TGT_FN __attribute__((target("avx2,fma,f16c"))) static
@@ -50,6 +53,7 @@ TGT void tile_f32(const int NR, const int NT, const float *x, size_t ldx, const 
     for (int t = 0; t < NT; t++) xv[t] = _mm256_loadu_ps(x + (size_t)t * ldx + c);
 #pragma GCC unroll 4
     for (int r = 0; r < NR; r++) {
+      if (NT > 1 && (c & 15) == 0) _mm_prefetch((const char *)(w + (size_t)(r + PF_ROWS) * ldw + c), _MM_HINT_T1);
       __m256 wv = _mm256_loadu_ps(w + (size_t)r * ldw + c);
 #pragma GCC unroll 4
       for (int t = 0; t < NT; t++) acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);
@@ -79,6 +83,7 @@ TGT void tile_bf16(const int NR, const int NT, const float *x, size_t ldx, const
     for (int t = 0; t < NT; t++) xv[t] = _mm256_loadu_ps(x + (size_t)t * ldx + c);
 #pragma GCC unroll 4
     for (int r = 0; r < NR; r++) {
+      if (NT > 1 && (c & 31) == 0) _mm_prefetch((const char *)(w + (size_t)(r + PF_ROWS) * ldw + c), _MM_HINT_T1);
       __m256 wv = load_bf16(w + (size_t)r * ldw + c);
 #pragma GCC unroll 4
       for (int t = 0; t < NT; t++) acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);
@@ -96,7 +101,7 @@ TGT void tile_bf16(const int NR, const int NT, const float *x, size_t ldx, const
 /* A single token takes one row at a time: one sequential stream, prefetched ROW_PF bytes ahead into L2 (the hardware
  * prefetcher alone, restarting at every 4 KB page, falls short of the bandwidth). Same operations per output as the
  * tiles: one accumulator over the 8-column chunks, hsum256, the scalar tail. (int8 rows take their 1-row tile, which
- * prefetches the same way.) */
+ * prefetches the same way; its tiles of several rows prefetch PF_ROWS rows ahead.) */
 #define ROW_PF 4096
 
 TGT float row_f32(const float *x, const float *w, int cols) {
@@ -155,7 +160,9 @@ TGT float row_scale(const int8_t *row, int nblocks, int b) {
       _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {                                                        \
         const int8_t *wr = w + (size_t)r * ldw;                                                                     \
         const int8_t *wb = wr + (size_t)b * RILL_Q8_BLOCK;                                                         \
-        if (NR == 1 && (b & 1) == 0) _mm_prefetch((const char *)wb + ROW_PF, _MM_HINT_T1);                         \
+        if ((b & 1) == 0) {                                                                                         \
+          _mm_prefetch(NR == 1 ? (const char *)wb + ROW_PF : (const char *)(wb + PF_ROWS * ldw), _MM_HINT_T1);      \
+        }                                                                                                           \
         __m256i wv = _mm256_loadu_si256((const __m256i *)wb);                                                       \
         float wsb = row_scale(wr, nblocks, b);                                                                      \
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {                                                      \
