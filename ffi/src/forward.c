@@ -25,6 +25,7 @@
  * task's rows once per tile, so there a task holds at most LINEAR_REUSE_BYTES of weights, which stay in L2. */
 #define LINEAR_MAX_TASKS 512
 #define LINEAR_REUSE_BYTES ((size_t)1 << 20)
+#define LINEAR_TILE_T 8 /* the most tokens a decode step's kernels serve in one pass over the rows */
 #define LINEAR_ALIGN 16
 #define LINEAR_MIN_ROWS 16
 
@@ -39,7 +40,7 @@ typedef struct linear_job {
   int starts[LINEAR_MAX_TASKS + 1]; /* task k: rows [starts[k], starts[k + 1]) */
 } linear_job;
 
-static int round_up(int n, int m) { return (n + m - 1) / m * m; }
+static int tasks_for(int n, int per) { return (n + per - 1) / per; }
 
 /* Fills starts[0..n] and returns the task count n (≥ 1 when rows ≥ 1, ≤ LINEAR_MAX_TASKS). */
 static int guided_split(int rows, int threads, int max_take, int starts[LINEAR_MAX_TASKS + 1]) {
@@ -47,11 +48,11 @@ static int guided_split(int rows, int threads, int max_take, int starts[LINEAR_M
   starts[0] = 0;
   while (r < rows) {
     const int left = rows - r;
-    int take = round_up(left / (2 * threads), LINEAR_ALIGN);
+    int take = tasks_for(left / (2 * threads), LINEAR_ALIGN) * LINEAR_ALIGN;
     if (take > max_take) take = max_take;
     if (take < LINEAR_MIN_ROWS) take = LINEAR_MIN_ROWS;
     if (n >= LINEAR_MAX_TASKS / 2) {
-      const int even = (left + (LINEAR_MAX_TASKS - n) - 1) / (LINEAR_MAX_TASKS - n);
+      const int even = tasks_for(left, LINEAR_MAX_TASKS - n);
       if (take < even) take = even;
     }
     if (take > left) take = left;
@@ -92,8 +93,6 @@ static void quant_task(void *ctx, int64_t task, int thread) {
   }
 }
 
-static int tasks_for(int n, int per) { return (n + per - 1) / per; }
-
 static void linear(rill_engine *e, const rill_matrix *m, const float *x, size_t ldx, int T, float *y, size_t ldy) {
   if (m->type == RILL_W_INT8) {
     quant_job q = {.e = e, .x = x, .ldx = ldx, .T = T, .cols = m->cols, .nblocks = m->nblocks};
@@ -101,9 +100,8 @@ static void linear(rill_engine *e, const rill_matrix *m, const float *x, size_t 
   }
   linear_job j = {.e = e, .m = m, .x = x, .ldx = ldx, .T = T, .y = y, .ldy = ldy};
   int max_take = m->rows;
-  if (T > 8) {
-    const size_t row_bytes = m->type == RILL_W_F32 ? m->ld * 4 : m->type == RILL_W_BF16 ? m->ld * 2 : m->ld;
-    const size_t fit = LINEAR_REUSE_BYTES / row_bytes / LINEAR_ALIGN * LINEAR_ALIGN;
+  if (T > LINEAR_TILE_T && m->rows > 0) {
+    const size_t fit = LINEAR_REUSE_BYTES / (rill_matrix_bytes(m) / (size_t)m->rows) / LINEAR_ALIGN * LINEAR_ALIGN;
     max_take = fit < LINEAR_ALIGN ? LINEAR_ALIGN : fit > (size_t)m->rows ? m->rows : (int)fit;
   }
   const int n = guided_split(m->rows, rill_pool_threads(e->pool), max_take, j.starts);
