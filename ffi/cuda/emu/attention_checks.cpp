@@ -15,23 +15,16 @@
 #include "../../tests/check.h"
 #include "../kernels.cuh"
 #include "attention_checks.h"
+#include "xorshift.h"
 
 namespace {
 
-struct rng {
-  uint64_t s;
-  uint32_t next() {
-    s ^= s >> 12;
-    s ^= s << 25;
-    s ^= s >> 27;
-    return (uint32_t)((s * 2685821657736338717ull) >> 32);
-  }
+struct rng : xorshift64s {
   /* ±[0.05, 1): never zero. */
   float value() {
     const float u = 0.05f + 0.95f * (float)next() / 4294967296.0f;
     return (next() & 1u) != 0 ? -u : u;
   }
-  int below(int n) { return (int)(next() % (uint32_t)n); }
 };
 
 struct shape {

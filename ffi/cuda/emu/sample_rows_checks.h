@@ -19,6 +19,7 @@
 
 #include "../../tests/check.h"
 #include "../sample.cuh"
+#include "xorshift.h"
 #include "rill.h"
 extern "C" {
 #include "sample.h" /* a C header without C++ guards */
@@ -28,15 +29,7 @@ namespace sample_rows {
 
 constexpr int kMaxSeqs = 6, kMaxDrafts = 3, kTop = 20;
 
-struct gen {
-  uint64_t s;
-  uint32_t next() {
-    s ^= s >> 12;
-    s ^= s << 25;
-    s ^= s >> 27;
-    return (uint32_t)((s * 2685821657736338717ull) >> 32);
-  }
-  int32_t below(int32_t n) { return (int32_t)(next() % (uint32_t)n); }
+struct gen : xorshift64s {
   double unit() { return (double)next() / 4294967296.0; }
 };
 

@@ -21,6 +21,7 @@
 #include "cuda_runtime.h"
 #include "rill.h"
 #include "sample_rows_checks.h"
+#include "xorshift.h"
 
 namespace {
 
@@ -315,16 +316,8 @@ void greedy_checks(const char *dir) {
 }
 
 
-/* xorshift64*: the sampling cases' parameters and inputs (never zeros). */
-struct rng {
-  uint64_t s;
-  uint32_t next() {
-    s ^= s >> 12;
-    s ^= s << 25;
-    s ^= s >> 27;
-    return (uint32_t)((s * 2685821657736338717ull) >> 32);
-  }
-  int32_t below(int32_t n) { return (int32_t)(next() % (uint32_t)n); }
+/* The sampling cases' parameters and inputs (never zeros). */
+struct rng : xorshift64s {
   float unit() { return (float)next() / 4294967296.0f; }
 };
 
