@@ -17,8 +17,10 @@ export type HarmonyPiece =
   | { readonly kind: "text"; readonly text: string };
 
 export interface HarmonyRenderOptions {
-  /** `Current date:` line as YYYY-MM-DD; a Date is formatted in UTC; `null` omits the line. Default: today (UTC). */
+  /** `Current date:` line as YYYY-MM-DD; a Date is formatted in UTC; `null` omits the line. Default: `now()`'s day. */
   readonly date?: string | Date | null;
+  /** The clock the default date is read from at each render (default the system clock); tests pin it. */
+  readonly now?: () => Date;
   readonly modelIdentity?: string;
   readonly knowledgeCutoff?: string;
 }
@@ -28,10 +30,10 @@ const DEFAULT_CUTOFF = "2024-06";
 const CHANNELS_LINE = "# Valid channels: analysis, commentary, final. Channel must be included for every message.";
 const FUNCTIONS_CHANNEL_LINE = "Calls to these tools must go to the commentary channel: 'functions'.";
 
-function formatDate(date: string | Date | null | undefined): string | undefined {
+function formatDate(date: string | Date | null | undefined, now: () => Date): string | undefined {
   if (date === null) return undefined;
   if (typeof date === "string") return date;
-  return (date ?? new Date()).toISOString().slice(0, 10);
+  return (date ?? now()).toISOString().slice(0, 10);
 }
 
 /** Rust `str::lines()`: split on `\n`, drop one trailing `\r` per line, no final empty line. */
@@ -137,7 +139,7 @@ export function renderHarmony(input: PromptInput, options: HarmonyRenderOptions 
   // tool_choice "none": the model is not offered the tools at all, so it cannot call them.
   const tools = input.toolChoice === "none" ? [] : input.tools;
 
-  const date = formatDate(options.date);
+  const date = formatDate(options.date, options.now ?? (() => new Date()));
   const top = [
     options.modelIdentity ?? DEFAULT_IDENTITY,
     `Knowledge cutoff: ${options.knowledgeCutoff ?? DEFAULT_CUTOFF}`,

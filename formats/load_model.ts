@@ -42,6 +42,11 @@ export interface LoadModelOptions {
   readonly harmony?: HarmonyFormatOptions;
   /** Qwen3-style `enable_thinking` for template formats. Default true. */
   readonly enableThinking?: boolean;
+  /**
+   * The clock prompts read today's date from at each render (harmony's `Current date:`, templates' `strftime_now`).
+   * Default the system clock; tests that compare rendered prompts pin it.
+   */
+  readonly now?: () => Date;
 }
 
 /**
@@ -70,7 +75,10 @@ export async function loadModel(dir: string, options: LoadModelOptions = {}): Pr
   switch (formatName) {
     case "harmony":
       try {
-        format = createHarmonyFormat(m.tokenizer, options.harmony ?? {});
+        format = createHarmonyFormat(m.tokenizer, {
+          ...(options.now === undefined ? {} : { now: options.now }),
+          ...options.harmony,
+        });
       } catch (e) {
         throw new ModelDirError(`${dir}: tokenizer.json: cannot use the harmony format: ${(e as Error).message}`);
       }
@@ -90,6 +98,7 @@ export async function loadModel(dir: string, options: LoadModelOptions = {}): Pr
           toolUseTemplate: m.chatTemplates.tool_use,
           eosTokenIds: eosIds,
           ...(options.enableThinking === undefined ? {} : { enableThinking: options.enableThinking }),
+          ...(options.now === undefined ? {} : { now: options.now }),
         });
       } catch (e) {
         throw new ModelDirError(`${dir}: tokenizer_config.json: "chat_template": ${(e as Error).message}`);

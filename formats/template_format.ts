@@ -4,6 +4,7 @@ import type { ChatFormat } from "./chat_format.ts";
 import type { ConversationMessage, FunctionTool, PromptInput, ToolChoice } from "./conversation.ts";
 import { forcedCall } from "./forced_tool_call.ts";
 import { PrefilledParser } from "../parsers/prefilled_parser.ts";
+import { renderChatTemplate } from "./chat_template_render.ts";
 import type { Tokenizer } from "../model/tokenizer.ts";
 
 /**
@@ -25,6 +26,8 @@ export interface TemplateFormatOptions {
   readonly eosTokenIds?: readonly number[];
   /** Passed to the template as `enable_thinking` (Qwen3). Default true. */
   readonly enableThinking?: boolean;
+  /** The clock behind the template's `strftime_now` (default the system clock); tests pin it. */
+  readonly now?: () => Date;
 }
 
 /** An HF chat-template message. Keys are only present when set, since templates test `is defined`. */
@@ -159,6 +162,7 @@ export function createTemplateFormat(
   // The parser must also treat config-only EOS tokens (e.g. Llama's <|eot_id|>) as the end of output.
   const parserStopTexts = [...stopIds].filter((id) => tokenizer.isSpecial(id)).map((id) => tokenizer.decode([id]));
 
+  const now = options.now ?? (() => new Date());
   const renderText = (input: PromptInput): string => {
     const tools = visibleTools(input);
     const context: Record<string, unknown> = {
@@ -173,7 +177,7 @@ export function createTemplateFormat(
     if (input.reasoningEffort !== undefined) context.reasoning_effort = input.reasoningEffort;
     const t = tools.length > 0 && toolTemplate !== undefined ? toolTemplate : template;
     try {
-      return t.render(context);
+      return renderChatTemplate(t, context, now);
     } catch (e) {
       throw new TemplateFormatError(`chat template failed to render: ${(e as Error).message}`);
     }

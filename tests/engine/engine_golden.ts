@@ -43,9 +43,12 @@ export interface GoldenFile {
   readonly hot: GoldenRun[];
 }
 
+/** The day the goldens' harmony prompts were rendered on (`Current date:`); pinned so no run depends on the clock. */
+export const GOLDEN_DATE = new Date("2026-11-24T12:00:00Z");
+
 export async function goldenPrompts(name: string): Promise<{ prompts: number[][]; stopTokens: readonly number[] }> {
   const dir = `${ROOT}models/${name}`;
-  const model = await loadModel(dir);
+  const model = await loadModel(dir, { now: () => GOLDEN_DATE });
   const file = JSON.parse(await Deno.readTextFile(`${dir}/golden/prompts.json`)) as {
     cases: { input_ids: number[] }[];
   };

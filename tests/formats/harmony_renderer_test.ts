@@ -342,3 +342,12 @@ Deno.test("renderHarmony formats a Date option in UTC", () => {
   );
   assert.ok(rendered.includes("Current date: 2026-01-02\n"));
 });
+
+Deno.test("renderHarmony reads the default date from the injected clock at each render", () => {
+  let now = new Date("2026-03-04T10:00:00Z");
+  const options = { now: () => now };
+  const input: PromptInput = { messages: [], tools: [], toolChoice: "auto" };
+  assert.ok(harmonyPromptText(renderHarmony(input, options)).includes("Current date: 2026-03-04\n"));
+  now = new Date("2027-12-31T23:59:59Z");
+  assert.ok(harmonyPromptText(renderHarmony(input, options)).includes("Current date: 2027-12-31\n"));
+});
