@@ -3,7 +3,7 @@
  * (engine/step_batch.ts): ONNX Runtime wrapped in the host sampler, the native library as it is. The native library
  * is opened only when asked for, so the ONNX path works where it is not built.
  */
-import { DEFAULT_CONTEXT_LENGTH, type ModelConfig } from "../../model/model_dir.ts";
+import { DEFAULT_CONTEXT_LENGTH, type ModelConfig, type WeightFiles } from "../../model/model_dir.ts";
 import { type ModelDims, OnnxBackend } from "./onnx_backend.ts";
 import type { Backend } from "../step_batch.ts";
 import { ShardedBackend, WorkerBackend } from "./worker_backend.ts";
@@ -13,6 +13,7 @@ import type { LogitsBackend } from "./logits_backend.ts";
 import { parameterCount, resolveThreading } from "./threading.ts";
 
 export type BackendKind = "onnx" | "native";
+export const BACKEND_KINDS: readonly BackendKind[] = ["onnx", "native"];
 export type DeviceKind = "cpu" | "cuda" | "auto";
 
 /** A backend cannot be made as asked (unknown device, missing native library): a one-line message for the user. */
@@ -24,7 +25,8 @@ export class BackendUnavailableError extends Error {
 export interface BackendModel {
   readonly dir: string;
   readonly config: ModelConfig;
-  readonly onnxPath: string;
+  /** The directory's weight files: the ONNX backend needs `onnx/model.onnx` unless given `modelBytes`. */
+  readonly weights: Pick<WeightFiles, "onnxPath">;
 }
 
 export interface BackendOptions {
@@ -134,8 +136,11 @@ async function createOnnxBackend(model: BackendModel, options: BackendOptions): 
     cores: options.cores ?? navigator.hardwareConcurrency,
   });
   const dims = onnxDims(model.config);
-  const source: string | Uint8Array = options.modelBytes ?? model.onnxPath;
-  if (typeof source === "string" && !(await isFile(source))) throw new Error(`model file not found: ${source}`);
+  const source: string | Uint8Array | undefined = options.modelBytes ?? model.weights.onnxPath;
+  if (source === undefined) throw new BackendUnavailableError(`${model.dir}: onnx/model.onnx: file not found`);
+  if (typeof source === "string" && !(await isFile(source))) {
+    throw new BackendUnavailableError(`${source}: file not found`);
+  }
   const sessionOptions = { intraOpNumThreads: threads };
   const share = shards === 1 && (options.prefixCache ?? true);
   const main = await OnnxBackend.create(
@@ -193,14 +198,15 @@ async function createNativeBackend(model: BackendModel, options: BackendOptions)
       ...(options.draftModelDir === undefined ? {} : { draftModelDir: options.draftModelDir }),
     });
   } catch (e) {
-    throw new BackendUnavailableError(`--backend native: ${e instanceof Error ? e.message.split("\n")[0] : e}`);
+    const message = e instanceof Error ? e.message.split("\n")[0]! : String(e);
+    throw new BackendUnavailableError(message.startsWith("native backend") ? message : `native backend: ${message}`);
   }
   const i = backend.info;
   descriptions.set(
     backend,
     `native ${i.device} (${i.isa}), ${i.dtype} weights, ${i.kvDtype} KV, ${i.threads} thread${
       i.threads === 1 ? "" : "s"
-    }, ${i.numBlocks} blocks of ${i.blockSize}` +
+    }` +
       (i.draftWeightBytes > 0 ? `, draft model ${options.draftModelDir} (${i.draftWeightBytes} weight bytes)` : ""),
   );
   return backend;

@@ -35,7 +35,7 @@ Deno.test("engineModelDir: a readable directory is used in place; an embedded on
   assert.deepEqual([inPlace.dir, inPlace.copied], [FIXTURE, false]);
 
   const loaded = await loadModel(FIXTURE);
-  const copy = await engineModelDir(FIXTURE, loaded.onnxDataPaths, resolve("tests/fixtures"));
+  const copy = await engineModelDir(FIXTURE, [loaded.weights.onnxPath!], resolve("tests/fixtures"));
   assert.equal(copy.copied, true);
   assert.notEqual(copy.dir, FIXTURE);
   try {
@@ -45,7 +45,7 @@ Deno.test("engineModelDir: a readable directory is used in place; an embedded on
     // The copy holds what the backend opens (as in `rill serve`); the description was read once from the original.
     const engine = await openEngine({
       modelDir: copy.dir,
-      model: { ...loaded, onnxPath: `${copy.dir}/onnx/model.onnx` },
+      model: { ...loaded, weights: { ...loaded.weights, onnxPath: `${copy.dir}/onnx/model.onnx` } },
       maxNumSeqs: 1,
     });
     try {

@@ -21,8 +21,8 @@ backendConformance("onnx, 2 shards", {
   create: async () => {
     const m = await readModelDir(MODEL);
     const dims = onnxDims(m.config);
-    const main = await OnnxBackend.create(m.onnxPath, {}, dims);
-    const worker = await WorkerBackend.create(m.onnxPath, {}, dims);
+    const main = await OnnxBackend.create(m.weights.onnxPath!, {}, dims);
+    const worker = await WorkerBackend.create(m.weights.onnxPath!, {}, dims);
     return new HostSampledBackend(new ShardedBackend([main, worker], { mainFirst: 1 }), {
       blockSize: 16,
       numBlocks: 1024,

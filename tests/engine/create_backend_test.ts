@@ -67,8 +67,8 @@ Deno.test("createBackend refuses what it cannot do with a one-line BackendUnavai
   const cases: [Parameters<typeof createBackend>[1], RegExp][] = [
     // No GPU is present where the tests run: the library refuses the device in one line, whether it was built with
     // nvcc (no driver / no GPU) or without (no CUDA device in the build).
-    [{ ...base, kind: "native", device: "cuda" }, /^--backend native: .*device cuda: /],
-    [{ ...base, kind: "native", device: "cuda", dtype: "fp32" }, /^--backend native: .*device cuda: /],
+    [{ ...base, kind: "native", device: "cuda" }, /^native backend: .*device cuda: /],
+    [{ ...base, kind: "native", device: "cuda", dtype: "fp32" }, /^native backend: .*device cuda: /],
     [{ ...base, device: "cuda" }, /CPU only/],
     [{ ...base, dtype: "float16" }, /--dtype float16/],
     [{ ...base, draftModelDir: MODEL }, /--speculative draft needs --backend native/],
