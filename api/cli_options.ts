@@ -144,7 +144,7 @@ const SPECS: readonly OptionSpec[] = [
     env: "RILL_PREFIX_CACHE",
     value: "on|off",
     help: "Reuse the KV of identical prompt prefixes across requests (the ONNX backend keeps a copy of each full " +
-      "block's KV for it, and shares only on one session).",
+      "block's KV for it, in memory all its shards share).",
     fallback: "on",
   },
   {

@@ -5,6 +5,7 @@
  */
 import { DEFAULT_CONTEXT_LENGTH, type ModelConfig, type WeightFiles } from "../../model/model_dir.ts";
 import { type ModelDims, OnnxBackend } from "./onnx_backend.ts";
+import { createBlockPool } from "./block_pool.ts";
 import type { Backend } from "../step_batch.ts";
 import { ShardedBackend, WorkerBackend } from "./worker_backend.ts";
 import { HostSampledBackend } from "./host_sampled_backend.ts";
@@ -52,7 +53,7 @@ export interface BackendOptions {
   readonly gpuMemoryFraction?: number;
   /**
    * Let sequences share identical prefix blocks, so the engine runs a prefix cache (default true). ONNX keeps a copy of
-   * each full block's KV for it (on one session; sharded sessions keep their caches apart and do not share).
+   * each full block's KV for it, in memory all its sessions share (block_pool.ts), so it works across shards.
    */
   readonly prefixCache?: boolean;
   /** Most drafts verified per step (default 4). */
@@ -141,13 +142,13 @@ async function createOnnxBackend(model: BackendModel, options: BackendOptions): 
   if (typeof source === "string" && !(await isFile(source))) {
     throw new BackendUnavailableError(`${source}: file not found`);
   }
-  const sessionOptions = { intraOpNumThreads: threads };
-  const share = shards === 1 && (options.prefixCache ?? true);
-  const main = await OnnxBackend.create(
-    source,
-    { ...sessionOptions, ...(share ? { prefixBlockSize: blockSize } : {}) },
-    dims,
-  );
+  const share = options.prefixCache ?? true;
+  const numBlocks = options.numKvBlocks ?? maxNumSeqs * Math.ceil(Math.min(maxModelLen, dims.maxPositions) / blockSize);
+  const sessionOptions = {
+    intraOpNumThreads: threads,
+    ...(share ? { prefixPool: createBlockPool({ blockSize, numBlocks, ...dims }) } : {}),
+  };
+  const main = await OnnxBackend.create(source, sessionOptions, dims);
   let inner: LogitsBackend = main;
   if (shards > 1) {
     const workers: LogitsBackend[] = [];
@@ -159,10 +160,9 @@ async function createOnnxBackend(model: BackendModel, options: BackendOptions): 
     }
     inner = new ShardedBackend([main, ...workers]);
   }
-  const perSeq = Math.ceil(Math.min(maxModelLen, inner.maxPositions) / blockSize);
   const backend = new HostSampledBackend(inner, {
     blockSize,
-    numBlocks: options.numKvBlocks ?? maxNumSeqs * perSeq,
+    numBlocks,
     maxBatchTokens: options.maxNumBatchedTokens ?? defaultMaxBatchTokens(inner.vocabSize, maxNumSeqs, maxDrafts),
     maxSeqs: maxNumSeqs,
     maxDrafts,

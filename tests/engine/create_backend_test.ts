@@ -47,9 +47,9 @@ Deno.test("createBackend onnx: host-sampled ONNX sized from the engine's options
   try {
     const i = sized.info;
     assert.deepEqual([i.blockSize, i.numBlocks, i.maxBatchTokens], [32, 100, 300]);
-    // Two sessions keep their caches apart, so they do not share prefix blocks.
-    assert.equal(describeBackend(sized), "2 ONNX sessions × 1 thread, host sampler");
-    assert.equal(i.sharesPrefixBlocks, false);
+    // Two sessions keep their prefix blocks in one shared pool, so they share them like one session.
+    assert.equal(describeBackend(sized), "2 ONNX sessions × 1 thread, host sampler, prefix cache");
+    assert.equal(i.sharesPrefixBlocks, true);
   } finally {
     await sized.close();
   }
