@@ -36,6 +36,8 @@ interface DirCase {
   readonly tokenizer: RealTokenizerName;
   readonly spec: CheckpointSpec;
   readonly seed: number;
+  /** The chat format rill picks for the directory (logged at start-up). */
+  readonly format: "chatml" | "chat-template" | "harmony";
   /** The renders.json template this directory's chat template is (undefined: harmony, rill's own renderer). */
   readonly renders?: string;
   /** What `/detokenize` gives back for a text: the tokenizer's normalizer applied (Qwen's NFC). */
@@ -60,6 +62,7 @@ const CASES: readonly DirCase[] = [
     name: "Qwen3 (bf16, tied, q/k norms, head_dim 32 ≠ hidden/heads)",
     tokenizer: "qwen3",
     renders: "qwen3",
+    format: "chatml",
     normalize: nfc,
     seed: 301,
     spec: {
@@ -84,6 +87,7 @@ const CASES: readonly DirCase[] = [
     name: "Qwen2 (fp32, tied, q/k/v biases)",
     tokenizer: "qwen3",
     renders: "qwen3",
+    format: "chatml",
     normalize: nfc,
     seed: 302,
     spec: {
@@ -107,6 +111,7 @@ const CASES: readonly DirCase[] = [
     name: "Llama 3.1 (bf16, tied, llama3 rope scaling)",
     tokenizer: "llama3",
     renders: "llama3",
+    format: "chat-template",
     normalize: asIs,
     seed: 313,
     spec: {
@@ -131,6 +136,7 @@ const CASES: readonly DirCase[] = [
     name: "Mistral (bf16, untied)",
     tokenizer: "llama3",
     renders: "llama3",
+    format: "chat-template",
     normalize: asIs,
     seed: 304,
     spec: {
@@ -153,6 +159,7 @@ const CASES: readonly DirCase[] = [
   {
     name: "Llama body with gpt-oss's o200k_harmony tokenizer (harmony, bf16, tied)",
     tokenizer: "gptoss",
+    format: "harmony",
     normalize: asIs,
     // gpt-tokenizer's o200k_harmony (tiktoken's ranks), wrapped to read special-token text as the specials.
     independent: () => new O200kTokenizer(),
@@ -342,6 +349,7 @@ for (const c of CASES) {
         assert.match(log, /model\.safetensors: \d+\.\d MB/);
         assert.doesNotMatch(log, /onnx/i);
         const url = server.url;
+
         const models = await (await fetch(`${url}/v1/models`)).json();
         assert.equal(models.data[0].id, "real");
         assert.equal(models.data[0].max_model_len, MAX_MODEL_LEN);
@@ -359,7 +367,6 @@ for (const c of CASES) {
         const visible = greedy.tokens.filter((id) => !model.tokenizer.isSpecial(id));
         const greedyText = model.tokenizer.decode(visible);
         assert.ok(greedyText.trim() !== "", "the seed's greedy output is visible text");
-        if (Deno.env.get("RILL_TEST_SHOW") !== undefined) console.log(JSON.stringify({ prompt, greedy, greedyText }));
 
         const completion = await post(url, "/v1/completions", {
           model: "real",
@@ -391,18 +398,16 @@ for (const c of CASES) {
         assert.equal(again.choices[0]!.message.content, content, "greedy chat output is deterministic");
         assert.equal(first.usage!.prompt_tokens, prompt.length);
         assert.equal(first.usage!.completion_tokens, greedy.tokens.length + (greedy.stopped ? 1 : 0));
-        if (c.renders !== undefined) {
-          // ChatML output without markup is message text, opened at its first non-whitespace character.
-          assert.doesNotMatch(greedyText, /<think>|<\/think>|<tool_call>/, "the seed's output holds no markup");
-          assert.equal(content, greedyText.trimStart(), "chat message = in-process greedy text");
-        }
+        // Output without markup is message text: ChatML's opens at its first non-whitespace character, and harmony
+        // output that never reaches `<|message|>` is a plain message of the text the model wrote.
+        assert.doesNotMatch(greedyText, /<think>|<\/think>|<tool_call>/, "the seed's output holds no markup");
+        assert.equal(content, c.format === "harmony" ? greedyText : greedyText.trimStart(), "message = greedy text");
 
         const request = { model: "real", input: messages[0]!.content, max_output_tokens: MAX_TOKENS, temperature: 0 };
         const response = await client.responses.create(request);
         assert.equal(response.usage!.input_tokens, prompt.length);
         assert.equal(response.usage!.output_tokens, first.usage!.completion_tokens);
         assert.equal(responseText(response), content, "Responses text = Chat Completions text");
-        if (Deno.env.get("RILL_TEST_SHOW") !== undefined) console.log(JSON.stringify({ content }));
         const streamed = await streamedResponse(url, request);
         assert.equal(streamed.text, content, "streamed Responses text = non-streamed");
         assert.equal(streamed.deltas, content);
@@ -411,6 +416,7 @@ for (const c of CASES) {
         server.child.kill("SIGTERM");
         const done = await server.finish();
         assert.equal(done.code, 0, done.stderr);
+        assert.match(done.stdout, new RegExp(`serving model 'real' \\(${c.format}, context ${MAX_MODEL_LEN}\\)`));
       }
     } finally {
       await Deno.remove(dir, { recursive: true });
