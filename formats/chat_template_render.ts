@@ -5,10 +5,11 @@
  *
  * Templates are written for Python's jinja2, and @huggingface/jinja follows JavaScript where they differ:
  * `s.strip(chars)` / `lstrip(chars)` / `rstrip(chars)` ignore their argument, `trim` and `split()` use JavaScript's
- * whitespace, and an attribute of an undefined value is undefined. Qwen3's template strips reasoning with
- * `.strip('\n')`, so a thought that begins with spaces or a tab lost them. The interpreter here strips and splits as
- * Python does (the given characters, or Python's whitespace without them), and fails where jinja2 fails on an
- * attribute or item of an undefined value (Qwen3's `messages[0].role` with no messages), as transformers would.
+ * whitespace, `length` and `s[i]` count UTF-16 units, `capitalize` keeps the rest's case, `title` starts words after
+ * any non-ASCII letter and keeps their case, and an attribute of an undefined value is undefined. Qwen3's template strips reasoning with
+ * `.strip('\n')`, so a thought that begins with spaces or a tab lost them. The interpreter here does these as Python
+ * does (code points, Python's whitespace, jinja2's word boundaries), and fails where jinja2 fails on an attribute or item of
+ * an undefined value (Qwen3's `messages[0].role` with no messages), as transformers would.
  */
 import { Environment, Interpreter, type Template } from "@huggingface/jinja";
 import { strftime } from "./strftime.ts";
@@ -44,6 +45,27 @@ export function pythonSplitWhitespace(text: string): string[] {
   }
   if (word !== "") words.push(word);
   return words;
+}
+
+/** Python's `str.capitalize()`: the first character upper case, the rest lower case. */
+export function pythonCapitalize(text: string): string {
+  const [first = "", ...rest] = Array.from(text);
+  return first.toUpperCase() + rest.join("").toLowerCase();
+}
+
+/**
+ * jinja2's `title` filter (not `str.title()`): words begin after whitespace, `-`, `(`, `{`, `[` or `<`; each word's
+ * first character is upper case and the rest lower case.
+ */
+export function jinjaTitle(text: string): string {
+  const boundary = (ch: string) => PYTHON_WHITESPACE.has(ch) || "-({[<".includes(ch);
+  let out = "";
+  let atStart = true;
+  for (const ch of text) {
+    out += boundary(ch) ? ch : atStart ? ch.toUpperCase() : ch.toLowerCase();
+    atStart = boundary(ch);
+  }
+  return out;
 }
 
 const STRIP_SIDES: Readonly<Record<string, readonly [boolean, boolean]>> = {
@@ -123,6 +145,19 @@ function pythonStringInterpreter(env: Environment): Interpreter {
     return new (list.constructor as new (value: RuntimeValue[]) => RuntimeValue)(words);
   };
   hooks.evaluateMemberExpression = (node, environment) => {
+    if (node.computed === true && node.object !== undefined && node.property?.type !== "SliceExpression") {
+      const object = evaluate(node.object, environment);
+      if (object.type === "StringValue") {
+        const index = evaluate(node.property!, environment);
+        if (index.type === "IntegerValue") {
+          // Python indexes code points; jinja2 answers an index out of range with undefined.
+          const points = Array.from(object.value as string);
+          const i = index.value as number;
+          const ch = points[i < 0 ? points.length + i : i];
+          return ch === undefined ? evaluateMember(node, environment) : stringLike(object, ch);
+        }
+      }
+    }
     const value = evaluateMember(node, environment);
     if (value.type !== "UndefinedValue" || node.object === undefined) return value;
     const object = evaluate(node.object, environment);
@@ -133,11 +168,30 @@ function pythonStringInterpreter(env: Environment): Interpreter {
     return value;
   };
   hooks.applyFilter = (operand, filter, environment) => {
-    const isTrim = (filter.type === "Identifier" && filter.value === "trim") ||
-      (filter.type === "CallExpression" && filter.callee?.type === "Identifier" && filter.callee.value === "trim");
-    if (!isTrim || operand.type !== "StringValue") return applyFilter(operand, filter, environment);
-    const args = (filter.args ?? []).map((a) => evaluate(a, environment));
-    return stringLike(operand, pythonStrip(operand.value as string, charsArgument(args, "trim"), true, true));
+    const name = filter.type === "Identifier"
+      ? String(filter.value)
+      : filter.type === "CallExpression" && filter.callee?.type === "Identifier"
+      ? String(filter.callee.value)
+      : "";
+    if (operand.type !== "StringValue") return applyFilter(operand, filter, environment);
+    const text = operand.value as string;
+    switch (name) {
+      case "trim": {
+        const args = (filter.args ?? []).map((a) => evaluate(a, environment));
+        return stringLike(operand, pythonStrip(text, charsArgument(args, "trim"), true, true));
+      }
+      case "capitalize":
+        return stringLike(operand, pythonCapitalize(text));
+      case "title":
+        return stringLike(operand, jinjaTitle(text));
+      case "length":
+      case "count": {
+        const units = applyFilter(operand, filter, environment); // the runtime's IntegerValue, for its class
+        return new (units.constructor as new (value: number) => RuntimeValue)(Array.from(text).length);
+      }
+      default:
+        return applyFilter(operand, filter, environment);
+    }
   };
   return interpreter;
 }
