@@ -5,11 +5,14 @@
  *
  * Templates are written for Python's jinja2, and @huggingface/jinja follows JavaScript where they differ:
  * `s.strip(chars)` / `lstrip(chars)` / `rstrip(chars)` ignore their argument, `trim` and `split()` use JavaScript's
- * whitespace, `length` and `s[i]` count UTF-16 units, `capitalize` keeps the rest's case, `title` starts words after
- * any non-ASCII letter and keeps their case, and an attribute of an undefined value is undefined. Qwen3's template strips reasoning with
- * `.strip('\n')`, so a thought that begins with spaces or a tab lost them. The interpreter here does these as Python
- * does (code points, Python's whitespace, jinja2's word boundaries), and fails where jinja2 fails on an attribute or item of
- * an undefined value (Qwen3's `messages[0].role` with no messages), as transformers would.
+ * whitespace, `length` and `s[i]` count UTF-16 units, `capitalize` keeps the rest's case, and `title` starts words
+ * after any non-ASCII letter and keeps their case. Qwen3's template strips reasoning with `.strip('\n')`, so a thought
+ * that begins with spaces or a tab lost them. The interpreter here does these as Python does (code points, Python's
+ * whitespace, jinja2's word boundaries).
+ *
+ * Left lenient on purpose: an attribute of an undefined value is undefined, where jinja2 raises. vLLM hands templates
+ * a request's absent optional fields as None (whose attributes jinja2 reads as undefined), and rill omits them, so a
+ * template reading `tool.function.parameters.properties` of a tool without parameters renders as under vLLM.
  */
 import { Environment, Interpreter, type Template } from "@huggingface/jinja";
 import { strftime } from "./strftime.ts";
@@ -158,14 +161,7 @@ function pythonStringInterpreter(env: Environment): Interpreter {
         }
       }
     }
-    const value = evaluateMember(node, environment);
-    if (value.type !== "UndefinedValue" || node.object === undefined) return value;
-    const object = evaluate(node.object, environment);
-    if (object.type === "UndefinedValue") {
-      const what = node.computed === true ? "item" : `attribute '${String(node.property?.value)}'`;
-      throw new Error(`an undefined value has no ${what}`);
-    }
-    return value;
+    return evaluateMember(node, environment);
   };
   hooks.applyFilter = (operand, filter, environment) => {
     const name = filter.type === "Identifier"
