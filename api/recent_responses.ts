@@ -37,5 +37,5 @@ export class RecentResponses {
     }
   }
 
-  readonly lookup: PreviousLookup = (id) => this.#entries.get(id);
+  readonly lookup: PreviousLookup = (id) => Promise.resolve(this.#entries.get(id));
 }

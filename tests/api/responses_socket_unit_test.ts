@@ -126,7 +126,7 @@ Deno.test("socket: a message over the size limit is refused before it is parsed"
   assert.equal((socket.sent[0]!.error as Record<string, unknown>).code, "payload_too_large");
 });
 
-Deno.test("recent responses: the oldest entry goes when full; remembering again refreshes an entry", () => {
+Deno.test("recent responses: the oldest entry goes when full; remembering again refreshes an entry", async () => {
   const recent = new RecentResponses(2);
   const response = (id: string) => ({ id, status: "completed", output: [] });
   recent.remember(response("a"), [{ type: "message" }]);
@@ -134,8 +134,8 @@ Deno.test("recent responses: the oldest entry goes when full; remembering again 
   recent.remember(response("a"), []);
   recent.remember(response("c"), []);
   assert.equal(recent.size, 2);
-  assert.equal(recent.lookup("b"), undefined);
-  assert.deepEqual(recent.lookup("a")?.conversation, { version: 1, items: [] });
-  assert.equal(recent.lookup("c")?.response.id, "c");
+  assert.equal(await recent.lookup("b"), undefined);
+  assert.deepEqual((await recent.lookup("a"))?.conversation, { version: 1, items: [] });
+  assert.equal((await recent.lookup("c"))?.response.id, "c");
   assert.throws(() => new RecentResponses(0), RangeError);
 });

@@ -1,0 +1,582 @@
+/**
+ * The PostgreSQL implementation of the store (response_store.ts), for several rill replicas on one database
+ * (`--store postgres://USER:PASS@HOST:PORT/DB`). The client is the `postgres` npm package: no dependencies, its own
+ * protocol code (no native addon), pipelining, and LISTEN/NOTIFY that re-listens after a reconnect.
+ *
+ * Invariants beyond the interface's:
+ * - The schema is created or migrated at connect time in one transaction under an advisory lock, recorded in
+ *   `rill_schema` (postgres_schema.ts): replicas of different versions starting together never race.
+ * - `appendLater` writes are committed in one transaction per batch (every response's writes of one turn of the
+ *   event loop, or more while the previous batch is still committing): one row lock read for all of them, then one
+ *   multi-row statement each for events, terminal marks, snapshots and output items, pipelined.
+ * - Every commit that changes responses sends `NOTIFY rill_events` with this owner and the ids, so a tail on any
+ *   replica is woken as the events are written (no polling); this server's own listeners are called directly.
+ * - Only the owner recorded on a row appends to its log or rewrites its snapshot; a log that ended takes nothing
+ *   more. Both checks hold the row lock (`FOR UPDATE`), so a takeover (failInFlight) and the owner's last write
+ *   never both end a log.
+ * - A cancellation is `NOTIFY rill_cancel` with the response id (and a flag on the row, which the owner also reads
+ *   at each heartbeat in case it was reconnecting when the notification went out).
+ * - Leases use the servers' clocks (epoch milliseconds), which must agree within a small part of the lease (NTP).
+ */
+import postgres from "postgres";
+import { PostgresConversationStore } from "./postgres_conversation_store.ts";
+import { migrate } from "./postgres_schema.ts";
+import {
+  chainItems,
+  type InputItemsPage,
+  ORPHANED,
+  previousOf,
+  responseId,
+  type ResponseStore,
+  type StoredConversationRow,
+  type StoredEvent,
+  type StoreOptions,
+  TERMINAL_TYPES,
+} from "./response_store.ts";
+import { responseFailed } from "../stream/builders.ts";
+import { Sequencer } from "../stream/sequencer.ts";
+import type { Response } from "../stream/types.ts";
+
+// deno-lint-ignore no-explicit-any
+export type Sql = postgres.Sql<any>;
+// deno-lint-ignore no-explicit-any
+type TxSql = postgres.TransactionSql<any>;
+
+interface QueuedWrite {
+  readonly id: string;
+  readonly events: readonly StoredEvent[];
+  readonly snapshot: Record<string, unknown> | undefined;
+  readonly onError: (error: unknown) => void;
+}
+
+const EVENTS_CHANNEL = "rill_events";
+const CANCEL_CHANNEL = "rill_cancel";
+/** NOTIFY payloads must stay under 8000 bytes: ids are sent in chunks below this. */
+const NOTIFY_BYTES = 7000;
+
+export interface PostgresStoreOptions extends StoreOptions {
+  /** Connections in the pool (one more is kept for LISTEN). Default 8. */
+  readonly maxConnections?: number;
+}
+
+export class PostgresStore implements ResponseStore {
+  readonly #sql: Sql;
+  readonly owner: string;
+  readonly crossServerNotify = true;
+  readonly conversations: PostgresConversationStore;
+  readonly #leaseMs: number;
+  readonly #ttlSeconds: number;
+  readonly #clock: () => number;
+  readonly #listeners = new Map<string, Set<() => void>>();
+  readonly #cancelListeners: ((id: string) => void)[] = [];
+  #queue: QueuedWrite[] = [];
+  #flushTimer: ReturnType<typeof setTimeout> | undefined;
+  /** The commit in flight (or the last one): batches commit one after another, in order. */
+  #committing: Promise<void> = Promise.resolve();
+  /** A commit scheduled behind the one in flight, which takes everything queued when it starts. */
+  #next: Promise<void> | null = null;
+  #leaseTimer: ReturnType<typeof setInterval> | undefined;
+  #unlisten: (() => Promise<void>)[] = [];
+  #closed = false;
+
+  private constructor(sql: Sql, options: PostgresStoreOptions) {
+    this.#sql = sql;
+    this.owner = options.owner ?? `srv_${crypto.randomUUID().replaceAll("-", "")}`;
+    this.#leaseMs = options.leaseMs ?? 15_000;
+    this.#ttlSeconds = options.ttlSeconds ?? 0;
+    this.#clock = options.clock ?? Date.now;
+    this.conversations = new PostgresConversationStore(sql);
+  }
+
+  /** Connects, creates or migrates the schema, and starts listening for other replicas' notifications. */
+  static async connect(url: string, options: PostgresStoreOptions = {}): Promise<PostgresStore> {
+    const sql: Sql = postgres(url, {
+      max: options.maxConnections ?? 8,
+      onnotice: () => {},
+      connect_timeout: 5,
+      transform: { undefined: null },
+    });
+    try {
+      await migrate(sql);
+      const store = new PostgresStore(sql, options);
+      await store.#listen();
+      return store;
+    } catch (error) {
+      await sql.end({ timeout: 1 });
+      throw error;
+    }
+  }
+
+  async #listen(): Promise<void> {
+    const events = await this.#sql.listen(EVENTS_CHANNEL, (payload) => {
+      const bar = payload.indexOf("|");
+      if (payload.slice(0, bar) === this.owner) return;
+      for (const id of payload.slice(bar + 1).split(",")) this.#notifyLocal(id);
+    });
+    const cancels = await this.#sql.listen(CANCEL_CHANNEL, (id) => this.#deliverCancel(id));
+    this.#unlisten = [() => events.unlisten(), () => cancels.unlisten()];
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    if (this.#leaseTimer !== undefined) clearInterval(this.#leaseTimer);
+    this.#leaseTimer = undefined;
+    try {
+      await this.flush();
+      // A clean stop gives the lease back: this server's rows are settled by then (shutdown ends every generation).
+      await this.#sql`DELETE FROM rill_servers WHERE id = ${this.owner}`;
+    } finally {
+      this.#closed = true;
+      this.#listeners.clear();
+      await Promise.allSettled(this.#unlisten.map((unlisten) => unlisten()));
+      await this.#sql.end({ timeout: 2 });
+    }
+  }
+
+  async startLease(): Promise<number> {
+    await this.heartbeat();
+    const recovered = await this.recoverOrphans();
+    await this.sweep();
+    if (this.#leaseTimer === undefined) {
+      const timer = setInterval(() => {
+        this.#beat().catch(() => {
+          // An unreachable database is tried again at the next beat; the lease lasts three of them.
+        });
+      }, Math.max(1, Math.floor(this.#leaseMs / 3)));
+      Deno.unrefTimer(timer);
+      this.#leaseTimer = timer;
+    }
+    return recovered;
+  }
+
+  async #beat(): Promise<void> {
+    await this.heartbeat();
+    await this.#pendingCancels();
+    await this.recoverOrphans();
+    await this.sweep();
+  }
+
+  async heartbeat(): Promise<void> {
+    await this.#sql`
+      INSERT INTO rill_servers (id, heartbeat) VALUES (${this.owner}, ${this.#clock()})
+      ON CONFLICT (id) DO UPDATE SET heartbeat = excluded.heartbeat`;
+  }
+
+  async ownerAlive(owner: string | null): Promise<boolean> {
+    if (owner === this.owner) return true;
+    if (owner === null) return false;
+    const [row] = await this.#sql`SELECT heartbeat FROM rill_servers WHERE id = ${owner}`;
+    return row !== undefined && Number(row.heartbeat) > this.#clock() - this.#leaseMs;
+  }
+
+  async ownerOf(id: string): Promise<string | null> {
+    await this.flush();
+    const [row] = await this.#sql`SELECT owner FROM rill_responses WHERE id = ${id}`;
+    return (row?.owner as string | null | undefined) ?? null;
+  }
+
+  async recoverOrphans(): Promise<number> {
+    await this.flush();
+    const rows = await this.#sql`
+      SELECT r.id FROM rill_responses r LEFT JOIN rill_servers s ON s.id = r.owner
+      WHERE r.terminal = false AND r.status IN ('queued', 'in_progress')
+        AND (r.owner IS NULL OR r.owner <> ${this.owner})
+        AND (s.heartbeat IS NULL OR s.heartbeat <= ${this.#clock() - this.#leaseMs})`;
+    let failed = 0;
+    for (const row of rows) {
+      if (await this.failInFlight(row.id as string, ORPHANED) !== undefined) failed++;
+    }
+    if (failed > 0) await this.#sql`DELETE FROM rill_servers WHERE heartbeat <= ${this.#clock() - this.#leaseMs}`;
+    return failed;
+  }
+
+  async failInFlight(
+    id: string,
+    error: { code: string; message: string },
+  ): Promise<Record<string, unknown> | undefined> {
+    await this.flush();
+    const failed = await this.#sql.begin(async (sql) => {
+      const [row] = await sql`SELECT response, terminal FROM rill_responses WHERE id = ${id} FOR UPDATE`;
+      if (row === undefined || row.terminal === true) return undefined;
+      const response = JSON.parse(row.response as string) as Record<string, unknown>;
+      if (response.status !== "queued" && response.status !== "in_progress") return undefined;
+      const failed = { ...response, status: "failed", error };
+      const [last] = await sql`SELECT MAX(seq) AS seq FROM rill_events WHERE response_id = ${id}`;
+      // The log's own numbering continues: a Sequencer is the only code that numbers events.
+      const next = last?.seq === null || last?.seq === undefined ? 0 : Number(last.seq) + 1;
+      const [terminal] = new Sequencer(next).stamp([responseFailed(failed as unknown as Response)]);
+      await sql`
+        UPDATE rill_responses SET response = ${JSON.stringify(failed)}, status = 'failed', terminal = true,
+          owner = ${this.owner}
+        WHERE id = ${id}`;
+      await sql`
+        INSERT INTO rill_events (response_id, seq, event)
+        VALUES (${id}, ${terminal!.sequence_number}, ${JSON.stringify(terminal)})`;
+      await this.#notifyOthers(sql, [id]);
+      return failed;
+    });
+    if (failed !== undefined) this.#notifyLocal(id);
+    return failed;
+  }
+
+  async sweep(batch = 500): Promise<number> {
+    if (this.#ttlSeconds <= 0) return 0;
+    await this.flush();
+    const before = this.#clock() - this.#ttlSeconds * 1000;
+    const rows = await this.#sql`
+      SELECT id FROM rill_responses
+      WHERE created_at < ${before} AND (terminal = true OR status NOT IN ('queued', 'in_progress'))
+      ORDER BY created_at LIMIT ${batch}`;
+    for (const row of rows) await this.delete(row.id as string);
+    return rows.length;
+  }
+
+  async create(
+    response: Record<string, unknown>,
+    inputItems: readonly Record<string, unknown>[],
+    conversation: unknown,
+  ): Promise<void> {
+    const id = responseId(response);
+    const items = inputItems.map((item, position) => ({
+      position,
+      item_id: typeof item.id === "string" && item.id !== "" ? item.id : `${id}_item_${position}`,
+      item: JSON.stringify(item),
+    }));
+    await this.#sql.begin(async (sql) => {
+      await sql`
+        INSERT INTO rill_responses (id, response, status, conversation, terminal, created_at, owner, previous_id)
+        VALUES (${id}, ${JSON.stringify(response)}, ${String(response.status ?? "")},
+          ${JSON.stringify(conversation ?? null)}, false, ${this.#clock()}, ${this.owner},
+          ${previousOf(conversation)})`;
+      if (items.length > 0) {
+        await sql`
+          INSERT INTO rill_input_items (response_id, position, item_id, item)
+          SELECT ${id}, x.position, x.item_id, x.item
+          FROM jsonb_to_recordset(${JSON.stringify(items)}::text::jsonb) AS x(position int, item_id text, item text)`;
+      }
+    });
+  }
+
+  appendEvents(id: string, events: readonly StoredEvent[]): Promise<void> {
+    if (events.length === 0) return this.flush();
+    return this.#direct(id, events, undefined);
+  }
+
+  update(id: string, response: Record<string, unknown>): Promise<void> {
+    return this.#direct(id, [], response);
+  }
+
+  /** A write committed in call order with the queued ones: queued, flushed, its own failure thrown. */
+  async #direct(id: string, events: readonly StoredEvent[], snapshot: Record<string, unknown> | undefined) {
+    let failure: { error: unknown } | undefined;
+    this.#queue.push({ id, events, snapshot, onError: (error) => failure = { error } });
+    await this.flush();
+    if (failure !== undefined) throw failure.error;
+  }
+
+  appendLater(
+    id: string,
+    events: readonly StoredEvent[],
+    snapshot: Record<string, unknown> | undefined,
+    onError: (error: unknown) => void,
+  ): void {
+    if (events.length === 0 && snapshot === undefined) return;
+    this.#queue.push({ id, events, snapshot, onError });
+    this.#flushTimer ??= setTimeout(() => {
+      this.#flushTimer = undefined;
+      this.flush().catch(() => {
+        // Each write's failure went to its own onError.
+      });
+    }, 0);
+  }
+
+  /**
+   * Resolves once every write queued before the call is committed. Writes queued while a batch commits go in the
+   * next batch, which starts when that one ends (so batches grow with load instead of queueing transactions).
+   */
+  flush(): Promise<void> {
+    if (this.#flushTimer !== undefined) {
+      clearTimeout(this.#flushTimer);
+      this.#flushTimer = undefined;
+    }
+    if (this.#next !== null) return this.#next;
+    if (this.#queue.length === 0) return this.#committing;
+    const next = this.#committing.then(() => {
+      this.#next = null;
+      const queued = this.#queue;
+      this.#queue = [];
+      return this.#commitBatch(queued);
+    });
+    this.#next = next;
+    this.#committing = next.catch(() => {});
+    return next;
+  }
+
+  /** One batch in one transaction; if that fails, each response's writes alone, each failure to its own onError. */
+  async #commitBatch(queued: readonly QueuedWrite[]): Promise<void> {
+    if (queued.length === 0) return;
+    try {
+      await this.#commit(queued);
+    } catch {
+      const byId = new Map<string, QueuedWrite[]>();
+      for (const write of queued) byId.set(write.id, [...byId.get(write.id) ?? [], write]);
+      await Promise.all([...byId.values()].map(async (writes) => {
+        try {
+          await this.#commit(writes);
+        } catch (error) {
+          for (const write of writes) write.onError(error);
+        }
+      }));
+    }
+  }
+
+  /**
+   * Commits `writes` (in order) in one transaction: events of logs that are still open and owned here, snapshots of
+   * rows that still exist and are not ended by another server, their output items, and the notification.
+   */
+  async #commit(writes: readonly QueuedWrite[]): Promise<void> {
+    const ids = [...new Set(writes.map((write) => write.id))].sort();
+    const changed = await this.#sql.begin(async (sql) => {
+      const rows = await sql`
+        SELECT id, terminal, owner FROM rill_responses WHERE id IN ${sql(ids)} ORDER BY id FOR UPDATE`;
+      const state = new Map<string, { terminal: boolean; owner: string | null }>();
+      for (const row of rows) {
+        state.set(row.id as string, { terminal: row.terminal as boolean, owner: row.owner as string | null });
+      }
+      const events: { id: string; seq: number; event: string }[] = [];
+      const ended = new Set<string>();
+      const snapshots = new Map<string, Record<string, unknown>>();
+      for (const write of writes) {
+        const row = state.get(write.id);
+        // Gone: its generation may still be ending, and must not leave rows behind.
+        if (row === undefined) continue;
+        if (!row.terminal && write.events.length > 0) {
+          for (const event of write.events) {
+            events.push({ id: write.id, seq: event.sequence_number, event: JSON.stringify(event) });
+            if (TERMINAL_TYPES.has(event.type)) row.terminal = true;
+          }
+          if (row.terminal) ended.add(write.id);
+        }
+        // A response whose log ended is only rewritten by the server that ended it (see failInFlight).
+        if (write.snapshot !== undefined && (!row.terminal || row.owner === this.owner || ended.has(write.id))) {
+          snapshots.set(write.id, write.snapshot);
+        }
+      }
+      const pending: Promise<unknown>[] = [];
+      if (events.length > 0) {
+        pending.push(sql`
+          INSERT INTO rill_events (response_id, seq, event)
+          SELECT x.id, x.seq, x.event
+          FROM jsonb_to_recordset(${JSON.stringify(events)}::text::jsonb) AS x(id text, seq int, event text)`);
+      }
+      if (ended.size > 0) {
+        pending.push(sql`UPDATE rill_responses SET terminal = true WHERE id IN ${sql([...ended])}`);
+      }
+      if (snapshots.size > 0) {
+        const rows = [...snapshots].map(([id, response]) => ({
+          id,
+          response: JSON.stringify(response),
+          status: String(response.status ?? ""),
+        }));
+        pending.push(sql`
+          UPDATE rill_responses AS r SET response = x.response, status = x.status
+          FROM jsonb_to_recordset(${JSON.stringify(rows)}::text::jsonb) AS x(id text, response text, status text)
+          WHERE r.id = x.id`);
+        const items: { item_id: string; id: string; item: string }[] = [];
+        for (const [id, response] of snapshots) {
+          const output = Array.isArray(response.output) ? response.output as unknown[] : [];
+          for (const item of output) {
+            const itemId = (item as { id?: unknown } | null)?.id;
+            if (typeof itemId === "string" && itemId !== "") {
+              items.push({ item_id: itemId, id, item: JSON.stringify(item) });
+            }
+          }
+        }
+        if (items.length > 0) {
+          // One row per item id: a later snapshot's copy of an item replaces an earlier one in the same batch.
+          const latest = [...new Map(items.map((item) => [item.item_id, item])).values()];
+          pending.push(sql`
+            INSERT INTO rill_output_items (item_id, response_id, item)
+            SELECT x.item_id, x.id, x.item
+            FROM jsonb_to_recordset(${JSON.stringify(latest)}::text::jsonb) AS x(item_id text, id text, item text)
+            ON CONFLICT (item_id) DO UPDATE SET response_id = excluded.response_id, item = excluded.item`);
+        }
+      }
+      const changed = [...new Set([...events.map((event) => event.id), ...snapshots.keys()])];
+      if (changed.length > 0) pending.push(this.#notifyOthers(sql, changed));
+      await Promise.all(pending);
+      return changed;
+    });
+    for (const id of changed) this.#notifyLocal(id);
+  }
+
+  /** Inside a transaction: tells the other replicas (on commit) that these responses changed. */
+  async #notifyOthers(sql: TxSql, ids: readonly string[]): Promise<void> {
+    const prefix = `${this.owner}|`;
+    let chunk: string[] = [];
+    let bytes = prefix.length;
+    const sends: Promise<unknown>[] = [];
+    const send = () => {
+      if (chunk.length > 0) sends.push(sql`SELECT pg_notify(${EVENTS_CHANNEL}, ${prefix + chunk.join(",")})`);
+      chunk = [];
+      bytes = prefix.length;
+    };
+    for (const id of ids) {
+      if (bytes + id.length + 1 > NOTIFY_BYTES) send();
+      chunk.push(id);
+      bytes += id.length + 1;
+    }
+    send();
+    await Promise.all(sends);
+  }
+
+  async item(itemId: string): Promise<Record<string, unknown> | undefined> {
+    await this.flush();
+    const [output] = await this.#sql`SELECT item FROM rill_output_items WHERE item_id = ${itemId}`;
+    if (output !== undefined) return JSON.parse(output.item as string);
+    const [input] = await this.#sql`
+      SELECT item_id, item FROM rill_input_items WHERE item_id = ${itemId} ORDER BY serial DESC LIMIT 1`;
+    return input === undefined ? undefined : { id: input.item_id, ...JSON.parse(input.item as string) };
+  }
+
+  async get(id: string): Promise<{ response: Record<string, unknown>; conversation: unknown } | undefined> {
+    await this.flush();
+    const [row] = await this.#sql`SELECT response, conversation FROM rill_responses WHERE id = ${id}`;
+    if (row === undefined) return undefined;
+    return { response: JSON.parse(row.response as string), conversation: JSON.parse(row.conversation as string) };
+  }
+
+  async conversationItems(id: string): Promise<Record<string, unknown>[] | undefined> {
+    await this.flush();
+    return await conversationItemsIn(this.#sql, id);
+  }
+
+  async isTerminal(id: string): Promise<boolean> {
+    await this.flush();
+    const [row] = await this.#sql`SELECT terminal FROM rill_responses WHERE id = ${id}`;
+    return row?.terminal === true;
+  }
+
+  async delete(id: string): Promise<boolean> {
+    await this.flush();
+    const deleted = await this.#sql.begin(async (sql) => {
+      const [row] = await sql`SELECT id FROM rill_responses WHERE id = ${id} FOR UPDATE`;
+      if (row === undefined) return false;
+      // Responses that continue this one get their whole history written out first.
+      const children = await sql`SELECT id FROM rill_responses WHERE previous_id = ${id} FOR UPDATE`;
+      for (const child of children) {
+        const items = await conversationItemsIn(sql, child.id as string) ?? [];
+        await sql`
+          UPDATE rill_responses SET conversation = ${JSON.stringify({ version: 1, items })}, previous_id = NULL
+          WHERE id = ${child.id as string}`;
+      }
+      await sql`DELETE FROM rill_responses WHERE id = ${id}`;
+      await sql`DELETE FROM rill_input_items WHERE response_id = ${id}`;
+      await sql`DELETE FROM rill_output_items WHERE response_id = ${id}`;
+      await sql`DELETE FROM rill_events WHERE response_id = ${id}`;
+      await this.#notifyOthers(sql, [id]);
+      return true;
+    });
+    if (deleted) this.#notifyLocal(id);
+    return deleted;
+  }
+
+  async listInputItems(
+    id: string,
+    query: { readonly limit: number; readonly order: "asc" | "desc"; readonly after?: string },
+  ): Promise<InputItemsPage | undefined> {
+    await this.flush();
+    const [exists] = await this.#sql`SELECT 1 AS one FROM rill_responses WHERE id = ${id}`;
+    if (exists === undefined) return undefined;
+    const rows = [
+      ...await this.#sql`
+      SELECT item_id, item FROM rill_input_items WHERE response_id = ${id} ORDER BY position`,
+    ] as unknown as {
+      item_id: string;
+      item: string;
+    }[];
+    if (query.order === "desc") rows.reverse();
+    let start = 0;
+    if (query.after !== undefined) {
+      const at = rows.findIndex((row) => row.item_id === query.after);
+      start = at < 0 ? rows.length : at + 1;
+    }
+    const page = rows.slice(start, start + query.limit);
+    return {
+      data: page.map((row) => ({ id: row.item_id, ...JSON.parse(row.item) })),
+      first_id: page[0]?.item_id ?? null,
+      last_id: page.at(-1)?.item_id ?? null,
+      has_more: start + page.length < rows.length,
+    };
+  }
+
+  async eventsAfter(id: string, startingAfter: number): Promise<StoredEvent[]> {
+    await this.flush();
+    const rows = await this.#sql`
+      SELECT event FROM rill_events WHERE response_id = ${id} AND seq > ${startingAfter} ORDER BY seq`;
+    return rows.map((row) => JSON.parse(row.event as string));
+  }
+
+  subscribe(id: string, listener: () => void): () => void {
+    let set = this.#listeners.get(id);
+    if (!set) this.#listeners.set(id, set = new Set());
+    set.add(listener);
+    return () => {
+      set.delete(listener);
+      if (set.size === 0 && this.#listeners.get(id) === set) this.#listeners.delete(id);
+    };
+  }
+
+  #notifyLocal(id: string): void {
+    const set = this.#listeners.get(id);
+    if (!set) return;
+    // Copy: a listener may unsubscribe itself while being called.
+    for (const listener of [...set]) listener();
+  }
+
+  async requestCancel(id: string): Promise<void> {
+    await this.flush();
+    await this.#sql.begin(async (sql) => {
+      await sql`UPDATE rill_responses SET cancel_requested = true WHERE id = ${id} AND terminal = false`;
+      await sql`SELECT pg_notify(${CANCEL_CHANNEL}, ${id})`;
+    });
+  }
+
+  onCancelRequest(listener: (id: string) => void): void {
+    this.#cancelListeners.push(listener);
+  }
+
+  #deliverCancel(id: string): void {
+    for (const listener of this.#cancelListeners) listener(id);
+  }
+
+  /** Cancellations asked while this server's LISTEN connection was reconnecting. */
+  async #pendingCancels(): Promise<void> {
+    if (this.#cancelListeners.length === 0) return;
+    const rows = await this.#sql`
+      SELECT id FROM rill_responses WHERE terminal = false AND owner = ${this.owner} AND cancel_requested = true`;
+    for (const row of rows) this.#deliverCancel(row.id as string);
+  }
+
+  async reasoningKey(fresh: Uint8Array): Promise<Uint8Array> {
+    const hex = Array.from(fresh, (b) => b.toString(16).padStart(2, "0")).join("");
+    await this.#sql`INSERT INTO rill_settings (name, value) VALUES ('reasoning_key', ${hex}) ON CONFLICT DO NOTHING`;
+    const [row] = await this.#sql`SELECT value FROM rill_settings WHERE name = 'reasoning_key'`;
+    return new Uint8Array((row!.value as string).match(/../g)!.map((h) => parseInt(h, 16)));
+  }
+}
+
+/** The chain walk of `conversationItems`, on a connection or inside a transaction. */
+async function conversationItemsIn(sql: Sql | TxSql, id: string): Promise<Record<string, unknown>[] | undefined> {
+  const chain: { conversation: StoredConversationRow | null; response: Record<string, unknown> }[] = [];
+  const seen = new Set<string>();
+  for (let at: string | null = id; at !== null && !seen.has(at);) {
+    seen.add(at);
+    const [row]: postgres.Row[] = await sql`SELECT response, conversation FROM rill_responses WHERE id = ${at}`;
+    if (row === undefined) break;
+    const conversation = JSON.parse(row.conversation as string) as StoredConversationRow | null;
+    chain.push({ conversation, response: JSON.parse(row.response as string) });
+    at = conversation?.version === 2 ? conversation.previous : null;
+  }
+  return chain.length === 0 ? undefined : chainItems(chain);
+}
