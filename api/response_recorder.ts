@@ -107,12 +107,16 @@ export class ResponseRecorder {
     if (this.#ended) return this.#snapshot;
     this.#ended = true;
     this.#snapshot = final ?? { ...this.#snapshot, status: "cancelled", output: this.#output.filter(Boolean) };
+    // The snapshot and the terminal event in one write (one transaction): a reader never sees one without the other.
+    const terminal = new Sequencer(this.#lastSequence + 1).stamp([responseFailed(this.#snapshot)]);
     try {
-      await this.#store?.update(this.#id, this.#snapshot as unknown as Record<string, unknown>);
-      await this.#store?.appendEvents(
+      this.#store?.appendLater(
         this.#id,
-        new Sequencer(this.#lastSequence + 1).stamp([responseFailed(this.#snapshot)]),
+        terminal,
+        this.#snapshot as unknown as Record<string, unknown>,
+        this.#onStoreError,
       );
+      await this.#store?.flush();
     } catch (error) {
       this.#onStoreError(error);
     }
