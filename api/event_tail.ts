@@ -7,11 +7,22 @@
  * (several servers on one SQLite file).
  */
 import type { ResponseStore } from "./response_store.ts";
+import { StoreUnavailableError } from "./store_unavailable_error.ts";
 import { SseEncoder } from "../stream/sse.ts";
 import type { ResponseStreamEvent } from "../stream/types.ts";
 
 /** How often a waiting tail of another server's response looks for its events (SQLite: no notifications). */
 const POLL_MS = 250;
+
+/** Retries of a tail whose database is unreachable: after this long, doubling up to RETRY_MAX_MS. */
+const RETRY_MIN_MS = 100;
+const RETRY_MAX_MS = 2000;
+
+/** An unreachable database ends nothing: the tail reads again once it is back. */
+function notFinishedIfUnavailable(error: unknown): boolean {
+  if (error instanceof StoreUnavailableError) return false;
+  throw error;
+}
 
 /** Whether anyone may still append to the log (a live generation, here or on another live server). */
 export type IsLive = (id: string) => Promise<boolean>;
@@ -55,16 +66,26 @@ export function tailEvents(
         const owner = store.crossServerNotify ? null : await store.ownerOf(id);
         poll = owner !== null && owner !== store.owner;
       }
-      for (;;) {
+      for (let retry = RETRY_MIN_MS;;) {
         const seen = version;
-        const events = await store.eventsAfter(id, cursor);
+        let events;
+        try {
+          events = await store.eventsAfter(id, cursor);
+        } catch (error) {
+          // The database is away: the tail waits for it (the client's stream stays open) and reads on.
+          if (!(error instanceof StoreUnavailableError) || unsubscribe === null) throw error;
+          await new Promise((resolve) => setTimeout(resolve, retry));
+          retry = Math.min(RETRY_MAX_MS, retry * 2);
+          continue;
+        }
+        retry = RETRY_MIN_MS;
         if (events.length > 0) {
           cursor = events[events.length - 1]!.sequence_number;
           // Stored events are the exact objects that were streamed; only the type brand is missing.
           controller.enqueue(encoder.encode(events as unknown as ResponseStreamEvent[]));
           return;
         }
-        if (unsubscribe === null || await finished(store, id, isLive)) {
+        if (unsubscribe === null || await finished(store, id, isLive).catch(notFinishedIfUnavailable)) {
           stop();
           controller.close();
           return;

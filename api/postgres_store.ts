@@ -21,6 +21,7 @@
 import postgres from "postgres";
 import { PostgresConversationStore } from "./postgres_conversation_store.ts";
 import { migrate } from "./postgres_schema.ts";
+import { isConnectionError, StoreUnavailableError } from "./store_unavailable_error.ts";
 import {
   chainItems,
   type InputItemsPage,
@@ -51,6 +52,16 @@ interface QueuedWrite {
 
 const EVENTS_CHANNEL = "rill_events";
 const CANCEL_CHANNEL = "rill_cancel";
+/** Kept writes are retried after this long, doubling up to RETRY_MAX_MS while the database stays unreachable. */
+const RETRY_MIN_MS = 100;
+const RETRY_MAX_MS = 2000;
+/** Writes kept for an unreachable database, at most (a bound on memory during a long outage). */
+const MAX_KEPT_WRITES = 200_000;
+/** What a response whose writes were dropped during an outage is stored as. */
+const LOST = {
+  code: "store_unavailable",
+  message: "The response store's database was unreachable for too long while this response was generated",
+};
 /** NOTIFY payloads must stay under 8000 bytes: ids are sent in chunks below this. */
 const NOTIFY_BYTES = 7000;
 
@@ -76,7 +87,15 @@ export class PostgresStore implements ResponseStore {
   /** A commit scheduled behind the one in flight, which takes everything queued when it starts. */
   #next: Promise<void> | null = null;
   #leaseTimer: ReturnType<typeof setInterval> | undefined;
+  /** When this server last renewed its lease, and before when it takes nothing over (see #beat). */
+  #lastBeat = 0;
+  #recoverAfter = 0;
   #unlisten: (() => Promise<void>)[] = [];
+  /** Retrying writes kept while the database is unreachable. */
+  #retryTimer: ReturnType<typeof setTimeout> | undefined;
+  #retryDelay = RETRY_MIN_MS;
+  /** Responses whose writes were dropped during an outage (see #keepForLater). */
+  readonly #lost = new Set<string>();
   #closed = false;
 
   private constructor(sql: Sql, options: PostgresStoreOptions) {
@@ -112,8 +131,15 @@ export class PostgresStore implements ResponseStore {
       const bar = payload.indexOf("|");
       if (payload.slice(0, bar) === this.owner) return;
       for (const id of payload.slice(bar + 1).split(",")) this.#notifyLocal(id);
+    }, () => {
+      // (Re)connected: notifications sent while the connection was down are lost, so every waiting tail looks again.
+      for (const id of [...this.#listeners.keys()]) this.#notifyLocal(id);
     });
-    const cancels = await this.#sql.listen(CANCEL_CHANNEL, (id) => this.#deliverCancel(id));
+    const cancels = await this.#sql.listen(CANCEL_CHANNEL, (id) => this.#deliverCancel(id), () => {
+      this.#pendingCancels().catch(() => {
+        // Unreachable again: the next heartbeat looks.
+      });
+    });
     this.#unlisten = [() => events.unlisten(), () => cancels.unlisten()];
   }
 
@@ -121,6 +147,8 @@ export class PostgresStore implements ResponseStore {
     if (this.#closed) return;
     if (this.#leaseTimer !== undefined) clearInterval(this.#leaseTimer);
     this.#leaseTimer = undefined;
+    clearTimeout(this.#retryTimer);
+    this.#retryTimer = undefined;
     try {
       await this.flush();
       // A clean stop gives the lease back: this server's rows are settled by then (shutdown ends every generation).
@@ -134,101 +162,121 @@ export class PostgresStore implements ResponseStore {
   }
 
   async startLease(): Promise<number> {
-    await this.heartbeat();
-    const recovered = await this.recoverOrphans();
-    await this.sweep();
-    if (this.#leaseTimer === undefined) {
-      const timer = setInterval(() => {
-        this.#beat().catch(() => {
-          // An unreachable database is tried again at the next beat; the lease lasts three of them.
-        });
-      }, Math.max(1, Math.floor(this.#leaseMs / 3)));
-      Deno.unrefTimer(timer);
-      this.#leaseTimer = timer;
-    }
-    return recovered;
+    return await this.#guard(async () => {
+      await this.heartbeat();
+      this.#lastBeat = this.#clock();
+      const recovered = await this.recoverOrphans();
+      await this.sweep();
+      if (this.#leaseTimer === undefined) {
+        const timer = setInterval(() => {
+          this.#beat().catch(() => {
+            // An unreachable database is tried again at the next beat; the lease lasts three of them.
+          });
+        }, Math.max(1, Math.floor(this.#leaseMs / 3)));
+        Deno.unrefTimer(timer);
+        this.#leaseTimer = timer;
+      }
+      return recovered;
+    });
   }
 
   async #beat(): Promise<void> {
+    const now = this.#clock();
     await this.heartbeat();
+    // Back from an outage longer than part of a lease: the other replicas were cut off too, and may not have beaten
+    // since. Their leases look expired until they do, so nothing is taken over for one lease.
+    if (now - this.#lastBeat > this.#leaseMs / 2) this.#recoverAfter = now + this.#leaseMs;
+    this.#lastBeat = now;
     await this.#pendingCancels();
-    await this.recoverOrphans();
+    if (now >= this.#recoverAfter) await this.recoverOrphans();
     await this.sweep();
   }
 
   async heartbeat(): Promise<void> {
-    await this.#sql`
-      INSERT INTO rill_servers (id, heartbeat) VALUES (${this.owner}, ${this.#clock()})
-      ON CONFLICT (id) DO UPDATE SET heartbeat = excluded.heartbeat`;
+    return await this.#guard(async () => {
+      await this.#sql`
+        INSERT INTO rill_servers (id, heartbeat) VALUES (${this.owner}, ${this.#clock()})
+        ON CONFLICT (id) DO UPDATE SET heartbeat = excluded.heartbeat`;
+    });
   }
 
   async ownerAlive(owner: string | null): Promise<boolean> {
-    if (owner === this.owner) return true;
-    if (owner === null) return false;
-    const [row] = await this.#sql`SELECT heartbeat FROM rill_servers WHERE id = ${owner}`;
-    return row !== undefined && Number(row.heartbeat) > this.#clock() - this.#leaseMs;
+    return await this.#guard(async () => {
+      if (owner === this.owner) return true;
+      if (owner === null) return false;
+      const [row] = await this.#sql`SELECT heartbeat FROM rill_servers WHERE id = ${owner}`;
+      return row !== undefined && Number(row.heartbeat) > this.#clock() - this.#leaseMs;
+    });
   }
 
   async ownerOf(id: string): Promise<string | null> {
-    await this.flush();
-    const [row] = await this.#sql`SELECT owner FROM rill_responses WHERE id = ${id}`;
-    return (row?.owner as string | null | undefined) ?? null;
+    return await this.#guard(async () => {
+      await this.flush();
+      const [row] = await this.#sql`SELECT owner FROM rill_responses WHERE id = ${id}`;
+      return (row?.owner as string | null | undefined) ?? null;
+    });
   }
 
   async recoverOrphans(): Promise<number> {
-    await this.flush();
-    const rows = await this.#sql`
-      SELECT r.id FROM rill_responses r LEFT JOIN rill_servers s ON s.id = r.owner
-      WHERE r.terminal = false AND r.status IN ('queued', 'in_progress')
-        AND (r.owner IS NULL OR r.owner <> ${this.owner})
-        AND (s.heartbeat IS NULL OR s.heartbeat <= ${this.#clock() - this.#leaseMs})`;
-    let failed = 0;
-    for (const row of rows) {
-      if (await this.failInFlight(row.id as string, ORPHANED) !== undefined) failed++;
-    }
-    if (failed > 0) await this.#sql`DELETE FROM rill_servers WHERE heartbeat <= ${this.#clock() - this.#leaseMs}`;
-    return failed;
+    return await this.#guard(async () => {
+      await this.flush();
+      const rows = await this.#sql`
+        SELECT r.id FROM rill_responses r LEFT JOIN rill_servers s ON s.id = r.owner
+        WHERE r.terminal = false AND r.status IN ('queued', 'in_progress')
+          AND (r.owner IS NULL OR r.owner <> ${this.owner})
+          AND (s.heartbeat IS NULL OR s.heartbeat <= ${this.#clock() - this.#leaseMs})`;
+      let failed = 0;
+      for (const row of rows) {
+        if (await this.failInFlight(row.id as string, ORPHANED) !== undefined) failed++;
+      }
+      if (failed > 0) await this.#sql`DELETE FROM rill_servers WHERE heartbeat <= ${this.#clock() - this.#leaseMs}`;
+      return failed;
+    });
   }
 
   async failInFlight(
     id: string,
     error: { code: string; message: string },
   ): Promise<Record<string, unknown> | undefined> {
-    await this.flush();
-    const failed = await this.#sql.begin(async (sql) => {
-      const [row] = await sql`SELECT response, terminal FROM rill_responses WHERE id = ${id} FOR UPDATE`;
-      if (row === undefined || row.terminal === true) return undefined;
-      const response = JSON.parse(row.response as string) as Record<string, unknown>;
-      if (response.status !== "queued" && response.status !== "in_progress") return undefined;
-      const failed = { ...response, status: "failed", error };
-      const [last] = await sql`SELECT MAX(seq) AS seq FROM rill_events WHERE response_id = ${id}`;
-      // The log's own numbering continues: a Sequencer is the only code that numbers events.
-      const next = last?.seq === null || last?.seq === undefined ? 0 : Number(last.seq) + 1;
-      const [terminal] = new Sequencer(next).stamp([responseFailed(failed as unknown as Response)]);
-      await sql`
-        UPDATE rill_responses SET response = ${JSON.stringify(failed)}, status = 'failed', terminal = true,
-          owner = ${this.owner}
-        WHERE id = ${id}`;
-      await sql`
-        INSERT INTO rill_events (response_id, seq, event)
-        VALUES (${id}, ${terminal!.sequence_number}, ${JSON.stringify(terminal)})`;
-      await this.#notifyOthers(sql, [id]);
+    return await this.#guard(async () => {
+      await this.flush();
+      const failed = await this.#sql.begin(async (sql) => {
+        const [row] = await sql`SELECT response, terminal FROM rill_responses WHERE id = ${id} FOR UPDATE`;
+        if (row === undefined || row.terminal === true) return undefined;
+        const response = JSON.parse(row.response as string) as Record<string, unknown>;
+        if (response.status !== "queued" && response.status !== "in_progress") return undefined;
+        const failed = { ...response, status: "failed", error };
+        const [last] = await sql`SELECT MAX(seq) AS seq FROM rill_events WHERE response_id = ${id}`;
+        // The log's own numbering continues: a Sequencer is the only code that numbers events.
+        const next = last?.seq === null || last?.seq === undefined ? 0 : Number(last.seq) + 1;
+        const [terminal] = new Sequencer(next).stamp([responseFailed(failed as unknown as Response)]);
+        await sql`
+          UPDATE rill_responses SET response = ${JSON.stringify(failed)}, status = 'failed', terminal = true,
+            owner = ${this.owner}
+          WHERE id = ${id}`;
+        await sql`
+          INSERT INTO rill_events (response_id, seq, event)
+          VALUES (${id}, ${terminal!.sequence_number}, ${JSON.stringify(terminal)})`;
+        await this.#notifyOthers(sql, [id]);
+        return failed;
+      });
+      if (failed !== undefined) this.#notifyLocal(id);
       return failed;
     });
-    if (failed !== undefined) this.#notifyLocal(id);
-    return failed;
   }
 
   async sweep(batch = 500): Promise<number> {
-    if (this.#ttlSeconds <= 0) return 0;
-    await this.flush();
-    const before = this.#clock() - this.#ttlSeconds * 1000;
-    const rows = await this.#sql`
-      SELECT id FROM rill_responses
-      WHERE created_at < ${before} AND (terminal = true OR status NOT IN ('queued', 'in_progress'))
-      ORDER BY created_at LIMIT ${batch}`;
-    for (const row of rows) await this.delete(row.id as string);
-    return rows.length;
+    return await this.#guard(async () => {
+      if (this.#ttlSeconds <= 0) return 0;
+      await this.flush();
+      const before = this.#clock() - this.#ttlSeconds * 1000;
+      const rows = await this.#sql`
+        SELECT id FROM rill_responses
+        WHERE created_at < ${before} AND (terminal = true OR status NOT IN ('queued', 'in_progress'))
+        ORDER BY created_at LIMIT ${batch}`;
+      for (const row of rows) await this.delete(row.id as string);
+      return rows.length;
+    });
   }
 
   async create(
@@ -236,24 +284,26 @@ export class PostgresStore implements ResponseStore {
     inputItems: readonly Record<string, unknown>[],
     conversation: unknown,
   ): Promise<void> {
-    const id = responseId(response);
-    const items = inputItems.map((item, position) => ({
-      position,
-      item_id: typeof item.id === "string" && item.id !== "" ? item.id : `${id}_item_${position}`,
-      item: JSON.stringify(item),
-    }));
-    await this.#sql.begin(async (sql) => {
-      await sql`
-        INSERT INTO rill_responses (id, response, status, conversation, terminal, created_at, owner, previous_id)
-        VALUES (${id}, ${JSON.stringify(response)}, ${String(response.status ?? "")},
-          ${JSON.stringify(conversation ?? null)}, false, ${this.#clock()}, ${this.owner},
-          ${previousOf(conversation)})`;
-      if (items.length > 0) {
+    return await this.#guard(async () => {
+      const id = responseId(response);
+      const items = inputItems.map((item, position) => ({
+        position,
+        item_id: typeof item.id === "string" && item.id !== "" ? item.id : `${id}_item_${position}`,
+        item: JSON.stringify(item),
+      }));
+      await this.#sql.begin(async (sql) => {
         await sql`
-          INSERT INTO rill_input_items (response_id, position, item_id, item)
-          SELECT ${id}, x.position, x.item_id, x.item
-          FROM jsonb_to_recordset(${JSON.stringify(items)}::text::jsonb) AS x(position int, item_id text, item text)`;
-      }
+          INSERT INTO rill_responses (id, response, status, conversation, terminal, created_at, owner, previous_id)
+          VALUES (${id}, ${JSON.stringify(response)}, ${String(response.status ?? "")},
+            ${JSON.stringify(conversation ?? null)}, false, ${this.#clock()}, ${this.owner},
+            ${previousOf(conversation)})`;
+        if (items.length > 0) {
+          await sql`
+            INSERT INTO rill_input_items (response_id, position, item_id, item)
+            SELECT ${id}, x.position, x.item_id, x.item
+            FROM jsonb_to_recordset(${JSON.stringify(items)}::text::jsonb) AS x(position int, item_id text, item text)`;
+        }
+      });
     });
   }
 
@@ -281,6 +331,8 @@ export class PostgresStore implements ResponseStore {
     onError: (error: unknown) => void,
   ): void {
     if (events.length === 0 && snapshot === undefined) return;
+    // Its earlier writes were dropped during an outage: a log with a gap is never written; the response ends failed.
+    if (this.#lost.has(id)) return onError(new StoreUnavailableError());
     this.#queue.push({ id, events, snapshot, onError });
     this.#flushTimer ??= setTimeout(() => {
       this.#flushTimer = undefined;
@@ -317,16 +369,71 @@ export class PostgresStore implements ResponseStore {
     if (queued.length === 0) return;
     try {
       await this.#commit(queued);
-    } catch {
+    } catch (error) {
+      if (isConnectionError(error)) return this.#keepForLater(queued, error);
       const byId = new Map<string, QueuedWrite[]>();
       for (const write of queued) byId.set(write.id, [...byId.get(write.id) ?? [], write]);
+      const unreachable: QueuedWrite[] = [];
+      let cause: unknown;
       await Promise.all([...byId.values()].map(async (writes) => {
         try {
           await this.#commit(writes);
         } catch (error) {
-          for (const write of writes) write.onError(error);
+          if (isConnectionError(error)) {
+            unreachable.push(...writes);
+            cause = error;
+          } else {
+            for (const write of writes) write.onError(error);
+          }
         }
       }));
+      if (unreachable.length > 0) return this.#keepForLater(unreachable, cause);
+    }
+    this.#retryDelay = RETRY_MIN_MS;
+    if (this.#lost.size > 0) {
+      // After this commit (failInFlight flushes, which waits for it).
+      setTimeout(() => {
+        this.#settleLost().catch(() => {
+          // Unreachable again: the next successful commit tries again.
+        });
+      }, 0);
+    }
+  }
+
+  /**
+   * The database is unreachable: the writes go back to the head of the queue (ahead of later ones, so each log keeps
+   * its order), a retry is scheduled, and the flush fails with StoreUnavailableError. Past MAX_KEPT_WRITES the
+   * oldest responses' writes are dropped instead, and those responses are failed once the database is back.
+   */
+  #keepForLater(writes: readonly QueuedWrite[], cause: unknown): never {
+    this.#queue = [...writes, ...this.#queue];
+    while (this.#queue.length > MAX_KEPT_WRITES) {
+      const lost = this.#queue[0]!.id;
+      this.#lost.add(lost);
+      const kept: QueuedWrite[] = [];
+      for (const write of this.#queue) {
+        if (write.id === lost) write.onError(new StoreUnavailableError(cause));
+        else kept.push(write);
+      }
+      this.#queue = kept;
+    }
+    if (this.#retryTimer === undefined && !this.#closed) {
+      this.#retryTimer = setTimeout(() => {
+        this.#retryTimer = undefined;
+        this.flush().catch(() => {
+          // Still unreachable: the failed flush scheduled the next try.
+        });
+      }, this.#retryDelay);
+      this.#retryDelay = Math.min(RETRY_MAX_MS, this.#retryDelay * 2);
+    }
+    throw new StoreUnavailableError(cause);
+  }
+
+  /** Responses whose writes were dropped during an outage end failed, once the database is reachable again. */
+  async #settleLost(): Promise<void> {
+    for (const id of [...this.#lost]) {
+      await this.failInFlight(id, LOST);
+      this.#lost.delete(id);
     }
   }
 
@@ -431,90 +538,114 @@ export class PostgresStore implements ResponseStore {
   }
 
   async item(itemId: string): Promise<Record<string, unknown> | undefined> {
-    await this.flush();
-    const [output] = await this.#sql`SELECT item FROM rill_output_items WHERE item_id = ${itemId}`;
-    if (output !== undefined) return JSON.parse(output.item as string);
-    const [input] = await this.#sql`
-      SELECT item_id, item FROM rill_input_items WHERE item_id = ${itemId} ORDER BY serial DESC LIMIT 1`;
-    return input === undefined ? undefined : { id: input.item_id, ...JSON.parse(input.item as string) };
+    return await this.#guard(async () => {
+      await this.flush();
+      const [output] = await this.#sql`SELECT item FROM rill_output_items WHERE item_id = ${itemId}`;
+      if (output !== undefined) return JSON.parse(output.item as string);
+      const [input] = await this.#sql`
+        SELECT item_id, item FROM rill_input_items WHERE item_id = ${itemId} ORDER BY serial DESC LIMIT 1`;
+      return input === undefined ? undefined : { id: input.item_id, ...JSON.parse(input.item as string) };
+    });
   }
 
   async get(id: string): Promise<{ response: Record<string, unknown>; conversation: unknown } | undefined> {
-    await this.flush();
-    const [row] = await this.#sql`SELECT response, conversation FROM rill_responses WHERE id = ${id}`;
-    if (row === undefined) return undefined;
-    return { response: JSON.parse(row.response as string), conversation: JSON.parse(row.conversation as string) };
+    return await this.#guard(async () => {
+      await this.flush();
+      const [row] = await this.#sql`SELECT response, conversation FROM rill_responses WHERE id = ${id}`;
+      if (row === undefined) return undefined;
+      return { response: JSON.parse(row.response as string), conversation: JSON.parse(row.conversation as string) };
+    });
   }
 
   async conversationItems(id: string): Promise<Record<string, unknown>[] | undefined> {
-    await this.flush();
-    return await conversationItemsIn(this.#sql, id);
+    return await this.#guard(async () => {
+      await this.flush();
+      return await conversationItemsIn(this.#sql, id);
+    });
   }
 
   async isTerminal(id: string): Promise<boolean> {
-    await this.flush();
-    const [row] = await this.#sql`SELECT terminal FROM rill_responses WHERE id = ${id}`;
-    return row?.terminal === true;
+    return await this.#guard(async () => {
+      await this.flush();
+      const [row] = await this.#sql`SELECT terminal FROM rill_responses WHERE id = ${id}`;
+      return row?.terminal === true;
+    });
   }
 
   async delete(id: string): Promise<boolean> {
-    await this.flush();
-    const deleted = await this.#sql.begin(async (sql) => {
-      const [row] = await sql`SELECT id FROM rill_responses WHERE id = ${id} FOR UPDATE`;
-      if (row === undefined) return false;
-      // Responses that continue this one get their whole history written out first.
-      const children = await sql`SELECT id FROM rill_responses WHERE previous_id = ${id} FOR UPDATE`;
-      for (const child of children) {
-        const items = await conversationItemsIn(sql, child.id as string) ?? [];
-        await sql`
-          UPDATE rill_responses SET conversation = ${JSON.stringify({ version: 1, items })}, previous_id = NULL
-          WHERE id = ${child.id as string}`;
-      }
-      await sql`DELETE FROM rill_responses WHERE id = ${id}`;
-      await sql`DELETE FROM rill_input_items WHERE response_id = ${id}`;
-      await sql`DELETE FROM rill_output_items WHERE response_id = ${id}`;
-      await sql`DELETE FROM rill_events WHERE response_id = ${id}`;
-      await this.#notifyOthers(sql, [id]);
-      return true;
+    return await this.#guard(async () => {
+      await this.flush();
+      const deleted = await this.#sql.begin(async (sql) => {
+        const [row] = await sql`SELECT id FROM rill_responses WHERE id = ${id} FOR UPDATE`;
+        if (row === undefined) return false;
+        // Responses that continue this one get their whole history written out first.
+        const children = await sql`SELECT id FROM rill_responses WHERE previous_id = ${id} FOR UPDATE`;
+        for (const child of children) {
+          const items = await conversationItemsIn(sql, child.id as string) ?? [];
+          await sql`
+            UPDATE rill_responses SET conversation = ${JSON.stringify({ version: 1, items })}, previous_id = NULL
+            WHERE id = ${child.id as string}`;
+        }
+        await sql`DELETE FROM rill_responses WHERE id = ${id}`;
+        await sql`DELETE FROM rill_input_items WHERE response_id = ${id}`;
+        await sql`DELETE FROM rill_output_items WHERE response_id = ${id}`;
+        await sql`DELETE FROM rill_events WHERE response_id = ${id}`;
+        await this.#notifyOthers(sql, [id]);
+        return true;
+      });
+      if (deleted) this.#notifyLocal(id);
+      return deleted;
     });
-    if (deleted) this.#notifyLocal(id);
-    return deleted;
   }
 
   async listInputItems(
     id: string,
     query: { readonly limit: number; readonly order: "asc" | "desc"; readonly after?: string },
   ): Promise<InputItemsPage | undefined> {
-    await this.flush();
-    const [exists] = await this.#sql`SELECT 1 AS one FROM rill_responses WHERE id = ${id}`;
-    if (exists === undefined) return undefined;
-    const rows = [
-      ...await this.#sql`
-      SELECT item_id, item FROM rill_input_items WHERE response_id = ${id} ORDER BY position`,
-    ] as unknown as {
-      item_id: string;
-      item: string;
-    }[];
-    if (query.order === "desc") rows.reverse();
-    let start = 0;
-    if (query.after !== undefined) {
-      const at = rows.findIndex((row) => row.item_id === query.after);
-      start = at < 0 ? rows.length : at + 1;
-    }
-    const page = rows.slice(start, start + query.limit);
-    return {
-      data: page.map((row) => ({ id: row.item_id, ...JSON.parse(row.item) })),
-      first_id: page[0]?.item_id ?? null,
-      last_id: page.at(-1)?.item_id ?? null,
-      has_more: start + page.length < rows.length,
-    };
+    return await this.#guard(async () => {
+      await this.flush();
+      const [exists] = await this.#sql`SELECT 1 AS one FROM rill_responses WHERE id = ${id}`;
+      if (exists === undefined) return undefined;
+      const rows = [
+        ...await this.#sql`
+        SELECT item_id, item FROM rill_input_items WHERE response_id = ${id} ORDER BY position`,
+      ] as unknown as {
+        item_id: string;
+        item: string;
+      }[];
+      if (query.order === "desc") rows.reverse();
+      let start = 0;
+      if (query.after !== undefined) {
+        const at = rows.findIndex((row) => row.item_id === query.after);
+        start = at < 0 ? rows.length : at + 1;
+      }
+      const page = rows.slice(start, start + query.limit);
+      return {
+        data: page.map((row) => ({ id: row.item_id, ...JSON.parse(row.item) })),
+        first_id: page[0]?.item_id ?? null,
+        last_id: page.at(-1)?.item_id ?? null,
+        has_more: start + page.length < rows.length,
+      };
+    });
   }
 
   async eventsAfter(id: string, startingAfter: number): Promise<StoredEvent[]> {
-    await this.flush();
-    const rows = await this.#sql`
-      SELECT event FROM rill_events WHERE response_id = ${id} AND seq > ${startingAfter} ORDER BY seq`;
-    return rows.map((row) => JSON.parse(row.event as string));
+    return await this.#guard(async () => {
+      await this.flush();
+      const rows = await this.#sql`
+        SELECT event FROM rill_events WHERE response_id = ${id} AND seq > ${startingAfter} ORDER BY seq`;
+      return rows.map((row) => JSON.parse(row.event as string));
+    });
+  }
+
+  /** Runs a store operation; an unreachable database becomes StoreUnavailableError (a 503 for the client). */
+  async #guard<T>(body: () => Promise<T>): Promise<T> {
+    try {
+      return await body();
+    } catch (error) {
+      if (error instanceof StoreUnavailableError || !isConnectionError(error)) throw error;
+      throw new StoreUnavailableError(error);
+    }
   }
 
   subscribe(id: string, listener: () => void): () => void {
@@ -535,10 +666,12 @@ export class PostgresStore implements ResponseStore {
   }
 
   async requestCancel(id: string): Promise<void> {
-    await this.flush();
-    await this.#sql.begin(async (sql) => {
-      await sql`UPDATE rill_responses SET cancel_requested = true WHERE id = ${id} AND terminal = false`;
-      await sql`SELECT pg_notify(${CANCEL_CHANNEL}, ${id})`;
+    return await this.#guard(async () => {
+      await this.flush();
+      await this.#sql.begin(async (sql) => {
+        await sql`UPDATE rill_responses SET cancel_requested = true WHERE id = ${id} AND terminal = false`;
+        await sql`SELECT pg_notify(${CANCEL_CHANNEL}, ${id})`;
+      });
     });
   }
 
@@ -559,10 +692,12 @@ export class PostgresStore implements ResponseStore {
   }
 
   async reasoningKey(fresh: Uint8Array): Promise<Uint8Array> {
-    const hex = Array.from(fresh, (b) => b.toString(16).padStart(2, "0")).join("");
-    await this.#sql`INSERT INTO rill_settings (name, value) VALUES ('reasoning_key', ${hex}) ON CONFLICT DO NOTHING`;
-    const [row] = await this.#sql`SELECT value FROM rill_settings WHERE name = 'reasoning_key'`;
-    return new Uint8Array((row!.value as string).match(/../g)!.map((h) => parseInt(h, 16)));
+    return await this.#guard(async () => {
+      const hex = Array.from(fresh, (b) => b.toString(16).padStart(2, "0")).join("");
+      await this.#sql`INSERT INTO rill_settings (name, value) VALUES ('reasoning_key', ${hex}) ON CONFLICT DO NOTHING`;
+      const [row] = await this.#sql`SELECT value FROM rill_settings WHERE name = 'reasoning_key'`;
+      return new Uint8Array((row!.value as string).match(/../g)!.map((h) => parseInt(h, 16)));
+    });
   }
 }
 
