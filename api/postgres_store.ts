@@ -12,8 +12,9 @@
  * - Every commit that changes responses sends `NOTIFY rill_events` with this owner and the ids, so a tail on any
  *   replica is woken as the events are written (no polling); this server's own listeners are called directly.
  * - Only the owner recorded on a row appends to its log or rewrites its snapshot; a log that ended takes nothing
- *   more. Both checks hold the row lock (`FOR UPDATE`), so a takeover (failInFlight) and the owner's last write
- *   never both end a log.
+ *   more. Writes check under a per-response advisory lock, taken shared by appends and exclusively by a takeover
+ *   (failInFlight) or a delete, so a takeover and the owner's last write never both end a log, and a delete never
+ *   leaves rows of a write that was committing. (An advisory lock writes nothing, unlike a row lock.)
  * - A cancellation is `NOTIFY rill_cancel` with the response id (and a flag on the row, which the owner also reads
  *   at each heartbeat in case it was reconnecting when the notification went out).
  * - Leases use the servers' clocks (epoch milliseconds), which must agree within a small part of the lease (NTP).
@@ -52,6 +53,14 @@ interface QueuedWrite {
 
 const EVENTS_CHANNEL = "rill_events";
 const CANCEL_CHANNEL = "rill_cancel";
+/**
+ * Least time between the starts of two batched commits of `appendLater` writes. A commit costs PostgreSQL about as
+ * much CPU as a few dozen event rows, so under load this keeps batches large; it is also the most a tail on another
+ * replica lags behind the generating one (terminal events and direct writes are committed at once).
+ */
+const COMMIT_INTERVAL_MS = 5;
+/** Mixed into the hash of a response id that keys its advisory lock (other users of the database use other keys). */
+const LOCK_SEED = 0x72696c6c;
 /** Kept writes are retried after this long, doubling up to RETRY_MAX_MS while the database stays unreachable. */
 const RETRY_MIN_MS = 100;
 const RETRY_MAX_MS = 2000;
@@ -82,6 +91,8 @@ export class PostgresStore implements ResponseStore {
   readonly #cancelListeners: ((id: string) => void)[] = [];
   #queue: QueuedWrite[] = [];
   #flushTimer: ReturnType<typeof setTimeout> | undefined;
+  /** When the last batch started committing (performance.now()). */
+  #lastBatchAt = -Infinity;
   /** The commit in flight (or the last one): batches commit one after another, in order. */
   #committing: Promise<void> = Promise.resolve();
   /** A commit scheduled behind the one in flight, which takes everything queued when it starts. */
@@ -241,7 +252,8 @@ export class PostgresStore implements ResponseStore {
     return await this.#guard(async () => {
       await this.flush();
       const failed = await this.#sql.begin(async (sql) => {
-        const [row] = await sql`SELECT response, terminal FROM rill_responses WHERE id = ${id} FOR UPDATE`;
+        await sql`SELECT pg_advisory_xact_lock(hashtextextended(${id}, ${LOCK_SEED}))`;
+        const [row] = await sql`SELECT response, terminal FROM rill_responses WHERE id = ${id}`;
         if (row === undefined || row.terminal === true) return undefined;
         const response = JSON.parse(row.response as string) as Record<string, unknown>;
         if (response.status !== "queued" && response.status !== "in_progress") return undefined;
@@ -334,12 +346,14 @@ export class PostgresStore implements ResponseStore {
     // Its earlier writes were dropped during an outage: a log with a gap is never written; the response ends failed.
     if (this.#lost.has(id)) return onError(new StoreUnavailableError());
     this.#queue.push({ id, events, snapshot, onError });
+    // Batches start at most every COMMIT_INTERVAL_MS: a commit costs the database far more than a row, so under load
+    // fewer, larger batches; an idle store commits on the next turn of the event loop.
     this.#flushTimer ??= setTimeout(() => {
       this.#flushTimer = undefined;
       this.flush().catch(() => {
         // Each write's failure went to its own onError.
       });
-    }, 0);
+    }, Math.max(0, this.#lastBatchAt + COMMIT_INTERVAL_MS - performance.now()));
   }
 
   /**
@@ -355,6 +369,7 @@ export class PostgresStore implements ResponseStore {
     if (this.#queue.length === 0) return this.#committing;
     const next = this.#committing.then(() => {
       this.#next = null;
+      this.#lastBatchAt = performance.now();
       const queued = this.#queue;
       this.#queue = [];
       return this.#commitBatch(queued);
@@ -444,8 +459,15 @@ export class PostgresStore implements ResponseStore {
   async #commit(writes: readonly QueuedWrite[]): Promise<void> {
     const ids = [...new Set(writes.map((write) => write.id))].sort();
     const changed = await this.#sql.begin(async (sql) => {
-      const rows = await sql`
-        SELECT id, terminal, owner FROM rill_responses WHERE id IN ${sql(ids)} ORDER BY id FOR UPDATE`;
+      // Shared locks (no row is written to lock it): appends never wait for each other, only for a takeover or a
+      // delete of the same response, which take the lock exclusively. The read that follows sees what they committed.
+      const idsJson = JSON.stringify(ids);
+      const [, rows] = await Promise.all([
+        sql`
+          SELECT pg_advisory_xact_lock_shared(hashtextextended(id, ${LOCK_SEED}))
+          FROM jsonb_array_elements_text(${idsJson}::text::jsonb) AS id`,
+        sql`SELECT id, terminal, owner FROM rill_responses WHERE id IN ${sql(ids)}`,
+      ]);
       const state = new Map<string, { terminal: boolean; owner: string | null }>();
       for (const row of rows) {
         state.set(row.id as string, { terminal: row.terminal as boolean, owner: row.owner as string | null });
@@ -576,7 +598,8 @@ export class PostgresStore implements ResponseStore {
     return await this.#guard(async () => {
       await this.flush();
       const deleted = await this.#sql.begin(async (sql) => {
-        const [row] = await sql`SELECT id FROM rill_responses WHERE id = ${id} FOR UPDATE`;
+        await sql`SELECT pg_advisory_xact_lock(hashtextextended(${id}, ${LOCK_SEED}))`;
+        const [row] = await sql`SELECT id FROM rill_responses WHERE id = ${id}`;
         if (row === undefined) return false;
         // Responses that continue this one get their whole history written out first.
         const children = await sql`SELECT id FROM rill_responses WHERE previous_id = ${id} FOR UPDATE`;
