@@ -104,3 +104,31 @@ Deno.test("store: two servers on one file: a GET on B leaves A's running backgro
     }
   });
 });
+
+Deno.test("store: two servers on one file: a cancel sent to B stops the background response A generates", async () => {
+  await withFile(async (path) => {
+    const words = 300;
+    const long = tokenizer().encode(answerText("word ".repeat(words)));
+    const a = startTestServer({ storePath: path, stepDelayMs: 5, chunking: "one", script: long });
+    const b = startTestServer({ storePath: path });
+    await a.store.startLease();
+    await b.store.startLease();
+    try {
+      const created = await (await postJson(`${a.baseURL}/responses`, { model: MODEL, input: "hi", background: true }))
+        .json();
+      await new Promise((r) => setTimeout(r, 50));
+      const r = await postJson(`${b.baseURL}/responses/${created.id}/cancel`, {});
+      const cancelled = await r.json();
+      assert.equal(r.status, 200);
+      assert.equal(cancelled.status, "cancelled", "B answers once A ended it");
+      const log = await a.store.eventsAfter(created.id, -1);
+      assert.equal(log.filter((e) => /^response\.(completed|failed|incomplete)$/.test(e.type)).length, 1);
+      const deltas = log.filter((e) => e.type === "response.output_text.delta").length;
+      assert.ok(deltas < words / 2, `A stopped generating (${deltas} text deltas)`);
+      assert.equal(a.server.active(), 0);
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+});
