@@ -303,19 +303,20 @@ export class PostgresStore implements ResponseStore {
         item_id: typeof item.id === "string" && item.id !== "" ? item.id : `${id}_item_${position}`,
         item: JSON.stringify(item),
       }));
-      await this.#sql.begin(async (sql) => {
-        await sql`
+      // One statement, so one implicit transaction and one round trip: the row and its items, or nothing.
+      await this.#sql`
+        WITH created AS (
           INSERT INTO rill_responses (id, response, status, conversation, terminal, created_at, owner, previous_id)
           VALUES (${id}, ${JSON.stringify(response)}, ${String(response.status ?? "")},
             ${JSON.stringify(conversation ?? null)}, false, ${this.#clock()}, ${this.owner},
-            ${previousOf(conversation)})`;
-        if (items.length > 0) {
-          await sql`
-            INSERT INTO rill_input_items (response_id, position, item_id, item)
-            SELECT ${id}, x.position, x.item_id, x.item
-            FROM jsonb_to_recordset(${JSON.stringify(items)}::text::jsonb) AS x(position int, item_id text, item text)`;
-        }
-      });
+            ${previousOf(conversation)})
+          RETURNING id
+        )
+        INSERT INTO rill_input_items (response_id, position, item_id, item)
+        SELECT created.id, x.position, x.item_id, x.item
+        FROM created, jsonb_to_recordset(${
+        JSON.stringify(items)
+      }::text::jsonb) AS x(position int, item_id text, item text)`;
     });
   }
 
