@@ -16,6 +16,7 @@ import {
   firstDuplicate,
 } from "./conversation_store.ts";
 import type { Sql } from "./postgres_store.ts";
+import { textArray } from "./postgres_text_array.ts";
 
 // deno-lint-ignore no-explicit-any
 type Queryable = Sql | import("postgres").TransactionSql<any>;
@@ -82,7 +83,8 @@ export class PostgresConversationStore implements ConversationStore {
       if (conversation === undefined) return { kind: "no_conversation" };
       const ids = items.map(conversationItemId);
       const heldRows = ids.length === 0 ? [] : await sql`
-        SELECT item_id FROM rill_conversation_items WHERE conversation_id = ${id} AND item_id IN ${sql(ids)}`;
+        SELECT item_id FROM rill_conversation_items
+        WHERE conversation_id = ${id} AND item_id = ANY(${textArray(sql, ids)})`;
       const heldIds = new Set(heldRows.map((row) => row.item_id as string));
       const seen = new Set<string>();
       const fresh = held === "refuse" ? items : items.filter((item) => {
@@ -164,13 +166,11 @@ async function insertItems(
   items: readonly Record<string, unknown>[],
 ): Promise<void> {
   if (items.length === 0) return;
-  const rows = items.map((item, i) => ({
-    position: from + i,
-    item_id: conversationItemId(item),
-    item: JSON.stringify(item),
-  }));
   await sql`
     INSERT INTO rill_conversation_items (conversation_id, position, item_id, item)
-    SELECT ${id}, x.position, x.item_id, x.item
-    FROM jsonb_to_recordset(${JSON.stringify(rows)}::text::jsonb) AS x(position int, item_id text, item text)`;
+    SELECT ${id}, ${from} + x.position - 1, x.item_id, x.item
+    FROM unnest(
+      ${textArray(sql, items.map(conversationItemId))},
+      ${textArray(sql, items.map((item) => JSON.stringify(item)))}
+    ) WITH ORDINALITY AS x(item_id, item, position)`;
 }

@@ -22,6 +22,7 @@
 import postgres from "postgres";
 import { PostgresConversationStore } from "./postgres_conversation_store.ts";
 import { migrate } from "./postgres_schema.ts";
+import { textArray } from "./postgres_text_array.ts";
 import { isConnectionError, StoreUnavailableError } from "./store_unavailable_error.ts";
 import {
   chainItems,
@@ -164,6 +165,10 @@ export class PostgresStore implements ResponseStore {
       await this.flush();
       // A clean stop gives the lease back: this server's rows are settled by then (shutdown ends every generation).
       await this.#sql`DELETE FROM rill_servers WHERE id = ${this.owner}`;
+    } catch (error) {
+      // Unreachable: what was not written is lost with this process, and its lease expires; a live replica then
+      // fails its unfinished responses, as after a crash. Anything else is a bug to report.
+      if (!isConnectionError(error)) throw error;
     } finally {
       this.#closed = true;
       this.#listeners.clear();
@@ -298,11 +303,10 @@ export class PostgresStore implements ResponseStore {
   ): Promise<void> {
     return await this.#guard(async () => {
       const id = responseId(response);
-      const items = inputItems.map((item, position) => ({
-        position,
-        item_id: typeof item.id === "string" && item.id !== "" ? item.id : `${id}_item_${position}`,
-        item: JSON.stringify(item),
-      }));
+      const itemIds = inputItems.map((item, position) =>
+        typeof item.id === "string" && item.id !== "" ? item.id : `${id}_item_${position}`
+      );
+      const items = inputItems.map((item) => JSON.stringify(item));
       // One statement, so one implicit transaction and one round trip: the row and its items, or nothing.
       await this.#sql`
         WITH created AS (
@@ -313,10 +317,9 @@ export class PostgresStore implements ResponseStore {
           RETURNING id
         )
         INSERT INTO rill_input_items (response_id, position, item_id, item)
-        SELECT created.id, x.position, x.item_id, x.item
-        FROM created, jsonb_to_recordset(${
-        JSON.stringify(items)
-      }::text::jsonb) AS x(position int, item_id text, item text)`;
+        SELECT created.id, x.position - 1, x.item_id, x.item
+        FROM created, unnest(${textArray(this.#sql, itemIds)}, ${textArray(this.#sql, items)})
+          WITH ORDINALITY AS x(item_id, item, position)`;
     });
   }
 
@@ -462,18 +465,18 @@ export class PostgresStore implements ResponseStore {
     const changed = await this.#sql.begin(async (sql) => {
       // Shared locks (no row is written to lock it): appends never wait for each other, only for a takeover or a
       // delete of the same response, which take the lock exclusively. The read that follows sees what they committed.
-      const idsJson = JSON.stringify(ids);
+      // Arrays rather than lists of parameters: one prepared statement whatever the batch's size.
       const [, rows] = await Promise.all([
         sql`
           SELECT pg_advisory_xact_lock_shared(hashtextextended(id, ${LOCK_SEED}))
-          FROM jsonb_array_elements_text(${idsJson}::text::jsonb) AS id`,
-        sql`SELECT id, terminal, owner FROM rill_responses WHERE id IN ${sql(ids)}`,
+          FROM unnest(${textArray(sql, ids)}) AS id`,
+        sql`SELECT id, terminal, owner FROM rill_responses WHERE id = ANY(${textArray(sql, ids)})`,
       ]);
       const state = new Map<string, { terminal: boolean; owner: string | null }>();
       for (const row of rows) {
         state.set(row.id as string, { terminal: row.terminal as boolean, owner: row.owner as string | null });
       }
-      const events: { id: string; seq: number; event: string }[] = [];
+      const events = { ids: [] as string[], seqs: [] as number[], texts: [] as string[] };
       const ended = new Set<string>();
       const snapshots = new Map<string, Record<string, unknown>>();
       for (const write of writes) {
@@ -482,7 +485,9 @@ export class PostgresStore implements ResponseStore {
         if (row === undefined) continue;
         if (!row.terminal && write.events.length > 0) {
           for (const event of write.events) {
-            events.push({ id: write.id, seq: event.sequence_number, event: JSON.stringify(event) });
+            events.ids.push(write.id);
+            events.seqs.push(event.sequence_number);
+            events.texts.push(JSON.stringify(event));
             if (TERMINAL_TYPES.has(event.type)) row.terminal = true;
           }
           if (row.terminal) ended.add(write.id);
@@ -493,24 +498,26 @@ export class PostgresStore implements ResponseStore {
         }
       }
       const pending: Promise<unknown>[] = [];
-      if (events.length > 0) {
+      if (events.ids.length > 0) {
         pending.push(sql`
           INSERT INTO rill_events (response_id, seq, event)
-          SELECT x.id, x.seq, x.event
-          FROM jsonb_to_recordset(${JSON.stringify(events)}::text::jsonb) AS x(id text, seq int, event text)`);
+          SELECT * FROM unnest(
+            ${textArray(sql, events.ids)}, string_to_array(${events.seqs.join(",")}, ',')::int[], ${
+          textArray(sql, events.texts)
+        })`);
       }
       if (ended.size > 0) {
-        pending.push(sql`UPDATE rill_responses SET terminal = true WHERE id IN ${sql([...ended])}`);
+        pending.push(sql`UPDATE rill_responses SET terminal = true WHERE id = ANY(${textArray(sql, [...ended])})`);
       }
       if (snapshots.size > 0) {
-        const rows = [...snapshots].map(([id, response]) => ({
-          id,
-          response: JSON.stringify(response),
-          status: String(response.status ?? ""),
-        }));
+        const entries = [...snapshots];
         pending.push(sql`
           UPDATE rill_responses AS r SET response = x.response, status = x.status
-          FROM jsonb_to_recordset(${JSON.stringify(rows)}::text::jsonb) AS x(id text, response text, status text)
+          FROM unnest(
+            ${textArray(sql, entries.map(([id]) => id))},
+            ${textArray(sql, entries.map(([, response]) => JSON.stringify(response)))},
+            ${textArray(sql, entries.map(([, response]) => String(response.status ?? "")))}
+          ) AS x(id, response, status)
           WHERE r.id = x.id`);
         const items: { item_id: string; id: string; item: string }[] = [];
         for (const [id, response] of snapshots) {
@@ -527,12 +534,14 @@ export class PostgresStore implements ResponseStore {
           const latest = [...new Map(items.map((item) => [item.item_id, item])).values()];
           pending.push(sql`
             INSERT INTO rill_output_items (item_id, response_id, item)
-            SELECT x.item_id, x.id, x.item
-            FROM jsonb_to_recordset(${JSON.stringify(latest)}::text::jsonb) AS x(item_id text, id text, item text)
+            SELECT * FROM unnest(
+              ${textArray(sql, latest.map((item) => item.item_id))},
+              ${textArray(sql, latest.map((item) => item.id))},
+              ${textArray(sql, latest.map((item) => item.item))})
             ON CONFLICT (item_id) DO UPDATE SET response_id = excluded.response_id, item = excluded.item`);
         }
       }
-      const changed = [...new Set([...events.map((event) => event.id), ...snapshots.keys()])];
+      const changed = [...new Set([...events.ids, ...snapshots.keys()])];
       if (changed.length > 0) pending.push(this.#notifyOthers(sql, changed));
       await Promise.all(pending);
       return changed;

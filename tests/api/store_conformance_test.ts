@@ -357,6 +357,27 @@ const CASES: Record<string, Case> = {
     }
   },
 
+  "ids holding a record separator and items with empty fields round-trip": async (db) => {
+    const store = await db.open();
+    try {
+      const odd = "m\u001e1";
+      await store.conversations.create(conv("conv_o"), [msg(odd, ""), msg("m2", "\u001e")]);
+      assert.deepEqual(await store.conversations.items("conv_o"), [msg(odd, ""), msg("m2", "\u001e")]);
+      assert.deepEqual(await store.conversations.append("conv_o", [msg(odd)]), {
+        kind: "duplicate",
+        index: 0,
+        itemId: odd,
+      });
+      await store.create(inFlight("resp_\u001e"), [msg(odd)], null);
+      store.appendLater("resp_\u001e", [event(0, "response.created")], inFlight("resp_\u001e", { status: "" }), fail);
+      assert.deepEqual((await store.eventsAfter("resp_\u001e", -1)).map((e) => e.type), ["response.created"]);
+      assert.equal((await store.get("resp_\u001e"))!.response.status, "");
+      assert.deepEqual(await store.item(odd), msg(odd));
+    } finally {
+      await store.close();
+    }
+  },
+
   "conversations: appends from two servers at once stay contiguous": async (db) => {
     const a = await db.open();
     const b = await db.open();
