@@ -15,11 +15,10 @@ import {
   type Duplicate,
   firstDuplicate,
 } from "./conversation_store.ts";
-import type { Sql } from "./postgres_store.ts";
+import type { Sql, TxSql } from "./postgres_sql.ts";
 import { textArray } from "./postgres_text_array.ts";
 
-// deno-lint-ignore no-explicit-any
-type Queryable = Sql | import("postgres").TransactionSql<any>;
+type Queryable = Sql | TxSql;
 
 export class PostgresConversationStore implements ConversationStore {
   readonly #sql: Sql;

@@ -8,7 +8,7 @@
  *   version than this build knows is used as it is (migrations only add), never downgraded.
  * - Every table's name starts with `rill_`, so rill can share a database that already holds other tables.
  */
-import type { Sql } from "./postgres_store.ts";
+import type { Sql } from "./postgres_sql.ts";
 
 /** Arbitrary but fixed: the advisory lock every rill replica takes around migrations. */
 const MIGRATION_LOCK = 7_361_120_524;

@@ -22,6 +22,7 @@
 import postgres from "postgres";
 import { PostgresConversationStore } from "./postgres_conversation_store.ts";
 import { migrate } from "./postgres_schema.ts";
+import type { Sql, TxSql } from "./postgres_sql.ts";
 import { textArray } from "./postgres_text_array.ts";
 import { isConnectionError, StoreUnavailableError } from "./store_unavailable_error.ts";
 import {
@@ -39,11 +40,6 @@ import {
 import { responseFailed } from "../stream/builders.ts";
 import { Sequencer } from "../stream/sequencer.ts";
 import type { Response } from "../stream/types.ts";
-
-// deno-lint-ignore no-explicit-any
-export type Sql = postgres.Sql<any>;
-// deno-lint-ignore no-explicit-any
-type TxSql = postgres.TransactionSql<any>;
 
 interface QueuedWrite {
   readonly id: string;

@@ -7,9 +7,9 @@
  * nothing), go as an ordinary array parameter instead.
  */
 import type postgres from "postgres";
+import type { Sql, TxSql } from "./postgres_sql.ts";
 
-// deno-lint-ignore no-explicit-any
-type Tag = postgres.Sql<any> | postgres.TransactionSql<any>;
+type Tag = Sql | TxSql;
 
 const SEPARATOR = "\u001e";
 
