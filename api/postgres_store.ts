@@ -6,9 +6,9 @@
  * Invariants beyond the interface's:
  * - The schema is created or migrated at connect time in one transaction under an advisory lock, recorded in
  *   `rill_schema` (postgres_schema.ts): replicas of different versions starting together never race.
- * - `appendLater` writes are committed in one transaction per batch (every response's writes of one turn of the
- *   event loop, or more while the previous batch is still committing): one row lock read for all of them, then one
- *   multi-row statement each for events, terminal marks, snapshots and output items, pipelined.
+ * - `appendLater` writes are committed in one transaction per batch (every response's writes queued since the last
+ *   batch started; batches start at most every COMMIT_INTERVAL_MS, and one at a time): one locked read for all of
+ *   them, then one multi-row statement each for events, terminal marks, snapshots and output items, pipelined.
  * - Every commit that changes responses sends `NOTIFY rill_events` with this owner and the ids, so a tail on any
  *   replica is woken as the events are written (no polling); this server's own listeners are called directly.
  * - Only the owner recorded on a row appends to its log or rewrites its snapshot; a log that ended takes nothing

@@ -393,7 +393,8 @@ export class ResponsesService {
 
   /**
    * Stops the background run of `id` and waits until it recorded its end: here, by aborting it; on another live
-   * server, by asking it through the store and waiting (at most CANCEL_WAIT_MS) for its log to end.
+   * server, by asking it through the store and waiting (at most CANCEL_WAIT_MS) for its log to end. A foreground
+   * response is left to its request, wherever it runs.
    */
   async #stopRun(id: string): Promise<void> {
     const run = this.#runs.get(id);
@@ -402,7 +403,8 @@ export class ResponsesService {
       await run.finished;
       return;
     }
-    if (await this.#ended(id)) return;
+    // Only background generations are stopped this way; a foreground one belongs to its own request.
+    if ((await this.#o.store.get(id))?.response.background !== true || await this.#ended(id)) return;
     await this.#o.store.requestCancel(id);
     await this.#waitEnded(id, CANCEL_WAIT_MS);
   }
