@@ -8,7 +8,7 @@
  *   loop (after that turn's network writes) or at the next `flush()`.
  * - Several servers may share one file (one machine). Listeners are in-memory only, so a tail of another server's
  *   response polls (`crossServerNotify` is false); a cancellation asked of another server is a flag on the row that
- *   its owner reads at each batched commit (every engine step that produced events) and each heartbeat.
+ *   its owner reads at its batched commits (at most every 50 ms) and each heartbeat.
  * - Conversations are stored by reference: a response keeps its own input items and the id of its previous
  *   response; the history is rebuilt by walking the chain. Deleting (or expiring) a response first writes the full
  *   history into the responses that continue it, so no chain ever breaks.
@@ -80,6 +80,9 @@ CREATE TABLE IF NOT EXISTS settings (
 );
 `;
 
+/** How often the batched commits look for cancellations other servers asked of this one's responses. */
+const CANCEL_CHECK_MS = 50;
+
 /** Columns added after the first schema; added to older files at open. */
 const ADDED_COLUMNS: readonly [string, string][] = [
   ["owner", "TEXT"],
@@ -112,6 +115,8 @@ export class SqliteStore implements ResponseStore {
   readonly #cancelListeners: ((id: string) => void)[] = [];
   /** Cancellations already handed to the listeners, so each is delivered once. */
   readonly #cancelsDelivered = new Set<string>();
+  #cancelsCheckedAt = -Infinity;
+  readonly #selectCancels: StatementSync;
   readonly #ttlSeconds: number;
   readonly #clock: () => number;
   #leaseTimer: ReturnType<typeof setInterval> | undefined;
@@ -170,6 +175,9 @@ export class SqliteStore implements ResponseStore {
       "INSERT OR REPLACE INTO output_items (item_id, response_id, item) VALUES (?, ?, ?)",
     );
     this.#selectOutputItem = db.prepare("SELECT item FROM output_items WHERE item_id = ?");
+    this.#selectCancels = db.prepare(
+      "SELECT id FROM responses WHERE terminal = 0 AND owner = ? AND cancel_requested = 1",
+    );
     this.#selectInputItem = db.prepare(
       "SELECT item_id, item FROM input_items WHERE item_id = ? ORDER BY rowid DESC LIMIT 1",
     );
@@ -446,10 +454,15 @@ export class SqliteStore implements ResponseStore {
     this.#flushTimer ??= setTimeout(() => {
       this.#flushTimer = undefined;
       this.flushSync();
+      // Looked for at most every CANCEL_CHECK_MS: a query per commit would cost the streaming path more than the
+      // commit of a step itself.
+      const now = performance.now();
+      if (now - this.#cancelsCheckedAt < CANCEL_CHECK_MS) return;
+      this.#cancelsCheckedAt = now;
       try {
         this.#deliverCancels();
       } catch {
-        // A busy database: the next step's commit or heartbeat looks again.
+        // A busy database: a later commit or the heartbeat looks again.
       }
     }, 0);
   }
@@ -630,9 +643,7 @@ export class SqliteStore implements ResponseStore {
   /** Hands this server's newly asked cancellations to the listeners. */
   #deliverCancels(): void {
     if (this.#cancelListeners.length === 0) return;
-    const rows = this.#db.prepare(
-      "SELECT id FROM responses WHERE terminal = 0 AND owner = ? AND cancel_requested = 1",
-    ).all(this.owner) as { id: string }[];
+    const rows = this.#selectCancels.all(this.owner) as { id: string }[];
     for (const { id } of rows) {
       if (this.#cancelsDelivered.has(id)) continue;
       this.#cancelsDelivered.add(id);
