@@ -38,6 +38,8 @@ export interface ServeConfig {
   readonly apiKeyFile: string | undefined;
   /** Where stored responses live (`responses.sqlite`); ":memory:" keeps them in memory only. */
   readonly dataDir: string;
+  /** A PostgreSQL URL holding the store (postgres_store.ts) instead of the SQLite file in `dataDir`. */
+  readonly store: string | undefined;
   /** Stored responses are deleted this many seconds after creation (0: kept forever). */
   readonly storeTtl: number;
   /** The key sealing `encrypted_content` (reasoning_key.ts), or a file holding it; neither: kept in the data dir. */
@@ -175,6 +177,14 @@ const SPECS: readonly OptionSpec[] = [
     value: "DIR",
     help: "Directory of the stored-responses database (responses.sqlite); ':memory:' for none on disk.",
     fallback: ".data",
+  },
+  {
+    flag: "store",
+    env: "RILL_STORE",
+    value: "URL",
+    help: "postgres://USER:PASS@HOST:PORT/DB: keep stored responses, conversations and background work in " +
+      "PostgreSQL, shared by every replica (default: the SQLite file in the data directory).",
+    fallback: undefined,
   },
   {
     flag: "store-ttl",
@@ -443,6 +453,7 @@ export function parseServeArgs(
     apiKey: get("api-key"),
     apiKeyFile: get("api-key-file"),
     dataDir: get("data-dir")!,
+    store: storeUrl(get("store")),
     storeTtl: durationSeconds("store-ttl", get("store-ttl")!),
     reasoningKey: get("reasoning-key"),
     reasoningKeyFile: get("reasoning-key-file"),
@@ -463,4 +474,22 @@ export function parseServeArgs(
     allowedOrigins: parseOrigins(get("allowed-origins")),
     metricsPublic: switchValue("metrics-public", get("metrics-public")!),
   };
+}
+
+/** `--store`: a postgres:// (or postgresql://) URL naming a host and a database. */
+function storeUrl(value: string | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new CliError("--store must be a URL: postgres://USER:PASS@HOST:PORT/DB");
+  }
+  if (url.protocol !== "postgres:" && url.protocol !== "postgresql:") {
+    throw new CliError(`--store must be a postgres:// URL, got '${url.protocol}'`);
+  }
+  if (url.hostname === "" || url.pathname.length <= 1) {
+    throw new CliError("--store must name a host and a database: postgres://USER:PASS@HOST:PORT/DB");
+  }
+  return value;
 }

@@ -48,44 +48,44 @@ export class ConversationsService {
     this.#o = options;
   }
 
-  create(body: Record<string, unknown>, url: URL): Response {
+  async create(body: Record<string, unknown>, url: URL): Promise<Response> {
     checkQuery(url, []);
     const parsed = parseOrThrow(ConversationCreateSchema, body);
-    const items = this.#items(parsed.items ?? []);
+    const items = await this.#items(parsed.items ?? []);
     const conversation: Conversation = {
       id: this.#o.newId("conv"),
       object: "conversation",
       created_at: this.#o.now(),
       metadata: parsed.metadata ?? {},
     };
-    const created = this.#o.store.conversations.create(conversation, items);
+    const created = await this.#o.store.conversations.create(conversation, items);
     if ("kind" in created) throw duplicateItem(created);
     return jsonResponse(created);
   }
 
-  retrieve(id: string, url: URL): Response {
+  async retrieve(id: string, url: URL): Promise<Response> {
     checkQuery(url, []);
-    const conversation = this.#o.store.conversations.get(id);
+    const conversation = await this.#o.store.conversations.get(id);
     if (conversation === undefined) throw conversationNotFound(id);
     return jsonResponse(conversation);
   }
 
   /** `metadata: null` clears it. */
-  update(id: string, body: Record<string, unknown>, url: URL): Response {
+  async update(id: string, body: Record<string, unknown>, url: URL): Promise<Response> {
     checkQuery(url, []);
     const parsed = parseOrThrow(ConversationUpdateSchema, body);
-    const conversation = this.#o.store.conversations.updateMetadata(id, parsed.metadata ?? {});
+    const conversation = await this.#o.store.conversations.updateMetadata(id, parsed.metadata ?? {});
     if (conversation === undefined) throw conversationNotFound(id);
     return jsonResponse(conversation);
   }
 
-  delete(id: string, url: URL): Response {
+  async delete(id: string, url: URL): Promise<Response> {
     checkQuery(url, []);
-    if (!this.#o.store.conversations.delete(id)) throw conversationNotFound(id);
+    if (!await this.#o.store.conversations.delete(id)) throw conversationNotFound(id);
     return jsonResponse({ id, object: "conversation.deleted", deleted: true });
   }
 
-  listItems(id: string, url: URL): Response {
+  async listItems(id: string, url: URL): Promise<Response> {
     checkQuery(url, ["limit", "order", "after", "include"]);
     const q = url.searchParams;
     const limitText = q.get("limit") ?? "20";
@@ -98,7 +98,7 @@ export class ConversationsService {
       throw invalidRequest("'order' must be 'asc' or 'desc'", "order", "invalid_value");
     }
     const after = q.get("after");
-    const page = this.#o.store.conversations.listItems(id, {
+    const page = await this.#o.store.conversations.listItems(id, {
       limit,
       order,
       ...(after === null ? {} : { after }),
@@ -109,12 +109,12 @@ export class ConversationsService {
   }
 
   /** Appends the items; answers them as a list, in the order given. */
-  createItems(id: string, body: Record<string, unknown>, url: URL): Response {
+  async createItems(id: string, body: Record<string, unknown>, url: URL): Promise<Response> {
     checkQuery(url, ["include"]);
     const parsed = parseOrThrow(ConversationItemsCreateSchema, body);
-    if (this.#o.store.conversations.get(id) === undefined) throw conversationNotFound(id);
-    const items = this.#items(parsed.items);
-    const outcome = this.#o.store.conversations.append(id, items);
+    if (await this.#o.store.conversations.get(id) === undefined) throw conversationNotFound(id);
+    const items = await this.#items(parsed.items);
+    const outcome = await this.#o.store.conversations.append(id, items);
     switch (outcome.kind) {
       case "appended":
         return jsonResponse(itemList(items, false));
@@ -129,41 +129,43 @@ export class ConversationsService {
     }
   }
 
-  retrieveItem(id: string, itemId: string, url: URL): Response {
+  async retrieveItem(id: string, itemId: string, url: URL): Promise<Response> {
     checkQuery(url, ["include"]);
     const conversations = this.#o.store.conversations;
-    const item = conversations.item(id, itemId);
+    const item = await conversations.item(id, itemId);
     if (item !== undefined) return jsonResponse(item);
-    if (conversations.get(id) === undefined) throw conversationNotFound(id);
+    if (await conversations.get(id) === undefined) throw conversationNotFound(id);
     throw notFound(`Item with id '${itemId}' not found in conversation '${id}'.`);
   }
 
   /** Answers the conversation, as OpenAI does. */
-  deleteItem(id: string, itemId: string, url: URL): Response {
+  async deleteItem(id: string, itemId: string, url: URL): Promise<Response> {
     checkQuery(url, []);
     const conversations = this.#o.store.conversations;
-    const conversation = conversations.get(id);
+    const conversation = await conversations.get(id);
     if (conversation === undefined) throw conversationNotFound(id);
-    if (!conversations.deleteItem(id, itemId)) {
+    if (!await conversations.deleteItem(id, itemId)) {
       throw notFound(`Item with id '${itemId}' not found in conversation '${id}'.`);
     }
     return jsonResponse(conversation);
   }
 
   /** Wire items with ids, parsed like `/v1/responses` input; `item_reference`s resolved to the items they name. */
-  #items(raw: readonly unknown[]): Record<string, unknown>[] {
-    return raw.map((entry, i) => {
+  async #items(raw: readonly unknown[]): Promise<Record<string, unknown>[]> {
+    const items: Record<string, unknown>[] = [];
+    for (const [i, entry] of raw.entries()) {
       let resolved = entry;
       if ((entry as { type?: unknown } | null)?.type === "item_reference") {
         const ref = (entry as { id?: unknown }).id;
         if (typeof ref !== "string" || ref === "") {
           throw invalidRequest("An item_reference needs a non-empty string 'id'", `items[${i}].id`);
         }
-        resolved = this.#o.store.item(ref) ?? this.#o.store.conversations.anyItem(ref);
+        resolved = (await this.#o.store.item(ref)) ?? (await this.#o.store.conversations.anyItem(ref));
         if (resolved === undefined) throw notFound(`Item with id '${ref}' not found.`, `items[${i}].id`);
       }
-      return asConversationItem(withId(parseInputItem(resolved, ["items", i]), this.#o));
-    });
+      items.push(asConversationItem(withId(parseInputItem(resolved, ["items", i]), this.#o)));
+    }
+    return items;
   }
 }
 

@@ -2,25 +2,38 @@
  * `GET /v1/responses/{id}?stream=true&starting_after=N`: replays a stored response's event log after N and, while
  * the response is still running, tails it live. The stream always ends: after the terminal event, or when the
  * response was cancelled (there is no cancellation event in the spec), deleted, or left unfinished by a previous
- * server process (status still running but nobody generating it).
+ * server process (status still running but nobody generating it). A tail of a response another server generates
+ * is woken by the store's cross-server notifications where it has them (PostgreSQL), and polls where it has not
+ * (several servers on one SQLite file).
  */
 import type { ResponseStore } from "./response_store.ts";
+import { StoreUnavailableError } from "./store_unavailable_error.ts";
 import { SseEncoder } from "../stream/sse.ts";
 import type { ResponseStreamEvent } from "../stream/types.ts";
 
-/** How often a waiting tail of another server's response looks for its events (one store, several servers). */
+/** How often a waiting tail of another server's response looks for its events (SQLite: no notifications). */
 const POLL_MS = 250;
 
-/** Whether anyone may still append to the log (a live generation, here or on another live server). */
-export type IsLive = (id: string) => boolean;
+/** Retries of a tail whose database is unreachable: after this long, doubling up to RETRY_MAX_MS. */
+const RETRY_MIN_MS = 100;
+const RETRY_MAX_MS = 2000;
 
-function finished(store: ResponseStore, id: string, isLive: IsLive): boolean {
-  if (store.isTerminal(id)) return true;
-  const stored = store.get(id);
+/** An unreachable database ends nothing: the tail reads again once it is back. */
+function notFinishedIfUnavailable(error: unknown): boolean {
+  if (error instanceof StoreUnavailableError) return false;
+  throw error;
+}
+
+/** Whether anyone may still append to the log (a live generation, here or on another live server). */
+export type IsLive = (id: string) => Promise<boolean>;
+
+async function finished(store: ResponseStore, id: string, isLive: IsLive): Promise<boolean> {
+  if (await store.isTerminal(id)) return true;
+  const stored = await store.get(id);
   if (stored === undefined) return true;
   const status = stored.response.status;
   if (status !== "queued" && status !== "in_progress") return true;
-  return !isLive(id);
+  return !await isLive(id);
 }
 
 export function tailEvents(
@@ -30,9 +43,9 @@ export function tailEvents(
   isLive: IsLive,
   onEnd?: () => void,
 ): ReadableStream<Uint8Array> {
-  // This process's writes wake the tail through the store's listeners; another server's can only be polled for.
-  const owner = store.ownerOf(id);
-  const poll = owner !== null && owner !== store.owner;
+  // This process's writes wake the tail through the store's listeners, and so do other servers' where the store
+  // notifies across servers; otherwise another server's writes can only be polled for.
+  let poll: boolean | undefined;
   const encoder = new SseEncoder();
   let cursor = startingAfter;
   let version = 0;
@@ -49,16 +62,30 @@ export function tailEvents(
   };
   return new ReadableStream<Uint8Array>({
     async pull(controller) {
-      for (;;) {
+      if (poll === undefined) {
+        const owner = store.crossServerNotify ? null : await store.ownerOf(id);
+        poll = owner !== null && owner !== store.owner;
+      }
+      for (let retry = RETRY_MIN_MS;;) {
         const seen = version;
-        const events = store.eventsAfter(id, cursor);
+        let events;
+        try {
+          events = await store.eventsAfter(id, cursor);
+        } catch (error) {
+          // The database is away: the tail waits for it (the client's stream stays open) and reads on.
+          if (!(error instanceof StoreUnavailableError) || unsubscribe === null) throw error;
+          await new Promise((resolve) => setTimeout(resolve, retry));
+          retry = Math.min(RETRY_MAX_MS, retry * 2);
+          continue;
+        }
+        retry = RETRY_MIN_MS;
         if (events.length > 0) {
           cursor = events[events.length - 1]!.sequence_number;
           // Stored events are the exact objects that were streamed; only the type brand is missing.
           controller.enqueue(encoder.encode(events as unknown as ResponseStreamEvent[]));
           return;
         }
-        if (unsubscribe === null || finished(store, id, isLive)) {
+        if (unsubscribe === null || await finished(store, id, isLive).catch(notFinishedIfUnavailable)) {
           stop();
           controller.close();
           return;

@@ -2,11 +2,13 @@
  * The server key that seals `encrypted_content` (reasoning_seal.ts): `--reasoning-key` (64 hex digits or base64 of
  * 32 bytes), the contents of `--reasoning-key-file`, or a key generated at first start and kept in the data directory
  * (`reasoning.key`, mode 0600) so blobs stay readable across restarts. With `--data-dir :memory:` and no key given,
- * the key lives as long as the process.
+ * the key lives as long as the process. With `--store postgres://…` and no key given, the key is generated once and
+ * kept in the database, the first replica to start winning, so a blob sealed on one replica opens on every other.
  */
 import { Buffer } from "node:buffer";
 import { CliError } from "./cli_options.ts";
 import { KEY_BYTES } from "./reasoning_seal.ts";
+import type { ResponseStore } from "./response_store.ts";
 
 export const KEY_FILE_NAME = "reasoning.key";
 
@@ -68,4 +70,14 @@ export function resolveReasoningKey(source: ReasoningKeySource): Uint8Array {
     }
   }
   return readKeyFile(path, "the reasoning key file");
+}
+
+/** The key for this deployment: given (flag or file), else kept in the shared `--store`, else as above. */
+export async function deploymentReasoningKey(
+  source: ReasoningKeySource & { readonly store: string | undefined },
+  store: ResponseStore,
+): Promise<Uint8Array> {
+  const given = source.reasoningKey !== undefined || source.reasoningKeyFile !== undefined;
+  if (given || source.store === undefined) return resolveReasoningKey(source);
+  return await store.reasoningKey(crypto.getRandomValues(new Uint8Array(KEY_BYTES)));
 }

@@ -42,5 +42,5 @@ export class RecentResponses {
     this.#entries.delete(id);
   }
 
-  readonly lookup: PreviousLookup = (id) => this.#entries.get(id);
+  readonly lookup: PreviousLookup = (id) => Promise.resolve(this.#entries.get(id));
 }

@@ -20,17 +20,18 @@ export class ResponseRecorder {
   #ended = false;
   /** The last sequence number recorded, so a cancellation's terminal event follows it. */
   #lastSequence = -1;
-  readonly #onEnd: (() => void) | undefined;
+  readonly #onEnd: (() => Promise<void> | void) | undefined;
   readonly #onStoreError: (error: unknown) => void;
 
   /**
-   * `onEnd` runs after the terminal event or the cancellation was recorded. A failing store write is reported to
-   * `onStoreError` and does not throw: the client's stream must not break because persistence did.
+   * `onEnd` runs after the terminal event or the cancellation was recorded (and, for a terminal event, before it is
+   * sent: `record` waits for it). A failing store write is reported to `onStoreError` and does not throw: the
+   * client's stream must not break because persistence did.
    */
   constructor(
     initial: Response,
     store: ResponseStore | null,
-    hooks: { onEnd?: () => void; onStoreError?: (error: unknown) => void } = {},
+    hooks: { onEnd?: () => Promise<void> | void; onStoreError?: (error: unknown) => void } = {},
   ) {
     this.#snapshot = initial;
     this.#store = store;
@@ -52,9 +53,12 @@ export class ResponseRecorder {
    * Records a batch of the response's events. Once the response ended (a terminal event, or a cancellation decided
    * from its cause) later events are ignored: a stream cut by its client must not turn "cancelled" into "failed"
    * when the cut engine stream's end is parsed afterwards.
+   *
+   * Returns a promise only for the batch that ends the response: it resolves once everything recorded is committed
+   * and `onEnd` ran, and the terminal event may then be sent.
    */
-  record(events: readonly ResponseStreamEvent[]): void {
-    if (this.#ended) return;
+  record(events: readonly ResponseStreamEvent[]): Promise<void> | undefined {
+    if (this.#ended) return undefined;
     let changed = false;
     for (const event of events) {
       this.#lastSequence = event.sequence_number;
@@ -79,9 +83,17 @@ export class ResponseRecorder {
     if (this.#store !== null) {
       const snapshot = changed ? this.#snapshot as unknown as Record<string, unknown> : undefined;
       this.#store.appendLater(this.#id, events, snapshot, this.#onStoreError);
-      if (this.#ended) this.#store.flush();
     }
-    if (this.#ended) this.#onEnd?.();
+    return this.#ended ? this.#finish() : undefined;
+  }
+
+  async #finish(): Promise<void> {
+    try {
+      await this.#store?.flush();
+    } catch (error) {
+      this.#onStoreError(error);
+    }
+    await this.#onEnd?.();
   }
 
   /**
@@ -91,20 +103,24 @@ export class ResponseRecorder {
    * The stored log gets a terminal event too, so a replay ends like every other stream. The spec has no cancellation
    * event: it is a `response.failed` carrying the cancelled response (status "cancelled", as GET reports it).
    */
-  cancel(final?: Response): Response {
+  async cancel(final?: Response): Promise<Response> {
     if (this.#ended) return this.#snapshot;
     this.#ended = true;
     this.#snapshot = final ?? { ...this.#snapshot, status: "cancelled", output: this.#output.filter(Boolean) };
+    // The snapshot and the terminal event in one write (one transaction): a reader never sees one without the other.
+    const terminal = new Sequencer(this.#lastSequence + 1).stamp([responseFailed(this.#snapshot)]);
     try {
-      this.#store?.update(this.#id, this.#snapshot as unknown as Record<string, unknown>);
-      this.#store?.appendEvents(
+      this.#store?.appendLater(
         this.#id,
-        new Sequencer(this.#lastSequence + 1).stamp([responseFailed(this.#snapshot)]),
+        terminal,
+        this.#snapshot as unknown as Record<string, unknown>,
+        this.#onStoreError,
       );
+      await this.#store?.flush();
     } catch (error) {
       this.#onStoreError(error);
     }
-    this.#onEnd?.();
+    await this.#onEnd?.();
     return this.#snapshot;
   }
 }

@@ -1,32 +1,26 @@
 /**
- * Durable storage for stored responses: the latest response snapshot, its input items, the conversation needed to
- * continue it (`previous_response_id`), and the append-only event log that `GET ?stream=true` replays.
+ * The store behind every stateful Responses feature: stored responses (latest snapshot, input items, the chain a
+ * `previous_response_id` continues, the append-only event log `GET ?stream=true` replays), the Conversations API's
+ * conversations (`conversations`), background work and the owner leases that let several servers share one store, and
+ * the deployment's reasoning key. Two implementations pass the same conformance suite: the embedded SQLite file
+ * (sqlite_store.ts, the default) and PostgreSQL (postgres_store.ts, `--store postgres://…`).
  *
- * Invariants:
- * - The event log is append-only and keyed by (response id, sequence_number), so a replay returns byte-identical
- *   payloads with the original numbering.
- * - Every write is committed before the call returns (WAL, synchronous=NORMAL survives a killed process), except
- *   `appendLater`'s: those are committed together, one transaction for all responses, on the next turn of the
- *   event loop (after that turn's network writes) or at the next `flush()`. A caller that needs an event on disk
- *   before it is sent (a terminal event) calls `flush()`.
- * - This process always reads its own writes: every read, delete, update and direct append commits the queued
- *   writes first, so per-response order is the order of the calls.
- * - Listeners are in-memory only: they tell tailing readers that new events exist; the data comes from SQLite.
- * - Several servers may share one database. Each store has an owner id; a response row records the owner that
- *   generates it, and each owner keeps a lease (a heartbeat row in `servers`). A server touches only its own
- *   in-flight rows, and fails (once, atomically) in-flight rows whose owner's lease expired: at start-up and at every
- *   heartbeat. A log that has its terminal event takes no more events, so a taken-over response never gets two.
- * - Conversations are stored by reference: a response keeps its own input items and the id of its previous
- *   response; the history is rebuilt by walking the chain. Deleting (or expiring) a response first writes the full
- *   history into the responses that continue it, so no chain ever breaks.
- * - The file uses incremental auto-vacuum: deletions give their pages back at the next sweep.
- * - The Conversations API's conversations live in the same file (conversation_store.ts), sharing its transactions.
+ * Invariants every implementation keeps:
+ * - The event log is append-only and keyed by (response id, sequence_number); a replay returns the stored payloads
+ *   with their original numbering. A log that has its terminal event takes no more events, so a response never gets
+ *   two terminal events, whichever server ends it.
+ * - Every write method has committed when its promise resolves, except `appendLater`'s: those are committed together
+ *   at the next batched commit or `flush()`. A caller that needs an event durable before it is sent (a terminal
+ *   event) awaits `flush()`.
+ * - A server reads its own writes: reads, deletes, updates and direct appends first commit the queued writes, so
+ *   per-response order is the order of the calls.
+ * - Each store has an owner id; a response row records the owner generating it, and each owner keeps a lease. A
+ *   server fails (once, atomically) in-flight rows whose owner's lease expired, and never touches a live owner's.
+ * - `subscribe` listeners hear of every change to a response's log or snapshot made through this store; with
+ *   `crossServerNotify` they also hear of changes made by every other server on the same store.
+ * - A cancellation asked of any server reaches the owner's `onCancelRequest` listener.
  */
-import { DatabaseSync, type StatementSync } from "node:sqlite";
-import { ConversationStore } from "./conversation_store.ts";
-import { responseFailed } from "../stream/builders.ts";
-import { Sequencer } from "../stream/sequencer.ts";
-import type { Response } from "../stream/types.ts";
+import type { ConversationStore } from "./conversation_store.ts";
 
 export interface StoredEvent {
   readonly sequence_number: number;
@@ -40,21 +34,6 @@ export interface InputItemsPage {
   readonly has_more: boolean;
 }
 
-/** A queued `appendLater`: events, the snapshot they changed (if any), where a failure is reported. */
-interface QueuedWrite {
-  readonly id: string;
-  readonly events: readonly StoredEvent[];
-  readonly snapshot: Record<string, unknown> | undefined;
-  readonly onError: (error: unknown) => void;
-}
-
-const TERMINAL_TYPES = new Set(["response.completed", "response.incomplete", "response.failed"]);
-
-/** A conversation as stored: v1 is the whole history (older rows, and rows whose previous response is gone). */
-type StoredConversationRow =
-  | { readonly version: 1; readonly items: readonly Record<string, unknown>[] }
-  | { readonly version: 2; readonly previous: string | null; readonly items: readonly Record<string, unknown>[] };
-
 export interface StoreOptions {
   /** This server's owner id (default: a random one). */
   readonly owner?: string;
@@ -66,531 +45,128 @@ export interface StoreOptions {
   readonly clock?: () => number;
 }
 
-/** What a response cut off by its owner's death is stored as. */
-const ORPHANED = { code: "server_error", message: "The server generating this response stopped before it finished" };
-
-const SCHEMA = `
-CREATE TABLE IF NOT EXISTS responses (
-  id TEXT PRIMARY KEY,
-  response TEXT NOT NULL,
-  conversation TEXT NOT NULL,
-  terminal INTEGER NOT NULL DEFAULT 0,
-  created_at INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS input_items (
-  response_id TEXT NOT NULL,
-  position INTEGER NOT NULL,
-  item_id TEXT NOT NULL,
-  item TEXT NOT NULL,
-  PRIMARY KEY (response_id, position)
-);
-CREATE INDEX IF NOT EXISTS input_items_by_item ON input_items (item_id);
-CREATE TABLE IF NOT EXISTS output_items (
-  item_id TEXT PRIMARY KEY,
-  response_id TEXT NOT NULL,
-  item TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS events (
-  response_id TEXT NOT NULL,
-  seq INTEGER NOT NULL,
-  event TEXT NOT NULL,
-  PRIMARY KEY (response_id, seq)
-);
-CREATE TABLE IF NOT EXISTS servers (
-  id TEXT PRIMARY KEY,
-  heartbeat INTEGER NOT NULL
-);
-`;
-
-/** Columns added after the first schema; added to older files at open. */
-const ADDED_COLUMNS: readonly [string, string][] = [["owner", "TEXT"], ["previous_id", "TEXT"]];
-
-export class ResponseStore {
-  readonly #db: DatabaseSync;
-  readonly #listeners = new Map<string, Set<() => void>>();
-  readonly #insertResponse: StatementSync;
-  readonly #insertItem: StatementSync;
-  readonly #insertEvent: StatementSync;
-  readonly #updateResponse: StatementSync;
-  readonly #markTerminal: StatementSync;
-  readonly #selectResponse: StatementSync;
-  readonly #responseExists: StatementSync;
-  readonly #selectEventsAfter: StatementSync;
-  readonly #selectItems: StatementSync;
-  readonly #upsertOutputItem: StatementSync;
-  readonly #selectOutputItem: StatementSync;
-  readonly #selectInputItem: StatementSync;
-  #queue: QueuedWrite[] = [];
-  #flushTimer: ReturnType<typeof setTimeout> | undefined;
-  #inTransaction = false;
+export interface ResponseStore {
   /** This server's owner id. */
   readonly owner: string;
-  readonly #leaseMs: number;
-  readonly #ttlSeconds: number;
-  readonly #clock: () => number;
-  #leaseTimer: ReturnType<typeof setInterval> | undefined;
   /** The Conversations API's conversations and their items. */
   readonly conversations: ConversationStore;
+  /** Whether other servers' writes wake this store's `subscribe` listeners (else a tail of theirs must poll). */
+  readonly crossServerNotify: boolean;
 
-  private constructor(db: DatabaseSync, options: StoreOptions) {
-    this.#db = db;
-    this.owner = options.owner ?? `srv_${crypto.randomUUID().replaceAll("-", "")}`;
-    this.#leaseMs = options.leaseMs ?? 15_000;
-    this.#ttlSeconds = options.ttlSeconds ?? 0;
-    this.#clock = options.clock ?? Date.now;
-    db.exec("PRAGMA busy_timeout = 5000;");
-    // Must precede the first table of a new file; an older file is converted once (VACUUM rewrites it).
-    const vacuum = db.prepare("PRAGMA auto_vacuum").get() as { auto_vacuum: number };
-    if (vacuum.auto_vacuum !== 2) {
-      db.exec("PRAGMA auto_vacuum = INCREMENTAL;");
-      const hasTables = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table'").get() !== undefined;
-      if (hasTables) {
-        try {
-          db.exec("VACUUM;");
-        } catch {
-          // Another server holds the file (VACUUM needs it alone): the conversion waits for a later start.
-        }
-      }
-    }
-    db.exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;");
-    db.exec(SCHEMA);
-    const columns = new Set(
-      (db.prepare("PRAGMA table_info(responses)").all() as { name: string }[]).map((c) => c.name),
-    );
-    for (const [name, type] of ADDED_COLUMNS) {
-      if (!columns.has(name)) db.exec(`ALTER TABLE responses ADD COLUMN ${name} ${type}`);
-    }
-    db.exec(
-      "CREATE INDEX IF NOT EXISTS responses_by_previous ON responses (previous_id);" +
-        "CREATE INDEX IF NOT EXISTS responses_by_created ON responses (created_at);" +
-        "CREATE INDEX IF NOT EXISTS responses_in_flight ON responses (terminal, owner);",
-    );
-    this.#insertResponse = db.prepare(
-      "INSERT INTO responses (id, response, conversation, terminal, created_at, owner, previous_id) " +
-        "VALUES (?, ?, ?, 0, ?, ?, ?)",
-    );
-    this.#insertItem = db.prepare("INSERT INTO input_items (response_id, position, item_id, item) VALUES (?, ?, ?, ?)");
-    this.#insertEvent = db.prepare("INSERT INTO events (response_id, seq, event) VALUES (?, ?, ?)");
-    // A response whose log ended is only rewritten by the server that ended it (see failInFlight).
-    this.#updateResponse = db.prepare(
-      "UPDATE responses SET response = ? WHERE id = ? AND (terminal = 0 OR owner = ?)",
-    );
-    this.#markTerminal = db.prepare("UPDATE responses SET terminal = 1 WHERE id = ?");
-    this.#selectResponse = db.prepare("SELECT response, conversation, terminal FROM responses WHERE id = ?");
-    this.#responseExists = db.prepare("SELECT 1 FROM responses WHERE id = ?");
-    this.#selectEventsAfter = db.prepare("SELECT event FROM events WHERE response_id = ? AND seq > ? ORDER BY seq");
-    this.#selectItems = db.prepare("SELECT item_id, item FROM input_items WHERE response_id = ? ORDER BY position");
-    this.#upsertOutputItem = db.prepare(
-      "INSERT OR REPLACE INTO output_items (item_id, response_id, item) VALUES (?, ?, ?)",
-    );
-    this.#selectOutputItem = db.prepare("SELECT item FROM output_items WHERE item_id = ?");
-    this.#selectInputItem = db.prepare(
-      "SELECT item_id, item FROM input_items WHERE item_id = ? ORDER BY rowid DESC LIMIT 1",
-    );
-    this.conversations = new ConversationStore(db, (body) => this.#transaction(body));
-  }
-
-  /** Opens (creating if needed) a store at a file path, or an in-memory one for ":memory:". */
-  static open(path: string, options: StoreOptions = {}): ResponseStore {
-    return new ResponseStore(new DatabaseSync(path), options);
-  }
-
-  close(): void {
-    this.flush();
-    if (this.#leaseTimer !== undefined) clearInterval(this.#leaseTimer);
-    this.#leaseTimer = undefined;
-    // A clean stop gives the lease back: this server's rows are settled by then (shutdown ends every generation).
-    this.#db.prepare("DELETE FROM servers WHERE id = ?").run(this.owner);
-    this.#listeners.clear();
-    this.#db.close();
-  }
-
+  /** Commits queued writes, gives the lease back and closes the connection. */
+  close(): Promise<void>;
   /**
-   * Takes this server's lease and keeps it: a heartbeat every third of the lease, and at each one the in-flight
-   * rows of dead owners are failed, and (with a TTL) expired responses swept. Returns how many rows start-up
-   * recovery failed. The timer does not keep the process alive.
+   * Takes this server's lease and keeps it (a heartbeat every third of the lease, failing dead owners' in-flight rows
+   * and sweeping expired responses at each). Resolves with how many rows start-up recovery failed.
    */
-  startLease(): number {
-    this.heartbeat();
-    const recovered = this.recoverOrphans();
-    this.sweep();
-    if (this.#leaseTimer !== undefined) return recovered;
-    const timer = setInterval(() => {
-      try {
-        this.heartbeat();
-        this.recoverOrphans();
-        this.sweep();
-      } catch {
-        // A busy or failing database is retried at the next beat; the lease lasts three of them.
-      }
-    }, Math.max(1, Math.floor(this.#leaseMs / 3)));
-    Deno.unrefTimer(timer);
-    this.#leaseTimer = timer;
-    return recovered;
-  }
-
-  heartbeat(): void {
-    this.#db.prepare(
-      "INSERT INTO servers (id, heartbeat) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET heartbeat = excluded.heartbeat",
-    ).run(this.owner, this.#clock());
-  }
-
+  startLease(): Promise<number>;
+  heartbeat(): Promise<void>;
   /** Whether `owner` holds a live lease (this server always does). */
-  ownerAlive(owner: string | null): boolean {
-    if (owner === this.owner) return true;
-    if (owner === null) return false;
-    const row = this.#db.prepare("SELECT heartbeat FROM servers WHERE id = ?").get(owner) as
-      | { heartbeat: number }
-      | undefined;
-    return row !== undefined && row.heartbeat > this.#clock() - this.#leaseMs;
-  }
-
-  /** The owner recorded for a response (null for rows older than owners, or unknown ids). */
-  ownerOf(id: string): string | null {
-    this.flush();
-    const row = this.#db.prepare("SELECT owner FROM responses WHERE id = ?").get(id) as
-      | { owner: string | null }
-      | undefined;
-    return row?.owner ?? null;
-  }
-
+  ownerAlive(owner: string | null): Promise<boolean>;
+  /** The owner recorded for a response (null for unknown ids or rows older than owners). */
+  ownerOf(id: string): Promise<string | null>;
+  /** Fails every in-flight row whose owner's lease expired; resolves with how many. */
+  recoverOrphans(): Promise<number>;
   /**
-   * Fails every in-flight row whose owner is dead (or unknown): rows a crashed or killed server left behind. Never
-   * touches this server's rows or a live server's. Returns how many it failed.
+   * Marks a queued/in_progress response failed with `error` and closes its log with `response.failed`, atomically
+   * and only if it is still in flight. Resolves with the failed response, or undefined if it was not in flight.
    */
-  recoverOrphans(): number {
-    this.flush();
-    const rows = this.#db.prepare(
-      "SELECT id, owner FROM responses WHERE terminal = 0 AND (owner IS NULL OR owner != ?) " +
-        "AND json_extract(response, '$.status') IN ('queued', 'in_progress')",
-    ).all(this.owner) as { id: string; owner: string | null }[];
-    const alive = new Map<string | null, boolean>();
-    let failed = 0;
-    for (const row of rows) {
-      if (!alive.has(row.owner)) alive.set(row.owner, this.ownerAlive(row.owner));
-      if (alive.get(row.owner)) continue;
-      if (this.failInFlight(row.id, ORPHANED) !== undefined) failed++;
-    }
-    if (failed > 0) {
-      this.#db.prepare("DELETE FROM servers WHERE heartbeat <= ?").run(this.#clock() - this.#leaseMs);
-    }
-    return failed;
-  }
-
-  /**
-   * Marks a queued/in_progress response failed with `error` and closes its log with `response.failed`, in one
-   * transaction that first checks the row is still in flight (two servers recovering it, or its owner finishing it
-   * meanwhile, never yield two terminal events). Returns the failed response, or undefined if it was not in flight.
-   */
-  failInFlight(id: string, error: { code: string; message: string }): Record<string, unknown> | undefined {
-    this.flush();
-    let failed: Record<string, unknown> | undefined;
-    this.#transaction(() => {
-      const row = this.#selectResponse.get(id) as { response: string; terminal: number } | undefined;
-      if (row === undefined || row.terminal === 1) return;
-      const response = JSON.parse(row.response) as Record<string, unknown>;
-      if (response.status !== "queued" && response.status !== "in_progress") return;
-      failed = { ...response, status: "failed", error };
-      const last = this.#db.prepare("SELECT MAX(seq) AS seq FROM events WHERE response_id = ?").get(id) as {
-        seq: number | null;
-      };
-      // The log's own numbering continues: a Sequencer is the only code that numbers events.
-      const [terminal] = new Sequencer((last.seq ?? -1) + 1).stamp([responseFailed(failed as unknown as Response)]);
-      this.#db.prepare("UPDATE responses SET response = ?, terminal = 1, owner = ? WHERE id = ?").run(
-        JSON.stringify(failed),
-        this.owner,
-        id,
-      );
-      this.#insertEvent.run(id, terminal!.sequence_number, JSON.stringify(terminal));
-    });
-    if (failed !== undefined) this.#notify(id);
-    return failed;
-  }
-
-  /**
-   * Deletes responses older than the TTL that are not in flight (oldest first, a bounded batch per call), then
-   * gives free pages back to the file system. Returns how many it deleted.
-   */
-  sweep(batch = 500): number {
-    if (this.#ttlSeconds <= 0) return 0;
-    this.flush();
-    const before = this.#clock() - this.#ttlSeconds * 1000;
-    const ids = this.#db.prepare(
-      "SELECT id FROM responses WHERE created_at < ? AND (terminal = 1 OR " +
-        "json_extract(response, '$.status') NOT IN ('queued', 'in_progress')) ORDER BY created_at LIMIT ?",
-    ).all(before, batch) as { id: string }[];
-    for (const { id } of ids) this.delete(id);
-    if (ids.length > 0) this.vacuum();
-    return ids.length;
-  }
-
-  /** Returns free pages to the file system (incremental auto-vacuum). */
-  vacuum(pages = 2000): void {
-    this.flush();
-    // Stepped to the end: each step frees one page, and exec would stop after the first.
-    this.#db.prepare(`PRAGMA incremental_vacuum(${Math.max(1, Math.floor(pages))})`).all();
-  }
+  failInFlight(id: string, error: { code: string; message: string }): Promise<Record<string, unknown> | undefined>;
+  /** Deletes responses past the TTL that are not in flight (a bounded batch); resolves with how many. */
+  sweep(batch?: number): Promise<number>;
 
   create(
     response: Record<string, unknown>,
     inputItems: readonly Record<string, unknown>[],
     conversation: unknown,
-  ): void {
-    const id = responseId(response);
-    const previous = (conversation as { version?: unknown; previous?: unknown } | null)?.version === 2
-      ? (conversation as { previous: string | null }).previous
-      : null;
-    this.#transaction(() => {
-      this.#insertResponse.run(
-        id,
-        JSON.stringify(response),
-        JSON.stringify(conversation ?? null),
-        this.#clock(),
-        this.owner,
-        previous,
-      );
-      inputItems.forEach((item, position) => {
-        const itemId = typeof item.id === "string" && item.id !== "" ? item.id : `${id}_item_${position}`;
-        this.#insertItem.run(id, position, itemId, JSON.stringify(item));
-      });
-    });
-  }
-
-  /**
-   * Appends events in order; a terminal event marks the response terminal in the same transaction. Like `update`, a
-   * no-op once the response was deleted: its generation may still be ending, and must not leave rows behind.
-   */
-  appendEvents(id: string, events: readonly StoredEvent[]): void {
-    this.flush();
-    if (events.length === 0) return;
-    let terminal = false;
-    this.#transaction(() => {
-      const row = this.#selectResponse.get(id) as { terminal: number } | undefined;
-      // Gone, or its log already ended (e.g. failed by another server that took it over): nothing more is added.
-      if (row === undefined || row.terminal === 1) return;
-      for (const event of events) {
-        this.#insertEvent.run(id, event.sequence_number, JSON.stringify(event));
-        if (TERMINAL_TYPES.has(event.type)) terminal = true;
-      }
-      if (terminal) this.#markTerminal.run(id);
-    });
-    this.#notify(id);
-  }
-
-  /** Also indexes the snapshot's output items by id, so a later request can name them in an `item_reference`. */
-  update(id: string, response: Record<string, unknown>): void {
-    this.flush();
-    const output = Array.isArray(response.output) ? response.output as unknown[] : [];
-    if (output.length === 0) {
-      this.#updateResponse.run(JSON.stringify(response), id, this.owner);
-    } else {
-      this.#transaction(() => {
-        // No row updated: the response was deleted, and its items must not become referenceable again.
-        if (Number(this.#updateResponse.run(JSON.stringify(response), id, this.owner).changes) === 0) return;
-        for (const item of output) {
-          const itemId = (item as { id?: unknown } | null)?.id;
-          if (typeof itemId === "string" && itemId !== "") this.#upsertOutputItem.run(itemId, id, JSON.stringify(item));
-        }
-      });
-    }
-    this.#notify(id);
-  }
-
-  /**
-   * Queues `events` (and the `snapshot` they produced, if any) for the next batched commit: a streaming step costs
-   * a queue push instead of a transaction, and the JSON encoding and SQLite work run after the step's bytes went
-   * out. A failing write is reported to `onError`; it never throws here.
-   */
+  ): Promise<void>;
+  /** Appends events in order; a terminal event marks the response terminal. No-op for a deleted or ended log. */
+  appendEvents(id: string, events: readonly StoredEvent[]): Promise<void>;
+  /** Replaces the snapshot and indexes its output items for `item_reference`. No-op for a deleted response. */
+  update(id: string, response: Record<string, unknown>): Promise<void>;
+  /** Queues events (and the snapshot they produced) for the next batched commit; a failure goes to `onError`. */
   appendLater(
     id: string,
     events: readonly StoredEvent[],
     snapshot: Record<string, unknown> | undefined,
     onError: (error: unknown) => void,
-  ): void {
-    if (events.length === 0 && snapshot === undefined) return;
-    this.#queue.push({ id, events, snapshot, onError });
-    this.#flushTimer ??= setTimeout(() => {
-      this.#flushTimer = undefined;
-      this.flush();
-    }, 0);
-  }
+  ): void;
+  /** Commits every queued write. */
+  flush(): Promise<void>;
 
-  /**
-   * Commits every queued write now, in one transaction. If that fails, each response's writes are retried in a
-   * transaction of their own, so one failing response neither loses the others' events nor hides its own error.
-   */
-  flush(): void {
-    if (this.#flushTimer !== undefined) {
-      clearTimeout(this.#flushTimer);
-      this.#flushTimer = undefined;
-    }
-    if (this.#queue.length === 0) return;
-    const queued = this.#queue;
-    this.#queue = [];
-    try {
-      this.#transaction(() => {
-        for (const write of queued) this.#write(write);
-      });
-    } catch {
-      for (const write of queued) {
-        try {
-          this.#transaction(() => this.#write(write));
-        } catch (error) {
-          write.onError(error);
-        }
-      }
-    }
-  }
-
-  /** Through the public methods, so a queued write is exactly the direct calls it stands for. */
-  #write(write: QueuedWrite): void {
-    this.appendEvents(write.id, write.events);
-    if (write.snapshot !== undefined) this.update(write.id, write.snapshot);
-  }
-
-  /**
-   * A stored item by id, for `item_reference`: an output item of a stored response first (what clients reference),
-   * else the latest stored input item with that id. Undefined when no stored response has it.
-   */
-  item(itemId: string): Record<string, unknown> | undefined {
-    this.flush();
-    const output = this.#selectOutputItem.get(itemId) as { item: string } | undefined;
-    if (output !== undefined) return JSON.parse(output.item);
-    const input = this.#selectInputItem.get(itemId) as { item_id: string; item: string } | undefined;
-    return input === undefined ? undefined : { id: input.item_id, ...JSON.parse(input.item) };
-  }
-
-  get(id: string): { response: Record<string, unknown>; conversation: unknown } | undefined {
-    this.flush();
-    const row = this.#selectResponse.get(id) as { response: string; conversation: string } | undefined;
-    if (!row) return undefined;
-    return { response: JSON.parse(row.response), conversation: JSON.parse(row.conversation) };
-  }
-
-  /**
-   * Every item before response `id`'s output, oldest first: its chain's inputs and outputs, then its own input.
-   * Undefined for an unknown id. One row read per response in the chain; no history is stored twice.
-   */
-  conversationItems(id: string): Record<string, unknown>[] | undefined {
-    this.flush();
-    const chain: { conversation: StoredConversationRow | null; response: Record<string, unknown> }[] = [];
-    const seen = new Set<string>();
-    for (let at: string | null = id; at !== null && !seen.has(at);) {
-      seen.add(at);
-      const row = this.#selectResponse.get(at) as { response: string; conversation: string } | undefined;
-      if (row === undefined) break;
-      const conversation = JSON.parse(row.conversation) as StoredConversationRow | null;
-      chain.push({ conversation, response: JSON.parse(row.response) });
-      at = conversation?.version === 2 ? conversation.previous : null;
-    }
-    if (chain.length === 0) return undefined;
-    const items: Record<string, unknown>[] = [];
-    for (let i = chain.length - 1; i >= 0; i--) {
-      const link = chain[i]!;
-      if (i < chain.length - 1) {
-        const output = chain[i + 1]!.response.output;
-        if (Array.isArray(output)) items.push(...output as Record<string, unknown>[]);
-      }
-      if (link.conversation !== null) items.push(...link.conversation.items);
-    }
-    return items;
-  }
-
-  isTerminal(id: string): boolean {
-    this.flush();
-    const row = this.#selectResponse.get(id) as { terminal: number } | undefined;
-    return row?.terminal === 1;
-  }
-
-  delete(id: string): boolean {
-    this.flush();
-    let deleted = false;
-    this.#transaction(() => {
-      // Responses that continue this one get their whole history written out first.
-      const children = this.#db.prepare("SELECT id FROM responses WHERE previous_id = ?").all(id) as { id: string }[];
-      for (const child of children) {
-        const items = this.conversationItems(child.id) ?? [];
-        this.#db.prepare("UPDATE responses SET conversation = ?, previous_id = NULL WHERE id = ?").run(
-          JSON.stringify({ version: 1, items }),
-          child.id,
-        );
-      }
-      const result = this.#db.prepare("DELETE FROM responses WHERE id = ?").run(id);
-      deleted = Number(result.changes) > 0;
-      this.#db.prepare("DELETE FROM input_items WHERE response_id = ?").run(id);
-      this.#db.prepare("DELETE FROM output_items WHERE response_id = ?").run(id);
-      this.#db.prepare("DELETE FROM events WHERE response_id = ?").run(id);
-    });
-    if (deleted) this.#notify(id);
-    return deleted;
-  }
-
-  /** Cursor pagination over a response's input items; `after` is an item id. Undefined for an unknown response. */
+  /** A stored item by id for `item_reference`: an output item first, else the latest input item with that id. */
+  item(itemId: string): Promise<Record<string, unknown> | undefined>;
+  get(id: string): Promise<{ response: Record<string, unknown>; conversation: unknown } | undefined>;
+  /** Every item before response `id`'s output, oldest first; undefined for an unknown id. */
+  conversationItems(id: string): Promise<Record<string, unknown>[] | undefined>;
+  isTerminal(id: string): Promise<boolean>;
+  /** Deletes a response, first writing its history into the responses that continue it. */
+  delete(id: string): Promise<boolean>;
+  /** Cursor pagination over a response's input items; undefined for an unknown response. */
   listInputItems(
     id: string,
     query: { readonly limit: number; readonly order: "asc" | "desc"; readonly after?: string },
-  ): InputItemsPage | undefined {
-    this.flush();
-    if (this.#responseExists.get(id) === undefined) return undefined;
-    const rows = this.#selectItems.all(id) as { item_id: string; item: string }[];
-    if (query.order === "desc") rows.reverse();
-    let start = 0;
-    if (query.after !== undefined) {
-      const at = rows.findIndex((row) => row.item_id === query.after);
-      start = at < 0 ? rows.length : at + 1;
-    }
-    const page = rows.slice(start, start + query.limit);
-    const data = page.map((row) => ({ id: row.item_id, ...JSON.parse(row.item) }));
-    return {
-      data,
-      first_id: page[0]?.item_id ?? null,
-      last_id: page.at(-1)?.item_id ?? null,
-      has_more: start + page.length < rows.length,
-    };
-  }
+  ): Promise<InputItemsPage | undefined>;
+  eventsAfter(id: string, startingAfter: number): Promise<StoredEvent[]>;
+  /** Calls `listener` after each change to response `id`; returns the unsubscribe function. */
+  subscribe(id: string, listener: () => void): () => void;
 
-  eventsAfter(id: string, startingAfter: number): StoredEvent[] {
-    this.flush();
-    const rows = this.#selectEventsAfter.all(id, startingAfter) as { event: string }[];
-    return rows.map((row) => JSON.parse(row.event));
-  }
+  /** Asks whichever server generates `id` to stop it (that server's `onCancelRequest` listeners hear of it). */
+  requestCancel(id: string): Promise<void>;
+  /** Registers the listener that stops this server's generation of a response when a cancellation is asked. */
+  onCancelRequest(listener: (id: string) => void): void;
 
-  subscribe(id: string, listener: () => void): () => void {
-    let set = this.#listeners.get(id);
-    if (!set) this.#listeners.set(id, set = new Set());
-    set.add(listener);
-    return () => {
-      set.delete(listener);
-      if (set.size === 0 && this.#listeners.get(id) === set) this.#listeners.delete(id);
-    };
-  }
-
-  #notify(id: string): void {
-    const set = this.#listeners.get(id);
-    if (!set) return;
-    // Copy: a listener may unsubscribe itself while being called.
-    for (const listener of [...set]) listener();
-  }
-
-  /** Nested calls (a batched flush writing through `appendEvents`/`update`) join the outer transaction. */
-  #transaction(body: () => void): void {
-    if (this.#inTransaction) return body();
-    this.#db.exec("BEGIN IMMEDIATE");
-    this.#inTransaction = true;
-    try {
-      body();
-      this.#db.exec("COMMIT");
-    } catch (error) {
-      this.#db.exec("ROLLBACK");
-      throw error;
-    } finally {
-      this.#inTransaction = false;
-    }
-  }
+  /**
+   * The deployment's reasoning key: the one stored, or else `fresh`, stored now. When several servers start at once
+   * the first to store wins and every server gets that key.
+   */
+  reasoningKey(fresh: Uint8Array): Promise<Uint8Array>;
 }
 
-function responseId(response: Record<string, unknown>): string {
+export const TERMINAL_TYPES: ReadonlySet<string> = new Set([
+  "response.completed",
+  "response.incomplete",
+  "response.failed",
+]);
+
+/** What a response cut off by its owner's death is stored as. */
+export const ORPHANED = {
+  code: "server_error",
+  message: "The server generating this response stopped before it finished",
+};
+
+/** A conversation as stored: v1 is the whole history (older rows, and rows whose previous response is gone). */
+export type StoredConversationRow =
+  | { readonly version: 1; readonly items: readonly Record<string, unknown>[] }
+  | { readonly version: 2; readonly previous: string | null; readonly items: readonly Record<string, unknown>[] };
+
+export function responseId(response: Record<string, unknown>): string {
   const id = response.id;
   if (typeof id !== "string" || id === "") throw new TypeError("stored response needs a non-empty string id");
   return id;
+}
+
+/** The id of the response a stored conversation continues (null for v1 rows and chain starts). */
+export function previousOf(conversation: unknown): string | null {
+  const row = conversation as { version?: unknown; previous?: unknown } | null;
+  return row?.version === 2 && typeof row.previous === "string" ? row.previous : null;
+}
+
+/**
+ * The items before the output of the first link of `chain` (newest first, each link's stored conversation and
+ * response), oldest first: each link's items, then the output of the link it continues.
+ */
+export function chainItems(
+  chain: readonly { conversation: StoredConversationRow | null; response: Record<string, unknown> }[],
+): Record<string, unknown>[] {
+  const items: Record<string, unknown>[] = [];
+  for (let i = chain.length - 1; i >= 0; i--) {
+    const link = chain[i]!;
+    if (i < chain.length - 1) {
+      const output = chain[i + 1]!.response.output;
+      if (Array.isArray(output)) items.push(...output as Record<string, unknown>[]);
+    }
+    if (link.conversation !== null) items.push(...link.conversation.items);
+  }
+  return items;
 }

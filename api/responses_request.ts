@@ -71,10 +71,12 @@ export type StoredConversation =
   | { readonly version: 2; readonly previous: string | null; readonly items: readonly Record<string, unknown>[] };
 
 /** Looks up a stored response for `previous_response_id`. */
-export type PreviousLookup = (id: string) => { response: Record<string, unknown>; conversation: unknown } | undefined;
+export type PreviousLookup = (
+  id: string,
+) => Promise<{ response: Record<string, unknown>; conversation: unknown } | undefined>;
 
 /** Looks up a stored item by id, for `item_reference`. */
-export type ItemLookup = (id: string) => Record<string, unknown> | undefined;
+export type ItemLookup = (id: string) => Promise<Record<string, unknown> | undefined>;
 
 /** Sampling defaults of the served model (its generation_config.json). */
 export interface RequestContext {
@@ -86,7 +88,7 @@ export interface RequestContext {
   readonly previous: PreviousLookup;
   readonly item: ItemLookup;
   /** A conversation's items, oldest first; undefined for an unknown conversation. */
-  readonly conversationItems: (id: string) => Record<string, unknown>[] | undefined;
+  readonly conversationItems: (id: string) => Promise<Record<string, unknown>[] | undefined>;
   /** True when the served model can decode under a grammar (structured outputs, strict tools). */
   readonly constrainedDecoding: boolean;
   readonly newId: (prefix: Extract<IdPrefix, "resp" | "msg" | "fco" | "fc" | "rs" | "cmp">) => string;
@@ -293,25 +295,25 @@ export function withId(item: InputItem, ctx: Pick<RequestContext, "newId">): Rec
  * An `item_reference` → the stored item it names, which then goes through the same parsing as an item sent in
  * full (the Vercel AI SDK references every earlier reasoning and assistant message item when `store` is on).
  */
-function resolveReference(raw: unknown, index: number, ctx: RequestContext): unknown {
+async function resolveReference(raw: unknown, index: number, ctx: RequestContext): Promise<unknown> {
   if ((raw as { type?: unknown } | null)?.type !== "item_reference") return raw;
   const id = (raw as { id?: unknown }).id;
   if (typeof id !== "string" || id === "") {
     throw invalidRequest("An item_reference needs a non-empty string 'id'", `input[${index}].id`);
   }
-  const item = ctx.item(id);
+  const item = await ctx.item(id);
   if (item === undefined) throw notFound(`Item with id '${id}' not found.`, `input[${index}].id`);
   return item;
 }
 
 /** The stored conversation before `previous_response_id`'s output, then that output, as wire items. */
-export function previousItems(
+export async function previousItems(
   body: { previous_response_id?: string | null | undefined },
   ctx: RequestContext,
-): Record<string, unknown>[] {
+): Promise<Record<string, unknown>[]> {
   const id = body.previous_response_id;
   if (id == null) return [];
-  const stored = ctx.previous(id);
+  const stored = await ctx.previous(id);
   if (stored === undefined) throw notFound(`Previous response with id '${id}' not found.`, "previous_response_id");
   const status = stored.response.status;
   if (status === "queued" || status === "in_progress") {
@@ -382,16 +384,16 @@ export async function preparePrompt(
     own.push({ type: "message", role: "user", content: [{ type: "input_text", text: body.input }] });
   } else {
     for (const [i, raw] of (body.input ?? []).entries()) {
-      own.push(parseInputItem(resolveReference(raw, i, ctx), ["input", i]));
+      own.push(parseInputItem(await resolveReference(raw, i, ctx), ["input", i]));
       await loop.maybeYield();
     }
   }
   const inputItems = own.map((item) => withId(item, ctx));
   let before: Record<string, unknown>[];
   if (conversationId === undefined) {
-    before = previousItems(body, ctx);
+    before = await previousItems(body, ctx);
   } else {
-    const items = ctx.conversationItems(conversationId);
+    const items = await ctx.conversationItems(conversationId);
     if (items === undefined) throw notFound(`Conversation with id '${conversationId}' not found.`, "conversation");
     before = items;
   }

@@ -14,11 +14,11 @@ import { openEngine } from "../engine/open_engine.ts";
 import { CliError, type ServeConfig } from "./cli_options.ts";
 import { Logger } from "./logger.ts";
 import { compiledRoot, engineModelDir, isEmbedded } from "./model_source.ts";
-import { ResponseStore } from "./response_store.ts";
+import { openStore } from "./open_store.ts";
 import type { SamplingDefaults } from "./sampling_defaults.ts";
 import { readDoSample, samplingDefaults } from "./sampling_defaults.ts";
 import { createServer } from "./server.ts";
-import { resolveReasoningKey } from "./reasoning_key.ts";
+import { deploymentReasoningKey } from "./reasoning_key.ts";
 
 /** A ready engine and what the server needs to know about its model. */
 export interface ServedModel {
@@ -166,18 +166,6 @@ function maxModelLenTooLong(requested: number, modelMax: number): CliError {
   return new CliError(`--max-model-len ${requested} exceeds the model's context length of ${modelMax} tokens`);
 }
 
-function openStore(dataDir: string, ttlSeconds: number): ResponseStore {
-  if (dataDir === ":memory:") return ResponseStore.open(":memory:", { ttlSeconds });
-  try {
-    Deno.mkdirSync(dataDir, { recursive: true });
-    return ResponseStore.open(`${dataDir}/responses.sqlite`, { ttlSeconds });
-  } catch (error) {
-    throw new CliError(
-      `Cannot open the response store in '${dataDir}': ${error instanceof Error ? error.message : error}`,
-    );
-  }
-}
-
 /** The API key: --api-key (or RILL_API_KEY), or the contents of --api-key-file; never both. */
 export function resolveApiKey(config: ServeConfig): string | undefined {
   if (config.apiKeyFile === undefined) return config.apiKey;
@@ -200,10 +188,13 @@ export function resolveApiKey(config: ServeConfig): string | undefined {
  */
 export async function serveModel(config: ServeConfig, model: ServedModel, logger: Logger): Promise<number> {
   const apiKey = resolveApiKey(config);
-  const reasoningKey = resolveReasoningKey(config);
-  const store = openStore(config.dataDir, config.storeTtl);
+  const store = await openStore(config);
+  const reasoningKey = await deploymentReasoningKey(config, store).catch(async (error) => {
+    await store.close();
+    throw error;
+  });
   // Rows a crashed server left in flight are failed now, not when someone happens to read them.
-  const recovered = store.startLease();
+  const recovered = await store.startLease();
   if (recovered > 0) logger.warn("recovered responses left running by a stopped server", { failed: recovered });
   const modelId = config.servedModelName ?? model.modelId;
   let server;
@@ -243,7 +234,7 @@ export async function serveModel(config: ServeConfig, model: ServedModel, logger
         }),
     });
   } catch (error) {
-    store.close();
+    await store.close();
     if (error instanceof Deno.errors.AddrInUse) {
       throw new CliError(`Address ${config.host}:${config.port} is already in use`);
     }
@@ -271,7 +262,7 @@ export async function serveModel(config: ServeConfig, model: ServedModel, logger
     await server.shutdown(config.shutdownTimeout * 1000);
   }
   await model.engine.close();
-  store.close();
+  await store.close();
   logger.info("stopped");
   return 0;
 }

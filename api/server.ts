@@ -280,26 +280,28 @@ export function createServer(options: ServerOptions): RillServer {
       case "/v1/responses/{id}":
         return request.method === "DELETE"
           ? await responses.delete(match.id, url)
-          : responses.retrieve(match.id, url, trace);
+          : await responses.retrieve(match.id, url, trace);
       case "/v1/responses/{id}/input_items":
-        return responses.inputItems(match.id, url);
+        return await responses.inputItems(match.id, url);
       case "/v1/responses/{id}/cancel":
         return await responses.cancel(match.id, url);
       case "/v1/conversations":
         // The SDK's `conversations.create()` sends no body at all: that is an empty conversation.
-        return conversations.create(request.body === null ? {} : await readJsonBody(request, maxBody), url);
+        return await conversations.create(request.body === null ? {} : await readJsonBody(request, maxBody), url);
       case "/v1/conversations/{id}":
-        if (request.method === "DELETE") return conversations.delete(match.id, url);
-        if (request.method === "POST") return conversations.update(match.id, await readJsonBody(request, maxBody), url);
-        return conversations.retrieve(match.id, url);
+        if (request.method === "DELETE") return await conversations.delete(match.id, url);
+        if (request.method === "POST") {
+          return await conversations.update(match.id, await readJsonBody(request, maxBody), url);
+        }
+        return await conversations.retrieve(match.id, url);
       case "/v1/conversations/{id}/items":
         return request.method === "POST"
-          ? conversations.createItems(match.id, await readJsonBody(request, maxBody), url)
-          : conversations.listItems(match.id, url);
+          ? await conversations.createItems(match.id, await readJsonBody(request, maxBody), url)
+          : await conversations.listItems(match.id, url);
       case "/v1/conversations/{id}/items/{item_id}":
         return request.method === "DELETE"
-          ? conversations.deleteItem(match.id, match.itemId, url)
-          : conversations.retrieveItem(match.id, match.itemId, url);
+          ? await conversations.deleteItem(match.id, match.itemId, url)
+          : await conversations.retrieveItem(match.id, match.itemId, url);
       case "/v1/chat/completions":
         return await chat.create(await readJsonBody(request, maxBody), request, startedAt, trace);
       case "/v1/completions":

@@ -36,7 +36,7 @@ const CLIENT_THREADS = 2;
 const WARM_UP_STREAMS = 64;
 
 /** CPU seconds (user + system) a process has used, from /proc; NaN where there is no /proc. */
-function cpuSeconds(pid: number): number {
+export function cpuSeconds(pid: number): number {
   try {
     const fields = Deno.readTextFileSync(`/proc/${pid}/stat`).split(") ")[1]!.split(" ");
     // utime and stime (fields 14 and 15 of stat) in clock ticks, 100 per second on Linux.
@@ -77,6 +77,8 @@ export interface RunSpec {
 export interface RunResult {
   readonly tokensPerSecond: number;
   readonly addedP99: number;
+  /** Text-delta events the clients received. */
+  readonly events: number;
 }
 
 export async function runOne(spec: RunSpec): Promise<RunResult> {
@@ -87,71 +89,81 @@ export async function runOne(spec: RunSpec): Promise<RunResult> {
     RILL_TEST_STEP_DELAY_MS: String(spec.stepMs),
   }, dataDir);
   try {
-    await Promise.all(Array.from({ length: WARM_UP_STREAMS }, () => oneStream(server.url, false)));
-    const workers = Array.from(
-      { length: Math.min(CLIENT_THREADS, spec.clients) },
-      () => new Worker(new URL("./http_client.ts", import.meta.url).href, { type: "module" }),
-    );
-    const replies = workers.map((worker) => {
-      const ready = Promise.withResolvers<void>();
-      const done = Promise.withResolvers<JobResult>();
-      worker.onmessage = (e: MessageEvent<JobResult | "ready">) => {
-        if (e.data === "ready") ready.resolve();
-        else done.resolve(e.data);
-      };
-      worker.onerror = (e) => {
-        const error = e.error ?? new Error(e.message);
-        ready.reject(error);
-        done.reject(error);
-      };
-      return { ready: ready.promise, done: done.promise };
-    });
-    await Promise.all(replies.map((r) => r.ready));
-    const start = performance.now();
-    const serverCpu0 = cpuSeconds(server.child.pid);
-    workers.forEach((worker, first) => {
-      const job: ClientJob = {
-        url: server.url,
-        store: spec.store,
-        first,
-        step: workers.length,
-        total: spec.clients,
-        rampMs: spec.rampMs,
-      };
-      worker.postMessage(job);
-    });
-    const shares = await Promise.all(replies.map((r) => r.done));
-    const wall = (performance.now() - start) / 1000;
-    const serverCpu = cpuSeconds(server.child.pid) - serverCpu0;
-    const clientCpu = shares.reduce((sum, share) => sum + share.cpuSeconds, 0);
-    for (const worker of workers) worker.terminate();
-    const results = shares.flatMap((share) => share.streams);
-    const failed = results.filter((r) => r.deltas !== spec.steps).length;
-    const tokens = results.reduce((sum, r) => sum + r.deltas * spec.tokensPerStep, 0);
-    const tokensPerSecond = tokens / wall;
-    const gaps = results.flatMap((r) => r.gaps);
-    const ttfbs = results.map((r) => r.ttfb);
-    const added = results.flatMap((r) => r.latencies);
-    const label = `http N=${spec.clients} ${spec.tokensPerStep} tokens/step` +
-      (spec.stepMs > 0 ? ` paced ${spec.stepMs} ms/step` : "") + (spec.rampMs > 0 ? ` ramp ${spec.rampMs} ms` : "") +
-      (spec.store ? " store" : "");
-    let line = `${label}: ${Math.round(tokensPerSecond).toLocaleString("en-US")} streamed tokens/s; ` +
-      `TTFB p50 ${ms(percentile(ttfbs, 50))} p99 ${ms(percentile(ttfbs, 99))}; ` +
-      `inter-event p50 ${ms(percentile(gaps, 50))} p99 ${ms(percentile(gaps, 99))}; ` +
-      `added p50 ${ms(percentile(added, 50))} p99 ${ms(percentile(added, 99))} max ${ms(percentile(added, 100))}`;
-    const events = results.reduce((sum, r) => sum + r.deltas, 0);
-    if (events > 0 && !Number.isNaN(serverCpu)) {
-      // Server CPU includes the streams' request handling; 10 ms clock ticks, so short runs read coarse.
-      const us = (seconds: number) => `${((seconds * 1e6) / events).toFixed(1)} µs`;
-      line += `; CPU per event: server ${us(serverCpu)}, clients ${us(clientCpu)}`;
-    }
-    if (failed > 0) line += `; ${failed} streams incomplete`;
-    console.log(line);
-    return { tokensPerSecond, addedP99: percentile(added, 99) };
+    return await measure([server], spec, spec.store ? " store" : "");
   } finally {
     await server.stop();
     if (dataDir !== null) await Deno.remove(dataDir, { recursive: true });
   }
+}
+
+/**
+ * One measured run of `spec` against already started servers (several: replicas, client i on server i mod n);
+ * prints its line, labelled with `suffix`. Server CPU is summed over the servers.
+ */
+export async function measure(servers: readonly ScriptedServer[], spec: RunSpec, suffix: string): Promise<RunResult> {
+  const urls = servers.map((server) => server.url);
+  await Promise.all(Array.from({ length: WARM_UP_STREAMS }, (_, i) => oneStream(urls[i % urls.length]!, false)));
+  const workers = Array.from(
+    { length: Math.min(CLIENT_THREADS, spec.clients) },
+    () => new Worker(new URL("./http_client.ts", import.meta.url).href, { type: "module" }),
+  );
+  const replies = workers.map((worker) => {
+    const ready = Promise.withResolvers<void>();
+    const done = Promise.withResolvers<JobResult>();
+    worker.onmessage = (e: MessageEvent<JobResult | "ready">) => {
+      if (e.data === "ready") ready.resolve();
+      else done.resolve(e.data);
+    };
+    worker.onerror = (e) => {
+      const error = e.error ?? new Error(e.message);
+      ready.reject(error);
+      done.reject(error);
+    };
+    return { ready: ready.promise, done: done.promise };
+  });
+  await Promise.all(replies.map((r) => r.ready));
+  const start = performance.now();
+  const serverCpus = () => servers.reduce((sum, server) => sum + cpuSeconds(server.child.pid), 0);
+  const serverCpu0 = serverCpus();
+  workers.forEach((worker, first) => {
+    const job: ClientJob = {
+      urls,
+      store: spec.store,
+      first,
+      step: workers.length,
+      total: spec.clients,
+      rampMs: spec.rampMs,
+    };
+    worker.postMessage(job);
+  });
+  const shares = await Promise.all(replies.map((r) => r.done));
+  const wall = (performance.now() - start) / 1000;
+  const serverCpu = serverCpus() - serverCpu0;
+  const clientCpu = shares.reduce((sum, share) => sum + share.cpuSeconds, 0);
+  for (const worker of workers) worker.terminate();
+  const results = shares.flatMap((share) => share.streams);
+  const failed = results.filter((r) => r.deltas !== spec.steps).length;
+  const tokens = results.reduce((sum, r) => sum + r.deltas * spec.tokensPerStep, 0);
+  const tokensPerSecond = tokens / wall;
+  const gaps = results.flatMap((r) => r.gaps);
+  const ttfbs = results.map((r) => r.ttfb);
+  const added = results.flatMap((r) => r.latencies);
+  const label = `http N=${spec.clients} ${spec.tokensPerStep} tokens/step` +
+    (spec.stepMs > 0 ? ` paced ${spec.stepMs} ms/step` : "") + (spec.rampMs > 0 ? ` ramp ${spec.rampMs} ms` : "") +
+    suffix;
+  let line = `${label}: ${Math.round(tokensPerSecond).toLocaleString("en-US")} streamed tokens/s; ` +
+    `TTFB p50 ${ms(percentile(ttfbs, 50))} p99 ${ms(percentile(ttfbs, 99))}; ` +
+    `inter-event p50 ${ms(percentile(gaps, 50))} p99 ${ms(percentile(gaps, 99))}; ` +
+    `added p50 ${ms(percentile(added, 50))} p99 ${ms(percentile(added, 99))} max ${ms(percentile(added, 100))}`;
+  const events = results.reduce((sum, r) => sum + r.deltas, 0);
+  if (events > 0 && !Number.isNaN(serverCpu)) {
+    // Server CPU includes the streams' request handling; 10 ms clock ticks, so short runs read coarse.
+    const us = (seconds: number) => `${((seconds * 1e6) / events).toFixed(1)} µs`;
+    line += `; CPU per event: server ${us(serverCpu)}, clients ${us(clientCpu)}`;
+  }
+  if (failed > 0) line += `; ${failed} streams incomplete`;
+  console.log(line);
+  return { tokensPerSecond, addedP99: percentile(added, 99), events };
 }
 
 export async function run(): Promise<void> {

@@ -80,7 +80,8 @@ export async function oneStream(url: string, store: boolean): Promise<StreamResu
 
 /** A worker's share: clients `first`, `first + step`, … of `total`, each started at its place in the ramp. */
 export interface ClientJob {
-  readonly url: string;
+  /** Servers taking the streams in turn: client i streams from `urls[i % urls.length]` (replicas; usually one). */
+  readonly urls: readonly string[];
   readonly store: boolean;
   readonly first: number;
   readonly step: number;
@@ -111,7 +112,7 @@ export async function runJob(job: ClientJob): Promise<JobResult> {
   for (let i = job.first; i < job.total; i += job.step) mine.push(i);
   const streams = await Promise.all(mine.map(async (i) => {
     if (job.rampMs > 0) await new Promise((resolve) => setTimeout(resolve, (i / job.total) * job.rampMs));
-    return await oneStream(job.url, job.store);
+    return await oneStream(job.urls[i % job.urls.length]!, job.store);
   }));
   return { streams, cpuSeconds: threadCpuSeconds() - cpu0 };
 }

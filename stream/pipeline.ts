@@ -192,23 +192,44 @@ function eventStream(chunks: ReadableStream<EngineChunk>, c: Cores): ReadableStr
 /**
  * Token ids to SSE bytes in one stream: the same cores as `responseEventStream` piped through `sseEncoder`, fused
  * so a step crosses a single stream boundary. `onEvents` sees every sequenced array before it is encoded (for an
- * event log).
+ * event log); when it returns a promise (an event log that must commit the terminal event before it is sent), that
+ * step's bytes and everything after them wait for it, in order.
  */
 export function responseSseStream(
   chunks: ReadableStream<EngineChunk>,
   options: PipelineOptions,
-  onEvents?: (events: readonly ResponseStreamEvent[]) => void,
+  onEvents?: (events: readonly ResponseStreamEvent[]) => unknown,
 ): ReadableStream<Uint8Array> {
   const c = cores(options);
   const sse = new SseEncoder();
   let pump!: StepPump;
+  /** Set while a step waits for its `onEvents` promise: later output queues behind it. */
+  let waiting: Promise<void> | null = null;
   return new ReadableStream<Uint8Array>({
     start(controller) {
+      const emit = (out: () => void) => {
+        if (waiting === null) return out();
+        // Deferred output may find the stream already cancelled by its reader: nothing is left to send then.
+        waiting = waiting.then(() => {
+          try {
+            out();
+          } catch {
+            // Cancelled meanwhile.
+          }
+        });
+      };
       pump = new StepPump(chunks, c, (events) => {
-        if (events === null) return controller.close();
+        if (events === null) return emit(() => controller.close());
         const sequenced = c.sequencer.stamp(events);
-        onEvents?.(sequenced);
-        controller.enqueue(sse.encode(sequenced));
+        const wait = onEvents?.(sequenced);
+        if (wait instanceof Promise) {
+          const bytes = sse.encode(sequenced);
+          const before = waiting ?? Promise.resolve();
+          waiting = before.then(() => wait).catch(() => {});
+          emit(() => controller.enqueue(bytes));
+        } else {
+          emit(() => controller.enqueue(sse.encode(sequenced)));
+        }
       });
       pump.start();
     },

@@ -1,7 +1,7 @@
 /** Test support: rill's real server (createServer over loadServedModel, as `rill serve` builds it) on a bundled model. */
 import { parseServeArgs, type ServeConfig } from "../api/cli_options.ts";
 import { Logger } from "../api/logger.ts";
-import { ResponseStore } from "../api/response_store.ts";
+import { SqliteStore } from "../api/sqlite_store.ts";
 import { loadServedModel, type ServedModel } from "../api/serve.ts";
 import { createServer } from "../api/server.ts";
 
@@ -45,13 +45,13 @@ export async function withBundledServer(
     () => undefined,
   ) as ServeConfig;
   const model = await loadServedModel(config, new Logger("text", () => {}));
-  const store = ResponseStore.open(":memory:");
+  const store = SqliteStore.open(":memory:");
   const server = createServer({ ...model, store, port: 0 });
   try {
     await body(server.url, model);
   } finally {
     await server.shutdown(1000);
     await model.engine.close();
-    store.close();
+    await store.close();
   }
 }

@@ -4,14 +4,15 @@
  * run. `RILL_TEST_STEP_DELAY_MS` slows the engine down so a request can be in flight when a signal arrives.
  * With `RILL_TEST_STEPS=S` (and `RILL_TEST_TOKENS_PER_STEP=K`) it serves a PacedEngine whose answer is S
  * time-stamped steps of exactly K tokens, for the HTTP benchmark. --max-model-len, --max-num-seqs and --max-queue
- * bound the scripted engine as they bound the real one.
+ * bound the scripted engine as they bound the real one. With `RILL_TEST_LONG_WORDS=N`, a request whose last user
+ * message contains `[long]` is answered with N words (cross-replica tails and cancellations need a long response).
  */
 import { CliError, parseServeArgs } from "../api/cli_options.ts";
 import { Logger } from "../api/logger.ts";
 import { serveModel } from "../api/serve.ts";
 import { OPENAI_DEFAULTS } from "../api/sampling_defaults.ts";
 import { createHarmonyFormat } from "../formats/harmony_format.ts";
-import { defaultScript, MODEL, tokenizer } from "./test_server.ts";
+import { answerText, defaultScript, MODEL, tokenizer } from "./test_server.ts";
 import { ScriptedEngine } from "./scripted_engine.ts";
 import { PacedEngine, stampedScript } from "./paced_engine.ts";
 
@@ -22,10 +23,18 @@ if (import.meta.main) {
     const tok = tokenizer();
     const stepMs = Number(Deno.env.get("RILL_TEST_STEP_DELAY_MS") ?? "0");
     const steps = Deno.env.get("RILL_TEST_STEPS");
+    const longWords = Number(Deno.env.get("RILL_TEST_LONG_WORDS") ?? "0");
+    const script = defaultScript(tok);
+    const long = tok.encode(answerText(Array.from({ length: longWords }, (_, i) => `word${i}`).join(" ")));
+    const scripted: typeof script = (request) => {
+      const prompt = tok.decode(request.promptTokens);
+      const lastUser = prompt.slice(prompt.lastIndexOf("<|start|>user"));
+      return longWords > 0 && lastUser.includes("[long]") ? long : script(request);
+    };
     const engine = steps === undefined
       ? new ScriptedEngine({
         tokenizer: tok,
-        script: defaultScript(tok),
+        script: scripted,
         chunking: "one",
         modelId: MODEL,
         stepDelayMs: stepMs,

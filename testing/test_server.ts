@@ -9,7 +9,7 @@ import { ChatmlParser } from "../parsers/chatml_parser.ts";
 import type { GenerateRequest } from "../engine/engine.ts";
 import type { Tokenizer } from "../model/tokenizer.ts";
 import { createServer, type RillServer, type ServerOptions } from "../api/server.ts";
-import { ResponseStore } from "../api/response_store.ts";
+import { SqliteStore } from "../api/sqlite_store.ts";
 import { O200kTokenizer } from "./o200k_tokenizer.ts";
 import { type Chunking, ScriptedEngine } from "./scripted_engine.ts";
 
@@ -72,7 +72,7 @@ export interface TestServerOptions {
 export interface TestServer {
   readonly server: RillServer;
   readonly engine: ScriptedEngine;
-  readonly store: ResponseStore;
+  readonly store: SqliteStore;
   readonly url: string;
   readonly baseURL: string;
   close(): Promise<void>;
@@ -89,7 +89,7 @@ export function startTestServer(options: TestServerOptions = {}): TestServer {
     ...(options.stepDelayMs === undefined ? {} : { stepDelayMs: options.stepDelayMs }),
     ...(options.queueSize === undefined ? {} : { queueSize: options.queueSize }),
   });
-  const store = ResponseStore.open(options.storePath ?? ":memory:");
+  const store = SqliteStore.open(options.storePath ?? ":memory:");
   const server = createServer({
     engine,
     format: createHarmonyFormat(tok),
@@ -106,7 +106,7 @@ export function startTestServer(options: TestServerOptions = {}): TestServer {
     baseURL: `${server.url}/v1`,
     async close() {
       await server.shutdown(2000);
-      store.close();
+      await store.close();
     },
   };
 }

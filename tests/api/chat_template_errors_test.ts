@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { createServer } from "../../api/server.ts";
-import { ResponseStore } from "../../api/response_store.ts";
+import { SqliteStore } from "../../api/sqlite_store.ts";
 import { HfTokenizer } from "../../model/hf_tokenizer.ts";
 import { createTemplateFormat } from "../../formats/template_format.ts";
 import { ScriptedEngine } from "../../testing/scripted_engine.ts";
@@ -16,7 +16,7 @@ const TEMPLATE = "{% for m in messages %}{% if m.role == 'assistant' and loop.fi
 
 Deno.test("a conversation the chat template rejects is a 400 with the template's message, not a logged 500", async () => {
   const errors: unknown[] = [];
-  const store = ResponseStore.open(":memory:");
+  const store = SqliteStore.open(":memory:");
   const server = createServer({
     engine: new ScriptedEngine({ tokenizer, script: tokenizer.encode("ok<|im_end|>"), modelId: "tiny" }),
     format: createTemplateFormat(tokenizer, TEMPLATE),
@@ -48,6 +48,6 @@ Deno.test("a conversation the chat template rejects is a 400 with the template's
     await ok.body?.cancel();
   } finally {
     await server.shutdown(1000);
-    store.close();
+    await store.close();
   }
 });

@@ -3,7 +3,7 @@
  * input items), and a request that references one is prepared exactly as if the item had been sent in full.
  */
 import assert from "node:assert/strict";
-import { ResponseStore } from "../../api/response_store.ts";
+import { SqliteStore } from "../../api/sqlite_store.ts";
 import { ANSWER, MODEL, postJson, REASONING, startTestServer, tokenizer } from "../../testing/test_server.ts";
 
 const reasoning = { id: "rs_1", type: "reasoning", summary: [], content: [{ type: "reasoning_text", text: "think" }] };
@@ -15,36 +15,36 @@ const message = {
   content: [{ type: "output_text", text: "hello", annotations: [] }],
 };
 
-Deno.test("store: item() finds output items of a stored snapshot, then input items, until the response is deleted", () => {
-  const store = ResponseStore.open(":memory:");
+Deno.test("store: item() finds output items of a stored snapshot, then input items, until the response is deleted", async () => {
+  const store = SqliteStore.open(":memory:");
   try {
-    store.create({ id: "resp_1", status: "in_progress", output: [] }, [{ id: "msg_in", type: "message" }], null);
-    assert.equal(store.item("rs_1"), undefined);
-    store.update("resp_1", { id: "resp_1", status: "completed", output: [reasoning, message] });
-    assert.deepEqual(store.item("rs_1"), reasoning);
-    assert.deepEqual(store.item("msg_1"), message);
-    assert.deepEqual(store.item("msg_in"), { id: "msg_in", type: "message" });
+    await store.create({ id: "resp_1", status: "in_progress", output: [] }, [{ id: "msg_in", type: "message" }], null);
+    assert.equal(await store.item("rs_1"), undefined);
+    await store.update("resp_1", { id: "resp_1", status: "completed", output: [reasoning, message] });
+    assert.deepEqual(await store.item("rs_1"), reasoning);
+    assert.deepEqual(await store.item("msg_1"), message);
+    assert.deepEqual(await store.item("msg_in"), { id: "msg_in", type: "message" });
     // A later snapshot of the same response replaces its items (a cancelled response keeps what was finished).
-    store.update("resp_1", { id: "resp_1", status: "completed", output: [{ ...message, status: "incomplete" }] });
-    assert.equal(store.item("msg_1")?.status, "incomplete");
-    assert.ok(store.delete("resp_1"));
-    for (const id of ["rs_1", "msg_1", "msg_in"]) assert.equal(store.item(id), undefined, id);
+    await store.update("resp_1", { id: "resp_1", status: "completed", output: [{ ...message, status: "incomplete" }] });
+    assert.equal((await store.item("msg_1"))?.status, "incomplete");
+    assert.ok(await store.delete("resp_1"));
+    for (const id of ["rs_1", "msg_1", "msg_in"]) assert.equal(await store.item(id), undefined, id);
   } finally {
-    store.close();
+    await store.close();
   }
 });
 
-Deno.test("store: referenced items survive reopening the database", () => {
+Deno.test("store: referenced items survive reopening the database", async () => {
   const dir = Deno.makeTempDirSync();
   const path = `${dir}/store.sqlite`;
   try {
-    const first = ResponseStore.open(path);
-    first.create({ id: "resp_1", status: "in_progress", output: [] }, [], null);
-    first.update("resp_1", { id: "resp_1", status: "completed", output: [message] });
-    first.close();
-    const second = ResponseStore.open(path);
-    assert.deepEqual(second.item("msg_1"), message);
-    second.close();
+    const first = SqliteStore.open(path);
+    await first.create({ id: "resp_1", status: "in_progress", output: [] }, [], null);
+    await first.update("resp_1", { id: "resp_1", status: "completed", output: [message] });
+    await first.close();
+    const second = SqliteStore.open(path);
+    assert.deepEqual(await second.item("msg_1"), message);
+    await second.close();
   } finally {
     Deno.removeSync(dir, { recursive: true });
   }

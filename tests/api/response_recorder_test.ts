@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { ResponseRecorder } from "../../api/response_recorder.ts";
-import { ResponseStore } from "../../api/response_store.ts";
+import { SqliteStore } from "../../api/sqlite_store.ts";
 import { buildResponse, type ResponseTemplate } from "../../stream/response_template.ts";
 import { template as sharedTemplate } from "../../testing/response_fixtures.ts";
 import type { Response, ResponseStreamEvent } from "../../stream/types.ts";
@@ -27,16 +27,16 @@ function delta(sequence_number: number): ResponseStreamEvent {
 
 /** A recorder writing through one connection, and a second connection that sees only what was committed. */
 async function withStores(
-  body: (writer: ResponseStore, reader: ResponseStore) => void | Promise<void>,
+  body: (writer: SqliteStore, reader: SqliteStore) => void | Promise<void>,
 ): Promise<void> {
   const dir = await Deno.makeTempDir();
-  const writer = ResponseStore.open(`${dir}/rill.db`);
-  const reader = ResponseStore.open(`${dir}/rill.db`);
+  const writer = SqliteStore.open(`${dir}/rill.db`);
+  const reader = SqliteStore.open(`${dir}/rill.db`);
   try {
     await body(writer, reader);
   } finally {
-    writer.close();
-    reader.close();
+    await writer.close();
+    await reader.close();
     await Deno.remove(dir, { recursive: true });
   }
 }
@@ -44,46 +44,46 @@ async function withStores(
 Deno.test("recorder: steps are committed in the next turn; the terminal batch is on disk when record returns", async () => {
   await withStores(async (writer, reader) => {
     const initial = response("in_progress");
-    writer.create(initial as unknown as Record<string, unknown>, [], null);
+    await writer.create(initial as unknown as Record<string, unknown>, [], null);
     const errors: unknown[] = [];
     const recorder = new ResponseRecorder(initial, writer, { onStoreError: (e) => errors.push(e) });
-    recorder.record([
+    await recorder.record([
       lifecycle("response.created", "in_progress", 0),
       lifecycle("response.in_progress", "in_progress", 1),
     ]);
-    recorder.record([delta(2)]);
-    assert.deepEqual(reader.eventsAfter(template.id, -1), []);
+    await recorder.record([delta(2)]);
+    assert.deepEqual(await reader.eventsAfter(template.id, -1), []);
     await new Promise((resolve) => setTimeout(resolve, 20));
-    assert.deepEqual(reader.eventsAfter(template.id, -1).map((e) => e.sequence_number), [0, 1, 2]);
-    recorder.record([delta(3)]);
-    recorder.record([lifecycle("response.completed", "completed", 4)]);
+    assert.deepEqual((await reader.eventsAfter(template.id, -1)).map((e) => e.sequence_number), [0, 1, 2]);
+    await recorder.record([delta(3)]);
+    await recorder.record([lifecycle("response.completed", "completed", 4)]);
     // No turn of the event loop in between: what a client could see next is already committed.
-    assert.deepEqual(reader.eventsAfter(template.id, 1).map((e) => e.sequence_number), [2, 3, 4]);
-    assert.equal(reader.isTerminal(template.id), true);
-    assert.equal(reader.get(template.id)?.response.status, "completed");
+    assert.deepEqual((await reader.eventsAfter(template.id, 1)).map((e) => e.sequence_number), [2, 3, 4]);
+    assert.equal(await reader.isTerminal(template.id), true);
+    assert.equal((await reader.get(template.id))?.response.status, "completed");
     assert.equal(recorder.ended, true);
     assert.deepEqual(errors, []);
   });
 });
 
 Deno.test("recorder: a cancel commits the queued steps before the cancelled snapshot", async () => {
-  await withStores((writer, reader) => {
+  await withStores(async (writer, reader) => {
     const initial = response("in_progress");
-    writer.create(initial as unknown as Record<string, unknown>, [], null);
+    await writer.create(initial as unknown as Record<string, unknown>, [], null);
     let ended = 0;
-    const recorder = new ResponseRecorder(initial, writer, { onEnd: () => ended++ });
-    recorder.record([lifecycle("response.created", "in_progress", 0), delta(1)]);
-    recorder.cancel();
+    const recorder = new ResponseRecorder(initial, writer, { onEnd: () => void ended++ });
+    await recorder.record([lifecycle("response.created", "in_progress", 0), delta(1)]);
+    await recorder.cancel();
     // The log ends with a terminal event carrying the cancelled response, so a replay ends.
-    const log = reader.eventsAfter(template.id, -1) as unknown as { sequence_number: number; type: string }[];
+    const log = await reader.eventsAfter(template.id, -1) as unknown as { sequence_number: number; type: string }[];
     assert.deepEqual(log.map((e) => e.sequence_number), [0, 1, 2]);
     assert.equal(log[2]!.type, "response.failed");
-    assert.equal(reader.isTerminal(template.id), true);
-    assert.equal(reader.get(template.id)?.response.status, "cancelled");
+    assert.equal(await reader.isTerminal(template.id), true);
+    assert.equal((await reader.get(template.id))?.response.status, "cancelled");
     assert.equal(ended, 1);
     // Decided once: what the cut stream parses afterwards is not recorded.
-    recorder.record([lifecycle("response.completed", "completed", 3)]);
-    assert.equal(reader.get(template.id)?.response.status, "cancelled");
-    assert.equal(reader.eventsAfter(template.id, 2).length, 0);
+    await recorder.record([lifecycle("response.completed", "completed", 3)]);
+    assert.equal((await reader.get(template.id))?.response.status, "cancelled");
+    assert.equal((await reader.eventsAfter(template.id, 2)).length, 0);
   });
 });

@@ -76,12 +76,12 @@ Deno.test("an orphaned response's replay ends with response.failed, numbered aft
   const t = startTestServer();
   try {
     const orphan = { id: "resp_orphan2", object: "response", status: "in_progress", background: true, output: [] };
-    t.store.create(orphan, [], { version: 1, items: [] });
+    await t.store.create(orphan, [], { version: 1, items: [] });
     const started = [
       { type: "response.created", sequence_number: 0, response: orphan },
       { type: "response.in_progress", sequence_number: 1, response: orphan },
     ];
-    t.store.appendEvents("resp_orphan2", started);
+    await t.store.appendEvents("resp_orphan2", started);
     const events = sseEvents(await (await fetch(`${t.baseURL}/responses/resp_orphan2?stream=true`)).text());
     assert.deepEqual(events.map((e) => e.type), ["response.created", "response.in_progress", "response.failed"]);
     assert.equal(events[2]!.sequence_number, 2);
@@ -92,7 +92,7 @@ Deno.test("an orphaned response's replay ends with response.failed, numbered aft
       await (await fetch(`${t.baseURL}/responses/resp_orphan2?stream=true&starting_after=1`)).text(),
     );
     assert.deepEqual(after.map((e) => [e.type, e.sequence_number]), [["response.failed", 2]]);
-    assert.equal(t.store.isTerminal("resp_orphan2"), true);
+    assert.equal(await t.store.isTerminal("resp_orphan2"), true);
   } finally {
     await t.close();
   }

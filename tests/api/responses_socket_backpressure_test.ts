@@ -68,7 +68,7 @@ function countSteps(engine: Engine, pulled: { steps: number }): void {
         pulled.steps++;
         controller.enqueue(value);
       },
-      cancel: (reason) => reader.cancel(reason),
+      cancel: async (reason) => await reader.cancel(reason),
     }, { highWaterMark: 0 });
   };
 }
@@ -129,7 +129,7 @@ Deno.test("websocket: a client that stops reading holds its generation back; rea
     while (t.server.active() > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
     assert.equal(t.server.active(), 0);
     const id = events[0].response.id;
-    assert.equal(t.store.get(id)?.response.status, "cancelled");
+    assert.equal((await t.store.get(id))?.response.status, "cancelled");
   } finally {
     try {
       conn.close();

@@ -344,10 +344,10 @@ Deno.test("websocket: closing the socket cancels the running response and frees 
     await ws.next();
     await ws.close();
     const deadline = Date.now() + 5000;
-    while (t.store.get(id)?.response.status !== "cancelled" && Date.now() < deadline) {
+    while ((await t.store.get(id))?.response.status !== "cancelled" && Date.now() < deadline) {
       await new Promise((r) => setTimeout(r, 20));
     }
-    assert.equal(t.store.get(id)?.response.status, "cancelled");
+    assert.equal((await t.store.get(id))?.response.status, "cancelled");
     assert.equal(t.engine.requests[0]!.signal?.aborted, true);
     while (t.server.active() > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
     assert.equal(t.server.active(), 0);
@@ -403,7 +403,7 @@ Deno.test("websocket: shutdown ends a running response as the SSE path does, the
   const events = await ws.response();
   await closing;
   await ws.closed;
-  t.store.close();
+  await t.store.close();
   assert.equal(events.at(-1)!.type, "response.failed");
   assert.ok(events.some((e) => e.type === "error" && e.code === "server_shutting_down"));
 });

@@ -130,18 +130,18 @@ Deno.test("socket: a response that ends failed evicts the previous_response_id i
   const socket = new FakeSocket();
   const looked: (string | undefined)[] = [];
   let n = 0;
-  const start: StartResponse = (body, previous) => {
+  const start: StartResponse = async (body, previous) => {
     const id = `resp_${++n}`;
     const continues = body.previous_response_id;
-    if (typeof continues === "string") looked.push(previous(continues)?.response.id as string | undefined);
+    if (typeof continues === "string") looked.push((await previous(continues))?.response.id as string | undefined);
     const status = body.input === "fail" ? "failed" : "completed";
-    return Promise.resolve({
+    return {
       id,
       history: [],
       read: () => Promise.resolve(null),
       stop() {},
       final: () => ({ id, status, output: [] }) as unknown as Response,
-    });
+    };
   };
   new ResponsesSocket(socket, { start, maxMessageChars: 1 << 20 });
   socket.receive({ type: "response.create", model: "m", input: "x" });
@@ -154,7 +154,7 @@ Deno.test("socket: a response that ends failed evicts the previous_response_id i
   assert.deepEqual(looked, ["resp_1", "resp_1", undefined]);
 });
 
-Deno.test("recent responses: the oldest entry goes when full; remembering again refreshes an entry", () => {
+Deno.test("recent responses: the oldest entry goes when full; remembering again refreshes an entry", async () => {
   const recent = new RecentResponses(2);
   const response = (id: string) => ({ id, status: "completed", output: [] });
   recent.remember(response("a"), [{ type: "message" }]);
@@ -162,8 +162,8 @@ Deno.test("recent responses: the oldest entry goes when full; remembering again 
   recent.remember(response("a"), []);
   recent.remember(response("c"), []);
   assert.equal(recent.size, 2);
-  assert.equal(recent.lookup("b"), undefined);
-  assert.deepEqual(recent.lookup("a")?.conversation, { version: 1, items: [] });
-  assert.equal(recent.lookup("c")?.response.id, "c");
+  assert.equal(await recent.lookup("b"), undefined);
+  assert.deepEqual((await recent.lookup("a"))?.conversation, { version: 1, items: [] });
+  assert.equal((await recent.lookup("c"))?.response.id, "c");
   assert.throws(() => new RecentResponses(0), RangeError);
 });

@@ -398,7 +398,7 @@ Deno.test("an engine failure after SSE headers becomes error + response.failed, 
       async pull(c) {
         if (n++ === 3) throw new Error("backend died");
         const r = await reader.read();
-        if (r.done) c.close();
+        if (r.done) await c.close();
         else c.enqueue(r.value);
       },
     });
@@ -491,9 +491,9 @@ Deno.test("a store that fails mid-stream does not break the client's stream", as
     const r = await postJson(`${t.baseURL}/responses`, { model: MODEL, input: "hi", stream: true });
     const reader = r.body!.getReader();
     let text = new TextDecoder().decode((await reader.read()).value);
-    t.store.appendEvents = () => {
-      throw new Error("disk full");
-    };
+    // Every write fails from here on, as the store reports a failed write: to the writer's onError.
+    t.store.appendLater = (_id, _events, _snapshot, onError) => onError(new Error("disk full"));
+    t.store.appendEvents = () => Promise.reject(new Error("disk full"));
     for (;;) {
       const { done, value } = await reader.read();
       if (done) break;
@@ -628,8 +628,8 @@ Deno.test("a stored response left running by a stopped process reads as failed a
   const t = startTestServer();
   try {
     const orphan = { id: "resp_orphan", object: "response", status: "in_progress", background: true, output: [] };
-    t.store.create(orphan, [], { version: 1, items: [] });
-    t.store.appendEvents("resp_orphan", [{ type: "response.created", sequence_number: 0 }]);
+    await t.store.create(orphan, [], { version: 1, items: [] });
+    await t.store.appendEvents("resp_orphan", [{ type: "response.created", sequence_number: 0 }]);
     const got = await (await fetch(`${t.baseURL}/responses/resp_orphan`)).json();
     assert.equal(got.status, "failed");
     assert.equal(got.error.code, "server_error");

@@ -37,7 +37,7 @@ Deno.test("shutdown: cut Responses streams end with error + response.failed, sto
       const response = last.response as { id: string; status: string; error: { code: string } };
       assert.equal(response.status, "failed");
       assert.equal(response.error.code, "server_error");
-      assert.equal(t.store.get(response.id)!.response.status, "failed");
+      assert.equal((await t.store.get(response.id))!.response.status, "failed");
     }
   } finally {
     await t.close();
@@ -56,10 +56,10 @@ Deno.test("shutdown: a cut non-streamed response is a 503 and a cut background r
     assert.equal(r.status, 503);
     assert.equal(r.headers.get("retry-after"), "1");
     assert.equal((await r.json()).error.code, "server_shutting_down");
-    const stored = t.store.get(background.id)!.response as { status: string; error: { message: string } };
+    const stored = (await t.store.get(background.id))!.response as { status: string; error: { message: string } };
     assert.equal(stored.status, "failed");
     assert.match(stored.error.message, /shut down/);
-    const log = t.store.eventsAfter(background.id, -1);
+    const log = await t.store.eventsAfter(background.id, -1);
     assert.equal(log.at(-1)!.type, "response.failed");
   } finally {
     await t.close();

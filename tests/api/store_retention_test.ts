@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
-import { ResponseStore } from "../../api/response_store.ts";
+import { SqliteStore } from "../../api/sqlite_store.ts";
 import { MODEL, postJson, startTestServer, tokenizer } from "../../testing/test_server.ts";
 
 async function withFile(body: (path: string) => Promise<void> | void): Promise<void> {
@@ -22,25 +22,25 @@ function done(id: string): Record<string, unknown> {
 }
 
 Deno.test("store: responses past the TTL are swept and the file shrinks", async () => {
-  await withFile((path) => {
+  await withFile(async (path) => {
     let now = 1_000_000_000;
     const filler = "x".repeat(4000);
-    const store = ResponseStore.open(path, { ttlSeconds: 60, clock: () => now });
+    const store = SqliteStore.open(path, { ttlSeconds: 60, clock: () => now });
     for (let i = 0; i < 300; i++) {
-      store.create(done(`resp_${i}`), [{ type: "message", role: "user", content: filler }], null);
-      store.appendEvents(`resp_${i}`, [{ type: "response.completed", sequence_number: 0, filler } as never]);
+      await store.create(done(`resp_${i}`), [{ type: "message", role: "user", content: filler }], null);
+      await store.appendEvents(`resp_${i}`, [{ type: "response.completed", sequence_number: 0, filler } as never]);
     }
-    store.close();
+    await store.close();
     const full = Deno.statSync(path).size;
     now += 30_000;
-    const young = ResponseStore.open(path, { ttlSeconds: 60, clock: () => now });
-    assert.equal(young.sweep(), 0, "nothing is older than the TTL yet");
-    young.create(done("resp_new"), [], null);
+    const young = SqliteStore.open(path, { ttlSeconds: 60, clock: () => now });
+    assert.equal(await young.sweep(), 0, "nothing is older than the TTL yet");
+    await young.create(done("resp_new"), [], null);
     now += 31_000;
-    assert.equal(young.sweep(1000), 300);
-    assert.equal(young.get("resp_0"), undefined);
-    assert.notEqual(young.get("resp_new"), undefined);
-    young.close();
+    assert.equal(await young.sweep(1000), 300);
+    assert.equal(await young.get("resp_0"), undefined);
+    assert.notEqual(await young.get("resp_new"), undefined);
+    await young.close();
     const swept = Deno.statSync(path).size;
     assert.ok(swept < full / 4, `file is ${swept} bytes after the sweep, ${full} before`);
   });
@@ -64,16 +64,16 @@ Deno.test("store: a previous_response_id chain stores each turn's own items, and
       }
       // Each row holds its own input only.
       for (const id of ids) {
-        const conversation = t.store.get(id)!.conversation as { items: unknown[] };
+        const conversation = (await t.store.get(id))!.conversation as { items: unknown[] };
         assert.equal(conversation.items.length, 1);
       }
-      const history = t.store.conversationItems(ids.at(-1)!)!;
+      const history = (await t.store.conversationItems(ids.at(-1)!))!;
       assert.equal(history.length, 40 + 39 * 2, "40 inputs and 39 earlier answers (reasoning + message each)");
       // Deleting turns in the middle of the chain writes the history into the turn that continued each.
       for (const id of [ids[10]!, ids[11]!, ids[25]!]) {
         assert.equal((await fetch(`${t.baseURL}/responses/${id}`, { method: "DELETE" })).status, 200);
       }
-      assert.deepEqual(t.store.conversationItems(ids.at(-1)!), history);
+      assert.deepEqual(await t.store.conversationItems(ids.at(-1)!), history);
       const next = await postJson(`${t.baseURL}/responses`, {
         model: MODEL,
         input: "last",
@@ -92,7 +92,7 @@ Deno.test("store: a previous_response_id chain stores each turn's own items, and
 });
 
 Deno.test("store: a file from before incremental vacuum is converted at open, its rows kept", async () => {
-  await withFile((path) => {
+  await withFile(async (path) => {
     const old = new DatabaseSync(path);
     old.exec(
       "CREATE TABLE responses (id TEXT PRIMARY KEY, response TEXT NOT NULL, conversation TEXT NOT NULL, " +
@@ -104,10 +104,10 @@ Deno.test("store: a file from before incremental vacuum is converted at open, it
       JSON.stringify({ version: 1, items: [] }),
       Date.now(),
     );
-    old.close();
-    const store = ResponseStore.open(path);
-    assert.equal(store.get("resp_old")?.response.status, "completed");
-    store.close();
+    await old.close();
+    const store = SqliteStore.open(path);
+    assert.equal((await store.get("resp_old"))?.response.status, "completed");
+    await store.close();
     const check = new DatabaseSync(path);
     assert.equal((check.prepare("PRAGMA auto_vacuum").get() as { auto_vacuum: number }).auto_vacuum, 2);
     check.close();

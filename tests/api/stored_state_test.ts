@@ -8,13 +8,13 @@ import { answerText, MODEL, postJson, startTestServer, tokenizer } from "../../t
 
 const LONG = () => tokenizer().encode(answerText("word ".repeat(400)));
 
-async function until(check: () => boolean, ms = 3000): Promise<void> {
+async function until(check: () => Promise<boolean>, ms = 3000): Promise<void> {
   const deadline = performance.now() + ms;
-  while (!check() && performance.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+  while (!await check() && performance.now() < deadline) await new Promise((r) => setTimeout(r, 5));
 }
 
-function statusOf(t: ReturnType<typeof startTestServer>, id: string): unknown {
-  return t.store.get(id)?.response.status;
+async function statusOf(t: ReturnType<typeof startTestServer>, id: string): Promise<unknown> {
+  return (await t.store.get(id))?.response.status;
 }
 
 Deno.test("stored state: streams cut by their clients are cancelled, with a terminal event in the log", async () => {
@@ -36,10 +36,10 @@ Deno.test("stored state: streams cut by their clients are cancelled, with a term
       await reader.cancel().catch(() => {});
       return /"id":"(resp_[^"]+)"/.exec(text)![1]!;
     }));
-    await until(() => t.server.active() === 0);
+    await until(() => Promise.resolve(t.server.active() === 0));
     for (const id of ids) {
-      assert.equal(statusOf(t, id), "cancelled", id);
-      const log = t.store.eventsAfter(id, -1);
+      assert.equal(await statusOf(t, id), "cancelled", id);
+      const log = await t.store.eventsAfter(id, -1);
       assert.equal(log.at(-1)!.type, "response.failed");
       assert.equal(log.filter((e) => e.type === "response.failed").length, 1);
     }
@@ -58,13 +58,13 @@ Deno.test("stored state: a non-streamed stored response whose client went away i
       body: JSON.stringify({ model: MODEL, input: "hi" }),
       signal: controller.signal,
     }).catch(() => null);
-    await until(() => t.engine.requests.length === 1);
+    await until(() => Promise.resolve(t.engine.requests.length === 1));
     await new Promise((r) => setTimeout(r, 30));
     controller.abort();
     await pending;
-    await until(() => t.server.active() === 0);
+    await until(() => Promise.resolve(t.server.active() === 0));
     const id = t.engine.requests[0]!.id;
-    assert.equal(statusOf(t, id), "cancelled");
+    assert.equal(await statusOf(t, id), "cancelled");
     const got = await (await fetch(`${t.baseURL}/responses/${id}`)).json();
     assert.equal(got.status, "cancelled");
     assert.equal(got.error, null);

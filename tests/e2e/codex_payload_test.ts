@@ -85,7 +85,7 @@ Deno.test("codex payload: the recorded first request of 'say hi' streams a reaso
     assert.deepEqual(items.map((i) => i.type), ["reasoning", "message"]);
     assert.deepEqual(items[1]!.content, [{ type: "output_text", text: "hi", annotations: [], logprobs: [] }]);
     const id = String((events.at(-1)!.response as { id: string }).id);
-    assert.equal(t.store.get(id), undefined, "store: false keeps nothing");
+    assert.equal(await t.store.get(id), undefined, "store: false keeps nothing");
     // Codex asks for `reasoning.encrypted_content`: the reasoning is sealed for the next turn (and also in clear).
     assert.equal(typeof items[0]!.encrypted_content, "string");
     assert.ok(Array.isArray(items[0]!.content) && items[0]!.content.length === 1);

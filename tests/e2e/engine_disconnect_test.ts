@@ -5,7 +5,7 @@
  * the time the HTTP server needs to notice a closed connection, so "within one step" could not be told apart.
  */
 import assert from "node:assert/strict";
-import { ResponseStore } from "../../api/response_store.ts";
+import { SqliteStore } from "../../api/sqlite_store.ts";
 import { createServer } from "../../api/server.ts";
 import { createBackend } from "../../engine/backends/create_backend.ts";
 import { createEngine } from "../../engine/llm_engine.ts";
@@ -48,7 +48,7 @@ for (const api of ["responses", "chat"] as const) {
       eosTokenIds: [],
     });
     const format = { ...loaded.format, stopTokens: [] };
-    const store = ResponseStore.open(":memory:");
+    const store = SqliteStore.open(":memory:");
     const server = createServer({ engine, format, modelId: "tiny", store, port: 0 });
     try {
       const controller = new AbortController();
@@ -88,7 +88,7 @@ for (const api of ["responses", "chat"] as const) {
     } finally {
       await server.shutdown(1000);
       await engine.close();
-      store.close();
+      await store.close();
     }
   });
 }

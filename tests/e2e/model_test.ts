@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import OpenAI from "openai";
 import { parseServeArgs, type ServeConfig } from "../../api/cli_options.ts";
 import { Logger } from "../../api/logger.ts";
-import { ResponseStore } from "../../api/response_store.ts";
+import { SqliteStore } from "../../api/sqlite_store.ts";
 import { loadServedModel } from "../../api/serve.ts";
 import { createServer } from "../../api/server.ts";
 import { validateSSE } from "../../conformance/validator.ts";
@@ -28,7 +28,7 @@ Deno.test("openai client against a real ONNX model: streamed, non-streamed, chat
   const { dir, random } = await modelDir();
   const config = parseServeArgs([dir, "--port", "0", "--data-dir", ":memory:"], () => undefined) as ServeConfig;
   const model = await loadServedModel(config, new Logger("text", () => {}));
-  const store = ResponseStore.open(":memory:");
+  const store = SqliteStore.open(":memory:");
   const server = createServer({ ...model, store, port: 0 });
   const { fetch: tapped, bodies } = sseTap();
   const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: "x", maxRetries: 0, fetch: tapped });
@@ -54,6 +54,6 @@ Deno.test("openai client against a real ONNX model: streamed, non-streamed, chat
   } finally {
     await server.shutdown(1000);
     await model.engine.close();
-    store.close();
+    await store.close();
   }
 });

@@ -5,7 +5,7 @@
  * ONNX split across two shards (sessions), which share one pool of prefix blocks.
  */
 import assert from "node:assert/strict";
-import { ResponseStore } from "../../api/response_store.ts";
+import { SqliteStore } from "../../api/sqlite_store.ts";
 import { createServer } from "../../api/server.ts";
 import { createEngine, LlmEngine } from "../../engine/llm_engine.ts";
 import { loadModel } from "../../formats/load_model.ts";
@@ -19,7 +19,7 @@ Deno.test("a repeated prompt reports cached tokens in usage on Responses and Cha
   const loaded = await loadModel(FIXTURE);
   const backend = new HistoryBackend({ vocabSize: loaded.config.vocabSize, numBlocks: 256, maxPositions: 512 });
   const engine = createEngine(backend.sampled(), { tokenizer: loaded.tokenizer, maxModelLen: 512 });
-  const store = ResponseStore.open(":memory:");
+  const store = SqliteStore.open(":memory:");
   const server = createServer({ engine, format: loaded.format, modelId: "tiny", store, port: 0 });
   const text = "Tell me about the weather in Paris, in Lyon and in Marseille, in detail, please.";
   try {
@@ -53,7 +53,7 @@ Deno.test("a repeated prompt reports cached tokens in usage on Responses and Cha
   } finally {
     await server.shutdown(1000);
     await engine.close();
-    store.close();
+    await store.close();
   }
 });
 

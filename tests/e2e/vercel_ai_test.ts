@@ -141,7 +141,7 @@ Deno.test("vercel ai (responses): a second turn sends the first answer as item r
     assert.ok(prompt(t, 1).includes(`<|channel|>final<|message|>${ANSWER}`), prompt(t, 1));
 
     // Once no stored response holds the items (the second one keeps them as its input), a reference is a 404.
-    for (const id of [first.response.id, second.response.id]) assert.ok(t.store.delete(id));
+    for (const id of [first.response.id, second.response.id]) assert.ok(await t.store.delete(id));
     await assert.rejects(generateText({ model: c.model, messages, maxRetries: 0 }), (e: unknown) => {
       const error = e as { statusCode?: number; responseBody?: string };
       assert.equal(error.statusCode, 404);
@@ -170,7 +170,7 @@ Deno.test("vercel ai (responses): with store false the SDK replays items in full
     assert.ok(c.sent.every((body) => body.store === false));
     const followUp = c.sent[1]!.input as { type?: string }[];
     assert.ok(!followUp.some((item) => item.type === "item_reference"), JSON.stringify(followUp));
-    assert.equal(t.store.get(generated.response.id), undefined);
+    assert.equal(await t.store.get(generated.response.id), undefined);
   } finally {
     await t.close();
   }
