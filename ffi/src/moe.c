@@ -95,7 +95,9 @@ static void gather_task(void *ctx, int64_t task, int thread) {
   const size_t H = (size_t)j->c->hidden_size;
   const int p0 = (int)task * PAIRS_PER_TASK, p1 = p0 + PAIRS_PER_TASK < j->pairs ? p0 + PAIRS_PER_TASK : j->pairs;
   for (int p = p0; p < p1; p++) {
-    memcpy(j->s->x + (size_t)p * H, j->xn + (size_t)j->s->pair_token[p] * H, H * sizeof(float));
+    const float *src = j->xn + (size_t)j->s->pair_token[p] * H;
+    float *dst = j->s->x + (size_t)p * H;
+    for (size_t c = 0; c < H; c++) dst[rill_mxfp4_xpos(c)] = src[c];
   }
 }
 
@@ -139,7 +141,7 @@ static void act_task(void *ctx, int64_t task, int thread) {
       float g = h[2 * i], u = h[2 * i + 1];
       g = g < limit ? g : limit;
       u = u < -limit ? -limit : u > limit ? limit : u;
-      a[i] = (u + 1.0f) * (g / (1.0f + expf(-1.702f * g)));
+      a[rill_mxfp4_xpos((size_t)i)] = (u + 1.0f) * (g / (1.0f + expf(-1.702f * g)));
     }
   }
 }

@@ -33,7 +33,9 @@ typedef struct rill_moe_scratch {
   int32_t *offset;      /* [experts + 1]: expert e's pairs are [offset[e], offset[e + 1]) */
   int32_t *pair_token;  /* [chunk × k] token of each pair, grouped by expert, tokens ascending within one */
   int32_t *pair_of;     /* [chunk × k] pair index of (token, rank) */
-  float *x, *gu, *act, *y; /* per pair: gathered input [hidden], gate/up [2I], activation [I], expert output [hidden] */
+  /* Per pair: gathered input [hidden] and activation [I], both in MXFP4 order (kernels.h rill_mxfp4_xpos); gate/up
+   * [2I] and expert output [hidden] in row order. */
+  float *x, *gu, *act, *y;
   rill_moe_task *tasks;
   int32_t max_tasks;
 } rill_moe_scratch;

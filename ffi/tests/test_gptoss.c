@@ -58,8 +58,8 @@ static void check_decode(const rill_kernels *k) {
       sc[b] = (uint8_t)scales[si];
       blocks[b * 16 + j] = (uint8_t)byte;
       /* Element 2j (low nibble) weighs 1, element 2j + 1 (high nibble) 2, so a swapped order shows. */
-      x[b * 32 + 2 * j] = 1.0f;
-      x[b * 32 + 2 * j + 1] = 2.0f;
+      x[rill_mxfp4_xpos((size_t)(b * 32 + 2 * j))] = 1.0f;
+      x[rill_mxfp4_xpos((size_t)(b * 32 + 2 * j + 1))] = 2.0f;
       const float lo = (float)ldexp((double)rill_e2m1_values[byte & 15], scales[si] - 127);
       const float hi = (float)ldexp((double)rill_e2m1_values[byte >> 4], scales[si] - 127);
       const float want = lo + hi * 2.0f; /* fp32 arithmetic: overflow to ±inf, inf − inf NaN */
@@ -101,7 +101,7 @@ static void check_kernel(const rill_kernels *k, const rill_kernels *ref_k, int r
       for (int c = 0; c < cols; c++) {
         const uint8_t q = blocks[((size_t)r * nb + c / 32) * 16 + (c % 32) / 2];
         const int code = c % 2 == 0 ? q & 15 : q >> 4;
-        ref += (double)x[(size_t)t * cols + c] * ldexp((double)rill_e2m1_values[code], sc[r * nb + c / 32] - 127);
+        ref += (double)x[(size_t)t * cols + rill_mxfp4_xpos((size_t)c)] * ldexp((double)rill_e2m1_values[code], sc[r * nb + c / 32] - 127);
       }
       worst = fmax(worst, fabs(ref - y[(size_t)t * rows + r]));
       worst_isa = fmax(worst_isa, fabs((double)yp[(size_t)t * rows + r] - y[(size_t)t * rows + r]));

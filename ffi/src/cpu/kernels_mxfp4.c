@@ -1,8 +1,10 @@
 /*
  * MXFP4 weights times fp32 activations, computed from the packed bytes (never widened in memory): each 32-element
  * block is decoded in registers (E2M1 code → value by table, times the block's power-of-two scale, which is exact) and
- * multiplied into fp32 accumulators. One function per instruction set; each keeps, for every (token, row), the same
- * sequence of operations whatever the number of tokens or rows computed alongside, so results are batch invariant.
+ * multiplied into fp32 accumulators. Activations arrive in MXFP4 order (kernels.h rill_mxfp4_xpos), so a block's low
+ * nibbles pair with 16 consecutive activations and its high nibbles with the next 16. One function per instruction
+ * set; each keeps, for every (token, row), the same sequence of operations whatever the number of tokens or rows
+ * computed alongside, so results are batch invariant.
  */
 #include <string.h>
 
@@ -21,7 +23,7 @@ static inline float e8m0(uint8_t s) {
 
 float rill_e8m0_to_f32(uint8_t s) { return e8m0(s); }
 
-/* Eight partial sums (lane = element index mod 8), reduced by a fixed pairwise tree. */
+/* Eight partial sums, reduced by a fixed pairwise tree. */
 static float reduce8(const float a[8]) { return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7])); }
 
 void rill_gemm_mxfp4_portable(const float *x, size_t ldx, int T, const uint8_t *blocks, const uint8_t *scales, int nb,
@@ -34,10 +36,10 @@ void rill_gemm_mxfp4_portable(const float *x, size_t ldx, int T, const uint8_t *
       for (int b = 0; b < nb; b++) {
         const float d = e8m0(sr[b]);
         const uint8_t *q = br + (size_t)b * 16;
-        const float *xb = xt + (size_t)b * 32;
+        const float *xe = xt + (size_t)b * 32, *xo = xe + 16;
         for (int j = 0; j < 16; j++) {
-          acc[(2 * j) & 7] += xb[2 * j] * (rill_e2m1_values[q[j] & 15] * d);
-          acc[(2 * j + 1) & 7] += xb[2 * j + 1] * (rill_e2m1_values[q[j] >> 4] * d);
+          acc[j & 7] += xe[j] * (rill_e2m1_values[q[j] & 15] * d);
+          acc[j & 7] += xo[j] * (rill_e2m1_values[q[j] >> 4] * d);
         }
       }
       y[(size_t)t * ldy + (size_t)r] = reduce8(acc);
@@ -50,7 +52,7 @@ void rill_gemm_mxfp4_portable(const float *x, size_t ldx, int T, const uint8_t *
 
 /* Tokens per pass over a row: each block is decoded once and used for all of them. */
 #define MX_TILE_T 8
-/* Rows are short streams (a 2880-wide row is 1.5 KB); prefetching the row MX_PF_ROWS ahead keeps loads in flight. */
+/* Rows are short streams (a 2880-wide row is 1.5 KB); the row MX_PF_ROWS ahead is prefetched into L2. */
 #define MX_PF_ROWS 4
 
 #define TGT512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma"), always_inline)) static inline
@@ -58,57 +60,117 @@ void rill_gemm_mxfp4_portable(const float *x, size_t ldx, int T, const uint8_t *
 #define TGT2 __attribute__((target("avx2,fma"), always_inline)) static inline
 #define TGT2_FN __attribute__((target("avx2,fma")))
 
-/* The block's 32 codes in element order: element 2j is the low nibble of byte j, 2j + 1 its high nibble. */
-static inline void codes_in_order(const uint8_t *q, __m128i *lo16, __m128i *hi16) {
-  const __m128i v = _mm_loadu_si128((const __m128i *)q), m = _mm_set1_epi8(0x0F);
-  const __m128i lo = _mm_and_si128(v, m), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m);
-  *lo16 = _mm_unpacklo_epi8(lo, hi); /* elements 0..15 */
-  *hi16 = _mm_unpackhi_epi8(lo, hi); /* elements 16..31 */
+/* Sixteen scale bytes (or n < 16, the rest read as 127) as fp32 powers of two, stored to out. */
+TGT512 void scales16_512(const uint8_t *s, int n, float *out) {
+  const __m512i u = _mm512_cvtepu8_epi32(_mm_mask_loadu_epi8(_mm_set1_epi8(127), (__mmask16)((1u << n) - 1u), s));
+  const __m512i bits = _mm512_mask_mov_epi32(_mm512_slli_epi32(u, 23), _mm512_cmpeq_epi32_mask(u, _mm512_setzero_si512()),
+                                             _mm512_set1_epi32(0x00400000));
+  _mm512_storeu_ps(out, _mm512_castsi512_ps(bits));
 }
 
-TGT512 void rows_mxfp4_512(const int NT, const float *x, size_t ldx, const uint8_t *br, const uint8_t *sr,
-                           const uint8_t *pf, int nb, float *y, size_t ldy) {
+/* One row for NT tokens. permutexvar reads only the low 4 bits of each index: a byte's dword indexes its low nibble
+ * as it is, and shifted right by 4 its high one. */
+TGT512 void row_mxfp4_512(const int NT, const float *x, size_t ldx, const uint8_t *br, const uint8_t *sr,
+                          const uint8_t *pf, int nb, float *y, size_t ldy) {
   const __m512 lut = _mm512_loadu_ps(rill_e2m1_values);
   __m512 a0[MX_TILE_T], a1[MX_TILE_T];
+  float ds[16];
 #pragma GCC unroll 8
   for (int t = 0; t < NT; t++) a0[t] = a1[t] = _mm512_setzero_ps();
   for (int b = 0; b < nb; b++) {
+    if ((b & 15) == 0) scales16_512(sr + b, nb - b < 16 ? nb - b : 16, ds);
     if ((b & 3) == 0) _mm_prefetch((const char *)(pf + (size_t)b * 16), _MM_HINT_T1);
-    __m128i c0, c1;
-    codes_in_order(br + (size_t)b * 16, &c0, &c1);
-    const __m512 d = _mm512_set1_ps(e8m0(sr[b]));
-    const __m512 w0 = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_cvtepu8_epi32(c0), lut), d);
-    const __m512 w1 = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_cvtepu8_epi32(c1), lut), d);
+    const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(br + (size_t)b * 16)));
+    const __m512 lut_s = _mm512_mul_ps(lut, _mm512_set1_ps(ds[b & 15]));
+    const __m512 we = _mm512_permutexvar_ps(v, lut_s), wo = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), lut_s);
 #pragma GCC unroll 8
     for (int t = 0; t < NT; t++) {
       const float *xb = x + (size_t)t * ldx + (size_t)b * 32;
-      a0[t] = _mm512_fmadd_ps(_mm512_loadu_ps(xb), w0, a0[t]);
-      a1[t] = _mm512_fmadd_ps(_mm512_loadu_ps(xb + 16), w1, a1[t]);
+      a0[t] = _mm512_fmadd_ps(_mm512_loadu_ps(xb), we, a0[t]);
+      a1[t] = _mm512_fmadd_ps(_mm512_loadu_ps(xb + 16), wo, a1[t]);
     }
   }
 #pragma GCC unroll 8
   for (int t = 0; t < NT; t++) y[(size_t)t * ldy] = _mm512_reduce_add_ps(_mm512_add_ps(a0[t], a1[t]));
 }
 
+/* Several tokens: their activations for a whole row would not stay in L1 (8 tokens × 2880 floats is 92 KB), so
+ * blocks of MX_KB_ROWS rows are walked MX_KC blocks of columns at a time, each row's accumulators kept in memory
+ * between column chunks. Every (row, token) still sums its blocks in order into the same two vectors as
+ * row_mxfp4_512, so the bits match the single-token path. */
+#define MX_KB_ROWS 16
+#define MX_KC 8
+
+TGT512 void rows_blocked_512(const int NT, const float *x, size_t ldx, const uint8_t *blocks, const uint8_t *scales,
+                             int nb, int r0, int r1, float *y, size_t ldy) {
+  const __m512 lut = _mm512_loadu_ps(rill_e2m1_values);
+  const size_t rb = (size_t)nb * 16;
+  __m512 acc[MX_KB_ROWS][MX_TILE_T][2];
+  for (int q0 = r0; q0 < r1; q0 += MX_KB_ROWS) {
+    const int nr = r1 - q0 < MX_KB_ROWS ? r1 - q0 : MX_KB_ROWS;
+    for (int i = 0; i < nr; i++) {
+#pragma GCC unroll 8
+      for (int t = 0; t < NT; t++) acc[i][t][0] = acc[i][t][1] = _mm512_setzero_ps();
+    }
+    for (int c0 = 0; c0 < nb; c0 += MX_KC) {
+      const int c1 = nb - c0 < MX_KC ? nb : c0 + MX_KC;
+      for (int i = 0; i < nr; i++) {
+        const uint8_t *br = blocks + (size_t)(q0 + i) * rb, *sr = scales + (size_t)(q0 + i) * (size_t)nb;
+        _mm_prefetch((const char *)(br + (size_t)c1 * 16), _MM_HINT_T0);
+        _mm_prefetch((const char *)(br + (size_t)c1 * 16 + 64), _MM_HINT_T0);
+        __m512 a0[MX_TILE_T], a1[MX_TILE_T];
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) {
+          a0[t] = acc[i][t][0];
+          a1[t] = acc[i][t][1];
+        }
+        for (int b = c0; b < c1; b++) {
+          const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(br + (size_t)b * 16)));
+          const __m512 lut_s = _mm512_mul_ps(lut, _mm512_set1_ps(e8m0(sr[b])));
+          const __m512 we = _mm512_permutexvar_ps(v, lut_s), wo = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), lut_s);
+#pragma GCC unroll 8
+          for (int t = 0; t < NT; t++) {
+            const float *xb = x + (size_t)t * ldx + (size_t)b * 32;
+            a0[t] = _mm512_fmadd_ps(_mm512_loadu_ps(xb), we, a0[t]);
+            a1[t] = _mm512_fmadd_ps(_mm512_loadu_ps(xb + 16), wo, a1[t]);
+          }
+        }
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) {
+          acc[i][t][0] = a0[t];
+          acc[i][t][1] = a1[t];
+        }
+      }
+    }
+    for (int i = 0; i < nr; i++) {
+      for (int t = 0; t < NT; t++) {
+        y[(size_t)t * ldy + (size_t)(q0 + i)] = _mm512_reduce_add_ps(_mm512_add_ps(acc[i][t][0], acc[i][t][1]));
+      }
+    }
+  }
+}
+
 TGT512_FN void rill_gemm_mxfp4_avx512(const float *x, size_t ldx, int T, const uint8_t *blocks, const uint8_t *scales,
                                       int nb, int r0, int r1, float *y, size_t ldy) {
   const size_t rb = (size_t)nb * 16;
-  for (int r = r0; r < r1; r++) {
-    const uint8_t *br = blocks + (size_t)r * rb, *sr = scales + (size_t)r * (size_t)nb;
-    const uint8_t *pf = r + MX_PF_ROWS < r1 ? br + MX_PF_ROWS * rb : br;
-    int t = 0;
-    for (; t + MX_TILE_T <= T; t += MX_TILE_T) {
-      rows_mxfp4_512(MX_TILE_T, x + (size_t)t * ldx, ldx, br, sr, pf, nb, y + (size_t)t * ldy + r, ldy);
-    }
-    switch (T - t) {
-    case 0: break;
-    case 1: rows_mxfp4_512(1, x + (size_t)t * ldx, ldx, br, sr, pf, nb, y + (size_t)t * ldy + r, ldy); break;
-    case 2: rows_mxfp4_512(2, x + (size_t)t * ldx, ldx, br, sr, pf, nb, y + (size_t)t * ldy + r, ldy); break;
-    case 3: rows_mxfp4_512(3, x + (size_t)t * ldx, ldx, br, sr, pf, nb, y + (size_t)t * ldy + r, ldy); break;
-    case 4: rows_mxfp4_512(4, x + (size_t)t * ldx, ldx, br, sr, pf, nb, y + (size_t)t * ldy + r, ldy); break;
-    case 5: rows_mxfp4_512(5, x + (size_t)t * ldx, ldx, br, sr, pf, nb, y + (size_t)t * ldy + r, ldy); break;
-    case 6: rows_mxfp4_512(6, x + (size_t)t * ldx, ldx, br, sr, pf, nb, y + (size_t)t * ldy + r, ldy); break;
-    default: rows_mxfp4_512(7, x + (size_t)t * ldx, ldx, br, sr, pf, nb, y + (size_t)t * ldy + r, ldy); break;
+  for (int t = 0; t < T; t += MX_TILE_T) {
+    const int nt = T - t < MX_TILE_T ? T - t : MX_TILE_T;
+    const float *xt = x + (size_t)t * ldx;
+    float *yt = y + (size_t)t * ldy;
+    switch (nt) {
+    case 1:
+      for (int r = r0; r < r1; r++) {
+        const uint8_t *br = blocks + (size_t)r * rb, *pf = r + MX_PF_ROWS < r1 ? br + MX_PF_ROWS * rb : br;
+        row_mxfp4_512(1, xt, ldx, br, scales + (size_t)r * (size_t)nb, pf, nb, yt + r, ldy);
+      }
+      break;
+    case 2: rows_blocked_512(2, xt, ldx, blocks, scales, nb, r0, r1, yt, ldy); break;
+    case 3: rows_blocked_512(3, xt, ldx, blocks, scales, nb, r0, r1, yt, ldy); break;
+    case 4: rows_blocked_512(4, xt, ldx, blocks, scales, nb, r0, r1, yt, ldy); break;
+    case 5: rows_blocked_512(5, xt, ldx, blocks, scales, nb, r0, r1, yt, ldy); break;
+    case 6: rows_blocked_512(6, xt, ldx, blocks, scales, nb, r0, r1, yt, ldy); break;
+    case 7: rows_blocked_512(7, xt, ldx, blocks, scales, nb, r0, r1, yt, ldy); break;
+    default: rows_blocked_512(8, xt, ldx, blocks, scales, nb, r0, r1, yt, ldy); break;
     }
   }
 }
@@ -121,36 +183,35 @@ TGT2 float hsum8(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-/* Eight codes (bytes) to values: magnitude by an 8-entry table, sign from bit 3. */
-TGT2 __m256 decode8(__m128i codes8, __m256 lut, __m256 d) {
-  const __m256i c = _mm256_cvtepu8_epi32(codes8);
+/* Eight codes, one per dword: magnitude by the 8-entry table (permutevar8x32 reads the low 3 bits), bit 3 the sign. */
+TGT2 __m256 decode8(__m256i c, __m256 lut_s) {
   const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(c, _mm256_set1_epi32(8)), 28);
-  const __m256 mag = _mm256_permutevar8x32_ps(lut, c); /* uses the low 3 bits */
-  return _mm256_mul_ps(_mm256_xor_ps(mag, _mm256_castsi256_ps(sign)), d);
+  return _mm256_xor_ps(_mm256_permutevar8x32_ps(lut_s, c), _mm256_castsi256_ps(sign));
 }
 
 #define MX2_TILE_T 4
 
-TGT2 void rows_mxfp4_256(const int NT, const float *x, size_t ldx, const uint8_t *br, const uint8_t *sr,
-                         const uint8_t *pf, int nb, float *y, size_t ldy) {
+TGT2 void row_mxfp4_256(const int NT, const float *x, size_t ldx, const uint8_t *br, const uint8_t *sr,
+                        const uint8_t *pf, int nb, float *y, size_t ldy) {
   const __m256 lut = _mm256_loadu_ps(rill_e2m1_values);
   __m256 a0[MX2_TILE_T], a1[MX2_TILE_T];
 #pragma GCC unroll 4
   for (int t = 0; t < NT; t++) a0[t] = a1[t] = _mm256_setzero_ps();
   for (int b = 0; b < nb; b++) {
     if ((b & 3) == 0) _mm_prefetch((const char *)(pf + (size_t)b * 16), _MM_HINT_T1);
-    __m128i c0, c1;
-    codes_in_order(br + (size_t)b * 16, &c0, &c1);
-    const __m256 d = _mm256_set1_ps(e8m0(sr[b]));
-    const __m256 w0 = decode8(c0, lut, d), w1 = decode8(_mm_srli_si128(c0, 8), lut, d);
-    const __m256 w2 = decode8(c1, lut, d), w3 = decode8(_mm_srli_si128(c1, 8), lut, d);
+    const __m128i q = _mm_loadu_si128((const __m128i *)(br + (size_t)b * 16));
+    const __m256i v0 = _mm256_cvtepu8_epi32(q), v1 = _mm256_cvtepu8_epi32(_mm_srli_si128(q, 8));
+    const __m256 lut_s = _mm256_mul_ps(lut, _mm256_set1_ps(e8m0(sr[b])));
+    const __m256 e0 = decode8(v0, lut_s), e1 = decode8(v1, lut_s);
+    const __m256 o0 = decode8(_mm256_srli_epi32(v0, 4), lut_s), o1 = decode8(_mm256_srli_epi32(v1, 4), lut_s);
 #pragma GCC unroll 4
     for (int t = 0; t < NT; t++) {
       const float *xb = x + (size_t)t * ldx + (size_t)b * 32;
-      a0[t] = _mm256_fmadd_ps(_mm256_loadu_ps(xb), w0, a0[t]);
-      a1[t] = _mm256_fmadd_ps(_mm256_loadu_ps(xb + 8), w1, a1[t]);
-      a0[t] = _mm256_fmadd_ps(_mm256_loadu_ps(xb + 16), w2, a0[t]);
-      a1[t] = _mm256_fmadd_ps(_mm256_loadu_ps(xb + 24), w3, a1[t]);
+      /* Low nibbles into a0, high ones into a1 (as the AVX-512 kernel keeps them apart). */
+      a0[t] = _mm256_fmadd_ps(_mm256_loadu_ps(xb), e0, a0[t]);
+      a1[t] = _mm256_fmadd_ps(_mm256_loadu_ps(xb + 16), o0, a1[t]);
+      a0[t] = _mm256_fmadd_ps(_mm256_loadu_ps(xb + 8), e1, a0[t]);
+      a1[t] = _mm256_fmadd_ps(_mm256_loadu_ps(xb + 24), o1, a1[t]);
     }
   }
 #pragma GCC unroll 4
@@ -160,18 +221,19 @@ TGT2 void rows_mxfp4_256(const int NT, const float *x, size_t ldx, const uint8_t
 TGT2_FN void rill_gemm_mxfp4_avx2(const float *x, size_t ldx, int T, const uint8_t *blocks, const uint8_t *scales,
                                   int nb, int r0, int r1, float *y, size_t ldy) {
   const size_t rb = (size_t)nb * 16;
-  for (int r = r0; r < r1; r++) {
-    const uint8_t *br = blocks + (size_t)r * rb, *sr = scales + (size_t)r * (size_t)nb;
-    const uint8_t *pf = r + MX_PF_ROWS < r1 ? br + MX_PF_ROWS * rb : br;
-    int t = 0;
-    for (; t + MX2_TILE_T <= T; t += MX2_TILE_T) {
-      rows_mxfp4_256(MX2_TILE_T, x + (size_t)t * ldx, ldx, br, sr, pf, nb, y + (size_t)t * ldy + r, ldy);
-    }
-    switch (T - t) {
-    case 0: break;
-    case 1: rows_mxfp4_256(1, x + (size_t)t * ldx, ldx, br, sr, pf, nb, y + (size_t)t * ldy + r, ldy); break;
-    case 2: rows_mxfp4_256(2, x + (size_t)t * ldx, ldx, br, sr, pf, nb, y + (size_t)t * ldy + r, ldy); break;
-    default: rows_mxfp4_256(3, x + (size_t)t * ldx, ldx, br, sr, pf, nb, y + (size_t)t * ldy + r, ldy); break;
+  for (int t = 0; t < T; t += MX2_TILE_T) {
+    const int nt = T - t < MX2_TILE_T ? T - t : MX2_TILE_T;
+    const float *xt = x + (size_t)t * ldx;
+    for (int r = r0; r < r1; r++) {
+      const uint8_t *br = blocks + (size_t)r * rb, *sr = scales + (size_t)r * (size_t)nb;
+      const uint8_t *pf = r + MX_PF_ROWS < r1 ? br + MX_PF_ROWS * rb : br;
+      float *yr = y + (size_t)t * ldy + (size_t)r;
+      switch (nt) {
+      case 1: row_mxfp4_256(1, xt, ldx, br, sr, pf, nb, yr, ldy); break;
+      case 2: row_mxfp4_256(2, xt, ldx, br, sr, pf, nb, yr, ldy); break;
+      case 3: row_mxfp4_256(3, xt, ldx, br, sr, pf, nb, yr, ldy); break;
+      default: row_mxfp4_256(4, xt, ldx, br, sr, pf, nb, yr, ldy); break;
+      }
     }
   }
 }
