@@ -292,8 +292,9 @@ static rill_status engine_create(const char *model_dir, const rill_options *o, r
   /* The CUDA device has no mixture-of-experts, sink or sliding-window operations yet: "auto" runs gpt-oss on the CPU. */
   if (want_cuda && c->num_experts > 0) {
     if (strcmp(o->device, "cuda") == 0) {
+      s = set_global(RILL_ERR_UNSUPPORTED, "device cuda: %s runs on the CPU device only", c->architecture);
       free(e);
-      return set_global(RILL_ERR_UNSUPPORTED, "device cuda: %s runs on the CPU device only", c->architecture);
+      return s;
     }
     want_cuda = false;
   }

@@ -58,6 +58,26 @@ rill_options fixture_options(const char *device) {
   return o;
 }
 
+/* gpt-oss has no CUDA operations yet: "cuda" refuses it in one line, "auto" runs it on the CPU device. */
+void gptoss_device_checks(const char *dir) {
+  rill_options o = fixture_options("cuda");
+  rill_engine *e = nullptr;
+  rill_status s = rill_engine_create(dir, &o, &e);
+  const char *msg = rill_global_error();
+  CHECK_MSG(s == RILL_ERR_UNSUPPORTED && e == nullptr, "gpt-oss on cuda: status %d (%s)", (int)s, msg);
+  CHECK_MSG(strstr(msg, "device cuda: GptOssForCausalLM runs on the CPU device only") != nullptr, "message: %s", msg);
+  rill_engine_destroy(e);
+  e = nullptr;
+  o.device = "auto";
+  s = rill_engine_create(dir, &o, &e);
+  CHECK_MSG(s == RILL_OK, "gpt-oss on auto: %s", rill_global_error());
+  if (e == nullptr) return;
+  rill_info info;
+  rill_engine_info(e, &info);
+  CHECK_MSG(strcmp(info.device, "cpu") == 0, "gpt-oss on auto runs on %s", info.device);
+  rill_engine_destroy(e);
+}
+
 bool open_pair(const char *dir, pair *p) {
   rill_options o = fixture_options("cpu");
   rill_status s = rill_engine_create(dir, &o, &p->cpu);
@@ -778,6 +798,7 @@ int main(int argc, char **argv) {
     for (const char *dir : dirs) logits_checks(dir);
     long_context_checks("models/rill-tiny-chatml");
     graph_checks("tests/fixtures/checkpoints/qwen3-bf16", 16);
+    gptoss_device_checks("tests/fixtures/checkpoints/gptoss-bf16");
   }
   if (all || strcmp(part, "engine") == 0) {
     verify_mix_checks("models/rill-tiny-chatml");
