@@ -7,6 +7,9 @@
  *    output alone equals its output among others, whatever the row range) and within 1e-5 of the portable one;
  *  - bad checkpoints (missing scales, wrong block shape, scales of the wrong length, a NaN scale byte, bad config
  *    fields) are one-line RILL_ERR_MODEL errors naming the tensor or field;
+ *  - the released gpt-oss-20b config.json: YaRN's 32 inverse frequencies as the reference computes them (truncate
+ *    false: ramp bounds 8.09 and 17.40 unrounded), the concentration 0.1 · ln 32 + 1, even layers sliding over 128;
+ *    without truncate the bounds round out to 8 and 18;
  *  - the engine on tests/fixtures/checkpoints/gptoss-bf16 (sliding window 20, KV blocks of 16): a sequence's logits
  *    are bitwise the same alone, batched with others (other tokens routed to the same experts), fed in chunks across
  *    block boundaries, token by token, and after a prefix hit on another sequence's blocks.
@@ -23,7 +26,9 @@
 #include "check.h"
 #include "cpu/kernels.h"
 #include "json.h"
+#include "model_config.h"
 #include "rill.h"
+#include "rope.h"
 #include "safetensors.h"
 #include "test_model_batch.h"
 
@@ -363,6 +368,75 @@ done:
   rill_checkpoint_close(ck);
 }
 
+/* ---- YaRN on the release's settings ---- */
+
+/* The released gpt-oss-20b config.json, as far as the library reads it. */
+static const char *release_config(const char *truncate) {
+  static char text[2048];
+  snprintf(text, sizeof text,
+           "{\"architectures\": [\"GptOssForCausalLM\"], \"model_type\": \"gpt_oss\", \"vocab_size\": 201088, "
+           "\"hidden_size\": 2880, \"intermediate_size\": 2880, \"num_hidden_layers\": 24, "
+           "\"num_attention_heads\": 64, \"num_key_value_heads\": 8, \"head_dim\": 64, \"num_local_experts\": 32, "
+           "\"num_experts_per_tok\": 4, \"experts_per_token\": 4, \"sliding_window\": 128, "
+           "\"max_position_embeddings\": 131072, \"rms_norm_eps\": 1e-05, \"rope_theta\": 150000, "
+           "\"rope_scaling\": {\"beta_fast\": 32.0, \"beta_slow\": 1.0, \"factor\": 32.0, "
+           "\"original_max_position_embeddings\": 4096, \"rope_type\": \"yarn\"%s}, \"swiglu_limit\": 7.0, "
+           "\"attention_bias\": true, \"hidden_act\": \"silu\", \"tie_word_embeddings\": false, "
+           "\"quantization_config\": {\"quant_method\": \"mxfp4\"}}",
+           truncate);
+  return text;
+}
+
+static int read_release(const char *truncate, rill_model_config *c) {
+  char dir[400], path[450], err[256];
+  snprintf(dir, sizeof dir, "%s/release-%s", tmp_root, truncate[0] == '\0' ? "default" : "truncate");
+  mkdir(dir, 0755);
+  snprintf(path, sizeof path, "%s/config.json", dir);
+  FILE *f = fopen(path, "wb");
+  if (f == NULL) return 0;
+  fputs(release_config(truncate), f);
+  fclose(f);
+  rill_status s = rill_model_config_read(dir, c, err, sizeof err);
+  CHECK_MSG(s == RILL_OK, "release config: %s", err);
+  return s == RILL_OK;
+}
+
+static void check_release_yarn(void) {
+  rill_model_config c;
+  if (!read_release(", \"truncate\": false", &c)) return;
+  CHECK(c.rope_scaling == RILL_ROPE_YARN && !c.rope_truncate);
+  CHECK_NEAR(c.rope_attn_factor, 0.1 * log(32.0) + 1.0, 1e-6); /* 1.3465736 */
+  CHECK(c.sliding_window == 128 && c.layer_sliding[0] == 1 && c.layer_sliding[1] == 0 && c.layer_sliding[22] == 1);
+  CHECK(c.num_experts == 32 && c.experts_per_tok == 4 && c.max_positions == 131072);
+  /* The reference's inverse frequencies with the ramp from 8.092779 to 17.398025, unrounded. */
+  static const double want[32] = {1,           0.689044,    0.474782,    0.327146,    0.225418,    0.155323,
+                                  0.107024,    0.0737446,   0.0508133,   0.0317057,   0.019335,    0.011592,
+                                  0.00679496,  0.00386036,  0.00209379,  0.0010526,   0.000456484, 0.000129319,
+                                  3.83088e-05, 2.63965e-05, 1.81883e-05, 1.25326e-05, 8.6355e-06,  5.95024e-06,
+                                  4.09998e-06, 2.82507e-06, 1.9466e-06,  1.34129e-06, 9.24209e-07, 6.36821e-07,
+                                  4.38798e-07, 3.02351e-07};
+  float inv[32];
+  rill_rope_inv_freq(&c, inv);
+  int bad = 0;
+  for (int j = 0; j < 32; j++) {
+    if (fabs(inv[j] - want[j]) > 1e-5 * want[j]) { /* the reference values carry 6 significant digits */
+      bad++;
+      fprintf(stderr, "inv_freq[%d] = %.7g, want %.6g\n", j, (double)inv[j], want[j]);
+    }
+  }
+  CHECK_MSG(bad == 0, "%d of 32 YaRN frequencies off the release's", bad);
+  /* Without "truncate" (transformers' default true) the bounds round out to 8 and 18: pair 9 then blends 1/10 of the
+   * interpolated frequency instead of 0.098. */
+  rill_model_config t;
+  if (!read_release("", &t)) return;
+  CHECK(t.rope_truncate);
+  float inv_t[32];
+  rill_rope_inv_freq(&t, inv_t);
+  const double f9 = pow(150000.0, -18.0 / 64.0), ramp = (9.0 - 8.0) / (18.0 - 8.0);
+  CHECK_NEAR(inv_t[9], f9 / 32.0 * ramp + f9 * (1.0 - ramp), 1e-6 * f9);
+  CHECK(fabs(inv_t[9] - inv[9]) > 1e-4 * f9);
+}
+
 /* ---- the engine: batch invariance, chunks, prefix hits ---- */
 
 static rill_engine *open_engine(int threads) {
@@ -465,6 +539,7 @@ int main(void) {
     return check_summary();
   }
   check_bad_checkpoints();
+  check_release_yarn();
   check_engine();
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmp_root);
