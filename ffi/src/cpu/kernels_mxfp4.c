@@ -23,6 +23,17 @@ static inline float e8m0(uint8_t s) {
 
 float rill_e8m0_to_f32(uint8_t s) { return e8m0(s); }
 
+/* Every code's value under every scale byte, E2M1 × 2^(s − 127) rounded once as fp32 (exact but where it overflows):
+ * a block's table is one aligned 64-byte row, loaded where the kernels would otherwise multiply a table by its scale.
+ * Filled when the library loads. */
+static float mxfp4_values[256][16] __attribute__((aligned(64)));
+
+__attribute__((constructor)) static void mxfp4_values_init(void) {
+  for (int s = 0; s < 256; s++) {
+    for (int c = 0; c < 16; c++) mxfp4_values[s][c] = rill_e2m1_values[c] * e8m0((uint8_t)s);
+  }
+}
+
 /* Eight partial sums, reduced by a fixed pairwise tree. */
 static float reduce8(const float a[8]) { return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7])); }
 
@@ -34,12 +45,12 @@ void rill_gemm_mxfp4_portable(const float *x, size_t ldx, int T, const uint8_t *
       const float *xt = x + (size_t)t * ldx;
       float acc[8] = {0};
       for (int b = 0; b < nb; b++) {
-        const float d = e8m0(sr[b]);
+        const float *w = mxfp4_values[sr[b]];
         const uint8_t *q = br + (size_t)b * 16;
         const float *xe = xt + (size_t)b * 32, *xo = xe + 16;
         for (int j = 0; j < 16; j++) {
-          acc[j & 7] += xe[j] * (rill_e2m1_values[q[j] & 15] * d);
-          acc[j & 7] += xo[j] * (rill_e2m1_values[q[j] >> 4] * d);
+          acc[j & 7] += xe[j] * w[q[j] & 15];
+          acc[j & 7] += xo[j] * w[q[j] >> 4];
         }
       }
       y[(size_t)t * ldy + (size_t)r] = reduce8(acc);
@@ -60,50 +71,47 @@ void rill_gemm_mxfp4_portable(const float *x, size_t ldx, int T, const uint8_t *
 #define TGT2 __attribute__((target("avx2,fma"), always_inline)) static inline
 #define TGT2_FN __attribute__((target("avx2,fma")))
 
-/* Sixteen scale bytes (or n < 16, the rest read as 127) as fp32 powers of two, stored to out. */
-TGT512 void scales16_512(const uint8_t *s, int n, float *out) {
-  const __m512i u = _mm512_cvtepu8_epi32(_mm_mask_loadu_epi8(_mm_set1_epi8(127), (__mmask16)((1u << n) - 1u), s));
-  const __m512i bits = _mm512_mask_mov_epi32(_mm512_slli_epi32(u, 23), _mm512_cmpeq_epi32_mask(u, _mm512_setzero_si512()),
-                                             _mm512_set1_epi32(0x00400000));
-  _mm512_storeu_ps(out, _mm512_castsi512_ps(bits));
-}
+/* One token, NR rows side by side: each row's two accumulators take one FMA per block, so one row alone would wait on
+ * the FMA latency; NR rows keep 2 · NR chains in flight. A row's sum is the same sequence of operations whatever NR
+ * (permutexvar reads only the low 4 bits of each index: a byte's dword indexes its low nibble as it is, and shifted
+ * right by 4 its high one). */
+#define MX_ROWS 4
 
-/* One row for NT tokens. permutexvar reads only the low 4 bits of each index: a byte's dword indexes its low nibble
- * as it is, and shifted right by 4 its high one. */
-TGT512 void row_mxfp4_512(const int NT, const float *x, size_t ldx, const uint8_t *br, const uint8_t *sr,
-                          const uint8_t *pf, int nb, float *y, size_t ldy) {
-  const __m512 lut = _mm512_loadu_ps(rill_e2m1_values);
-  __m512 a0[MX_TILE_T], a1[MX_TILE_T];
-  float ds[16];
-#pragma GCC unroll 8
-  for (int t = 0; t < NT; t++) a0[t] = a1[t] = _mm512_setzero_ps();
+TGT512 void rows_mxfp4_512(const int NR, const float *x, const uint8_t *blocks, const uint8_t *scales, int nb, int r,
+                           int r1, float *y) {
+  const size_t rb = (size_t)nb * 16;
+  __m512 a0[MX_ROWS], a1[MX_ROWS];
+#pragma GCC unroll 4
+  for (int i = 0; i < NR; i++) a0[i] = a1[i] = _mm512_setzero_ps();
+  const uint8_t *pf = r + NR + MX_PF_ROWS <= r1 ? blocks + (size_t)(r + MX_PF_ROWS) * rb : blocks + (size_t)r * rb;
   for (int b = 0; b < nb; b++) {
-    if ((b & 15) == 0) scales16_512(sr + b, nb - b < 16 ? nb - b : 16, ds);
-    if ((b & 3) == 0) _mm_prefetch((const char *)(pf + (size_t)b * 16), _MM_HINT_T1);
-    const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(br + (size_t)b * 16)));
-    const __m512 lut_s = _mm512_mul_ps(lut, _mm512_set1_ps(ds[b & 15]));
-    const __m512 we = _mm512_permutexvar_ps(v, lut_s), wo = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), lut_s);
-#pragma GCC unroll 8
-    for (int t = 0; t < NT; t++) {
-      const float *xb = x + (size_t)t * ldx + (size_t)b * 32;
-      a0[t] = _mm512_fmadd_ps(_mm512_loadu_ps(xb), we, a0[t]);
-      a1[t] = _mm512_fmadd_ps(_mm512_loadu_ps(xb + 16), wo, a1[t]);
+    if ((b & 3) == 0) {
+#pragma GCC unroll 4
+      for (int i = 0; i < NR; i++) _mm_prefetch((const char *)(pf + (size_t)i * rb + (size_t)b * 16), _MM_HINT_T1);
+    }
+    const __m512 xe = _mm512_loadu_ps(x + (size_t)b * 32), xo = _mm512_loadu_ps(x + (size_t)b * 32 + 16);
+#pragma GCC unroll 4
+    for (int i = 0; i < NR; i++) {
+      const uint8_t *q = blocks + (size_t)(r + i) * rb + (size_t)b * 16;
+      const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)q));
+      const __m512 lut_s = _mm512_load_ps(mxfp4_values[scales[(size_t)(r + i) * nb + b]]);
+      a0[i] = _mm512_fmadd_ps(xe, _mm512_permutexvar_ps(v, lut_s), a0[i]);
+      a1[i] = _mm512_fmadd_ps(xo, _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), lut_s), a1[i]);
     }
   }
-#pragma GCC unroll 8
-  for (int t = 0; t < NT; t++) y[(size_t)t * ldy] = _mm512_reduce_add_ps(_mm512_add_ps(a0[t], a1[t]));
+#pragma GCC unroll 4
+  for (int i = 0; i < NR; i++) y[r + i] = _mm512_reduce_add_ps(_mm512_add_ps(a0[i], a1[i]));
 }
 
 /* Several tokens: their activations for a whole row would not stay in L1 (8 tokens × 2880 floats is 92 KB), so
  * blocks of MX_KB_ROWS rows are walked MX_KC blocks of columns at a time, each row's accumulators kept in memory
  * between column chunks. Every (row, token) still sums its blocks in order into the same two vectors as
- * row_mxfp4_512, so the bits match the single-token path. */
+ * rows_mxfp4_512, so the bits match the single-token path. */
 #define MX_KB_ROWS 16
 #define MX_KC 8
 
 TGT512 void rows_blocked_512(const int NT, const float *x, size_t ldx, const uint8_t *blocks, const uint8_t *scales,
                              int nb, int r0, int r1, float *y, size_t ldy) {
-  const __m512 lut = _mm512_loadu_ps(rill_e2m1_values);
   const size_t rb = (size_t)nb * 16;
   __m512 acc[MX_KB_ROWS][MX_TILE_T][2];
   for (int q0 = r0; q0 < r1; q0 += MX_KB_ROWS) {
@@ -126,7 +134,7 @@ TGT512 void rows_blocked_512(const int NT, const float *x, size_t ldx, const uin
         }
         for (int b = c0; b < c1; b++) {
           const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(br + (size_t)b * 16)));
-          const __m512 lut_s = _mm512_mul_ps(lut, _mm512_set1_ps(e8m0(sr[b])));
+          const __m512 lut_s = _mm512_load_ps(mxfp4_values[sr[b]]);
           const __m512 we = _mm512_permutexvar_ps(v, lut_s), wo = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), lut_s);
 #pragma GCC unroll 8
           for (int t = 0; t < NT; t++) {
@@ -152,18 +160,22 @@ TGT512 void rows_blocked_512(const int NT, const float *x, size_t ldx, const uin
 
 TGT512_FN void rill_gemm_mxfp4_avx512(const float *x, size_t ldx, int T, const uint8_t *blocks, const uint8_t *scales,
                                       int nb, int r0, int r1, float *y, size_t ldy) {
-  const size_t rb = (size_t)nb * 16;
   for (int t = 0; t < T; t += MX_TILE_T) {
     const int nt = T - t < MX_TILE_T ? T - t : MX_TILE_T;
     const float *xt = x + (size_t)t * ldx;
     float *yt = y + (size_t)t * ldy;
     switch (nt) {
-    case 1:
-      for (int r = r0; r < r1; r++) {
-        const uint8_t *br = blocks + (size_t)r * rb, *pf = r + MX_PF_ROWS < r1 ? br + MX_PF_ROWS * rb : br;
-        row_mxfp4_512(1, xt, ldx, br, scales + (size_t)r * (size_t)nb, pf, nb, yt + r, ldy);
+    case 1: {
+      int r = r0;
+      for (; r + MX_ROWS <= r1; r += MX_ROWS) rows_mxfp4_512(MX_ROWS, xt, blocks, scales, nb, r, r1, yt);
+      switch (r1 - r) {
+      case 0: break;
+      case 1: rows_mxfp4_512(1, xt, blocks, scales, nb, r, r1, yt); break;
+      case 2: rows_mxfp4_512(2, xt, blocks, scales, nb, r, r1, yt); break;
+      default: rows_mxfp4_512(3, xt, blocks, scales, nb, r, r1, yt); break;
       }
       break;
+    }
     case 2: rows_blocked_512(2, xt, ldx, blocks, scales, nb, r0, r1, yt, ldy); break;
     case 3: rows_blocked_512(3, xt, ldx, blocks, scales, nb, r0, r1, yt, ldy); break;
     case 4: rows_blocked_512(4, xt, ldx, blocks, scales, nb, r0, r1, yt, ldy); break;
@@ -193,7 +205,6 @@ TGT2 __m256 decode8(__m256i c, __m256 lut_s) {
 
 TGT2 void row_mxfp4_256(const int NT, const float *x, size_t ldx, const uint8_t *br, const uint8_t *sr,
                         const uint8_t *pf, int nb, float *y, size_t ldy) {
-  const __m256 lut = _mm256_loadu_ps(rill_e2m1_values);
   __m256 a0[MX2_TILE_T], a1[MX2_TILE_T];
 #pragma GCC unroll 4
   for (int t = 0; t < NT; t++) a0[t] = a1[t] = _mm256_setzero_ps();
@@ -201,7 +212,7 @@ TGT2 void row_mxfp4_256(const int NT, const float *x, size_t ldx, const uint8_t 
     if ((b & 3) == 0) _mm_prefetch((const char *)(pf + (size_t)b * 16), _MM_HINT_T1);
     const __m128i q = _mm_loadu_si128((const __m128i *)(br + (size_t)b * 16));
     const __m256i v0 = _mm256_cvtepu8_epi32(q), v1 = _mm256_cvtepu8_epi32(_mm_srli_si128(q, 8));
-    const __m256 lut_s = _mm256_mul_ps(lut, _mm256_set1_ps(e8m0(sr[b])));
+    const __m256 lut_s = _mm256_load_ps(mxfp4_values[sr[b]]); /* the 8 magnitudes */
     const __m256 e0 = decode8(v0, lut_s), e1 = decode8(v1, lut_s);
     const __m256 o0 = decode8(_mm256_srli_epi32(v0, 4), lut_s), o1 = decode8(_mm256_srli_epi32(v1, 4), lut_s);
 #pragma GCC unroll 4
