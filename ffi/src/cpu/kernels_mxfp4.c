@@ -229,18 +229,54 @@ TGT2 void row_mxfp4_256(const int NT, const float *x, size_t ldx, const uint8_t 
   for (int t = 0; t < NT; t++) y[(size_t)t * ldy] = hsum8(_mm256_add_ps(a0[t], a1[t]));
 }
 
+/* One token, NR ≤ 2 rows side by side (one row's accumulators alone wait on the FMA latency); each row takes the
+ * operations row_mxfp4_256 gives it. */
+TGT2 void rows_mxfp4_256(const int NR, const float *x, const uint8_t *blocks, const uint8_t *scales, int nb, int r,
+                         int r1, float *y) {
+  const size_t rb = (size_t)nb * 16;
+  __m256 a0[2], a1[2];
+#pragma GCC unroll 2
+  for (int i = 0; i < NR; i++) a0[i] = a1[i] = _mm256_setzero_ps();
+  const uint8_t *pf = r + NR + MX_PF_ROWS <= r1 ? blocks + (size_t)(r + MX_PF_ROWS) * rb : blocks + (size_t)r * rb;
+  for (int b = 0; b < nb; b++) {
+    if ((b & 3) == 0) {
+#pragma GCC unroll 2
+      for (int i = 0; i < NR; i++) _mm_prefetch((const char *)(pf + (size_t)i * rb + (size_t)b * 16), _MM_HINT_T1);
+    }
+    const float *xb = x + (size_t)b * 32;
+#pragma GCC unroll 2
+    for (int i = 0; i < NR; i++) {
+      const __m128i q = _mm_loadu_si128((const __m128i *)(blocks + (size_t)(r + i) * rb + (size_t)b * 16));
+      const __m256i v0 = _mm256_cvtepu8_epi32(q), v1 = _mm256_cvtepu8_epi32(_mm_srli_si128(q, 8));
+      const __m256 lut_s = _mm256_load_ps(mxfp4_values[scales[(size_t)(r + i) * nb + b]]);
+      a0[i] = _mm256_fmadd_ps(_mm256_loadu_ps(xb), decode8(v0, lut_s), a0[i]);
+      a1[i] = _mm256_fmadd_ps(_mm256_loadu_ps(xb + 16), decode8(_mm256_srli_epi32(v0, 4), lut_s), a1[i]);
+      a0[i] = _mm256_fmadd_ps(_mm256_loadu_ps(xb + 8), decode8(v1, lut_s), a0[i]);
+      a1[i] = _mm256_fmadd_ps(_mm256_loadu_ps(xb + 24), decode8(_mm256_srli_epi32(v1, 4), lut_s), a1[i]);
+    }
+  }
+#pragma GCC unroll 2
+  for (int i = 0; i < NR; i++) y[r + i] = hsum8(_mm256_add_ps(a0[i], a1[i]));
+}
+
 TGT2_FN void rill_gemm_mxfp4_avx2(const float *x, size_t ldx, int T, const uint8_t *blocks, const uint8_t *scales,
                                   int nb, int r0, int r1, float *y, size_t ldy) {
   const size_t rb = (size_t)nb * 16;
   for (int t = 0; t < T; t += MX2_TILE_T) {
     const int nt = T - t < MX2_TILE_T ? T - t : MX2_TILE_T;
     const float *xt = x + (size_t)t * ldx;
+    if (nt == 1) {
+      float *yt = y + (size_t)t * ldy;
+      int r = r0;
+      for (; r + 2 <= r1; r += 2) rows_mxfp4_256(2, xt, blocks, scales, nb, r, r1, yt);
+      if (r < r1) rows_mxfp4_256(1, xt, blocks, scales, nb, r, r1, yt);
+      continue;
+    }
     for (int r = r0; r < r1; r++) {
       const uint8_t *br = blocks + (size_t)r * rb, *sr = scales + (size_t)r * (size_t)nb;
       const uint8_t *pf = r + MX_PF_ROWS < r1 ? br + MX_PF_ROWS * rb : br;
       float *yr = y + (size_t)t * ldy + (size_t)r;
       switch (nt) {
-      case 1: row_mxfp4_256(1, xt, ldx, br, sr, pf, nb, yr, ldy); break;
       case 2: row_mxfp4_256(2, xt, ldx, br, sr, pf, nb, yr, ldy); break;
       case 3: row_mxfp4_256(3, xt, ldx, br, sr, pf, nb, yr, ldy); break;
       default: row_mxfp4_256(4, xt, ldx, br, sr, pf, nb, yr, ldy); break;
