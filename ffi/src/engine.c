@@ -289,15 +289,6 @@ static rill_status engine_create(const char *model_dir, const rill_options *o, r
     return s;
   }
   const rill_model_config *c = &e->cfg;
-  /* The CUDA device has no mixture-of-experts, sink or sliding-window operations yet: "auto" runs gpt-oss on the CPU. */
-  if (want_cuda && c->num_experts > 0) {
-    if (strcmp(o->device, "cuda") == 0) {
-      s = set_global(RILL_ERR_UNSUPPORTED, "device cuda: %s runs on the CPU device only", c->architecture);
-      free(e);
-      return s;
-    }
-    want_cuda = false;
-  }
   if (o->max_model_len > c->max_positions) {
     int32_t model_max = c->max_positions;
     free(e);
