@@ -4,9 +4,9 @@
  * decodes), prefill chunks after cached prefix blocks, long contexts over many blocks and granule boundaries, query
  * groups of 1, 2, 7 and 8 heads, head_dim 64, 128 and 66; random inputs, never zero. Errors are relative to the
  * largest output. Batch invariance: each sequence run alone gives bitwise the outputs it gets in the batch, also
- * when the batch is large enough to take the prefill kernel and the sequence alone takes split-KV. Every case runs
- * again with gpt-oss's extras: a sliding window of 100 positions (across blocks and granules) and a sink logit per
- * query head.
+ * when the batch is large enough to take the prefill kernel and the sequence alone takes split-KV. On two of the
+ * shapes every case runs again with gpt-oss's extras: a sliding window of 100 positions (across blocks and granules)
+ * and a sink logit per query head.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -207,7 +207,10 @@ void attention_kernel_checks(int *passed, int *failed) {
     pool p;
     make_pool(&p, sh, 4, &r);
     for (const step_case &c : steps) check_case(p, c, &r, 0, false);
-    for (const step_case &c : steps) check_case(p, c, &r, 100, true);
+    /* gpt-oss's heads (8 per KV head, D 64) and an odd shape: enough for the window and sinks. */
+    if ((sh.group == 8 && sh.head_dim == 64) || sh.head_dim == 66) {
+      for (const step_case &c : steps) check_case(p, c, &r, 100, true);
+    }
   }
   printf("attention kernels: %d cases, largest relative error %.3g\n", cases, worst);
   *passed = check_passed_count;
