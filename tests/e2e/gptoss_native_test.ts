@@ -45,8 +45,14 @@ Deno.test("native gpt-oss release-layout checkpoint served in harmony: streamed 
     const { fetch: tapped, bodies } = sseTap();
     const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: "x", maxRetries: 0, fetch: tapped });
     try {
-      const rendered = format.render({ messages: [{ role: "user", content: "Say hello." }], tools: [] } as never);
+      const rendered = format.render({
+        messages: [{ role: "user", content: "Say hello." }],
+        tools: [],
+        toolChoice: "auto",
+        reasoningEffort: "low",
+      });
       assert.ok(rendered.includes(200006) && rendered.includes(200008), "harmony's <|start|> and <|message|> ids");
+      assert.ok(tokenizer.decode(rendered).includes("Reasoning: low"), "the system message's reasoning effort");
       const request = {
         model: "gpt-oss-test",
         input: "Say hello.",
