@@ -66,6 +66,13 @@ struct layer_dev {
 
 /* Largest bucket captured: beyond it a step's kernels outweigh their launches, and capture time grows. */
 constexpr int kMaxGraphTokens = 512;
+/* gpt-oss: fed tokens whose expert products share the per-pair buffers at once (bounds them, not the step). The
+ * emulation's steps are small: there the chunk is too, so its prefills take several chunks. */
+#ifdef RILL_CUDA_EMU
+constexpr int kMoeChunk = 16;
+#else
+constexpr int kMoeChunk = 256;
+#endif
 constexpr int kMaxGraphs = 16;
 
 } // namespace
@@ -90,7 +97,8 @@ struct rill_cuda {
   float *x, *qkv, *attn, *gu;
   __nv_bfloat16 *xb;
   /* gpt-oss, per fed token: the experts' fp32 input [hidden], router logits [experts], the chosen experts and their
-   * weights [k]; per (token, expert) pair: gate/up [2I], activation [I], output [hidden]. */
+   * weights [k]; per (token, expert) pair of a chunk of kMoeChunk tokens: gate/up [2I], activation [I], output
+   * [hidden]. */
   float *moe_xn, *moe_logits, *moe_w, *moe_gu, *moe_act, *moe_y;
   int32_t *moe_sel;
   __nv_bfloat16 *row_hidden; /* [max_rows × hidden]: final-normed rows for slices above the GEMV threshold */
@@ -309,13 +317,14 @@ static rill_status alloc_buffers(rill_cuda *d, char *err, size_t err_cap) {
   CU(cudaMalloc(&d->attn, T * QD * sizeof(float)));
   if (c->num_experts > 0) {
     const size_t K = (size_t)c->experts_per_tok, E = (size_t)c->num_experts;
+    const size_t P = (T < (size_t)kMoeChunk ? T : (size_t)kMoeChunk) * K;
     CU(cudaMalloc(&d->moe_xn, T * H * sizeof(float)));
     CU(cudaMalloc(&d->moe_logits, T * E * sizeof(float)));
     CU(cudaMalloc(&d->moe_w, T * K * sizeof(float)));
     CU(cudaMalloc(&d->moe_sel, T * K * sizeof(int32_t)));
-    CU(cudaMalloc(&d->moe_gu, T * K * 2 * I * sizeof(float)));
-    CU(cudaMalloc(&d->moe_act, T * K * I * sizeof(float)));
-    CU(cudaMalloc(&d->moe_y, T * K * H * sizeof(float)));
+    CU(cudaMalloc(&d->moe_gu, P * 2 * I * sizeof(float)));
+    CU(cudaMalloc(&d->moe_act, P * I * sizeof(float)));
+    CU(cudaMalloc(&d->moe_y, P * H * sizeof(float)));
   } else {
     CU(cudaMalloc(&d->gu, T * 2 * I * sizeof(float)));
   }
@@ -494,16 +503,20 @@ static rill_status run_layers(rill_cuda *d, int T, int S, const int32_t *tokens,
                         d->kc, d->vc, d->attn, d->part_ml, d->part_acc));
     CU(linear(d, d->attn, T, QD, L->o, H, L->o_bias, 1, d->x));
     if (c->num_experts > 0) {
-      const int E = c->num_experts, K = c->experts_per_tok, P = T * K;
+      const int E = c->num_experts, K = c->experts_per_tok;
       CU(rill_k_rms_norm_f32(st, d->x, L->ffn_norm, H, c->rms_norm_eps, T, d->moe_xn));
       CU(rill_k_linear(st, d->moe_xn, T, H, L->router, E, nullptr, 0, d->moe_logits));
       CU(rill_k_moe_route(st, d->moe_logits, L->router_bias, T, E, K, d->moe_sel, d->moe_w));
-      CU(rill_k_mxfp4_experts(st, d->moe_xn, H, 1, P, K, d->moe_sel, L->gu_blocks, L->gu_scales, L->gu_bias, 2 * I,
-                              H, d->moe_gu));
-      CU(rill_k_moe_act(st, d->moe_gu, P, I, c->swiglu_limit, d->moe_act));
-      CU(rill_k_mxfp4_experts(st, d->moe_act, I, 0, P, K, d->moe_sel, L->dn_blocks, L->dn_scales, L->dn_bias, H, I,
-                              d->moe_y));
-      CU(rill_k_moe_combine(st, d->moe_y, d->moe_w, T, K, H, d->x));
+      for (int t0 = 0; t0 < T; t0 += kMoeChunk) {
+        const int n = T - t0 < kMoeChunk ? T - t0 : kMoeChunk, P = n * K;
+        const int32_t *sel = d->moe_sel + (size_t)t0 * K;
+        CU(rill_k_mxfp4_experts(st, d->moe_xn + (size_t)t0 * H, H, 1, P, K, sel, L->gu_blocks, L->gu_scales,
+                                L->gu_bias, 2 * I, H, d->moe_gu));
+        CU(rill_k_moe_act(st, d->moe_gu, P, I, c->swiglu_limit, d->moe_act));
+        CU(rill_k_mxfp4_experts(st, d->moe_act, I, 0, P, K, sel, L->dn_blocks, L->dn_scales, L->dn_bias, H, I,
+                                d->moe_y));
+        CU(rill_k_moe_combine(st, d->moe_y, d->moe_w + (size_t)t0 * K, n, K, H, d->x + (size_t)t0 * H));
+      }
       continue;
     }
     CU(norm_linear(d, d->x, nullptr, L->ffn_norm, T, H, d->xb, L->gate_up, 2 * I, nullptr, d->gu));

@@ -75,12 +75,14 @@ __global__ void experts_kernel(const float *x, int ldx, int per_token, int K, co
   float acc = 0.0f;
   for (int b = lane; b < nb; b += 32) {
     const float d = e8m0(sr[b]);
-    const uint8_t *q = br + (size_t)b * 16;
+    const uint4 qv = *reinterpret_cast<const uint4 *>(br + (size_t)b * 16); /* one 16-byte load per block */
+    const uint32_t words[4] = {qv.x, qv.y, qv.z, qv.w};
     const float *xb = xr + (size_t)b * 32;
     float part = 0.0f;
     for (int j = 0; j < 16; j++) {
-      part = fmaf(xb[2 * j], kE2m1[q[j] & 15] * d, part);
-      part = fmaf(xb[2 * j + 1], kE2m1[q[j] >> 4] * d, part);
+      const uint32_t q = (words[j / 4] >> (8 * (j % 4))) & 0xFFu;
+      part = fmaf(xb[2 * j], kE2m1[q & 15] * d, part);
+      part = fmaf(xb[2 * j + 1], kE2m1[q >> 4] * d, part);
     }
     acc += part;
   }
