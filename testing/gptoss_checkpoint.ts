@@ -167,12 +167,17 @@ export async function writeGptOssCheckpoint(dir: string, shape: GptOssShape = SM
   const s = shape;
   const rng = new Rng(seed);
   const [H, I, E, D] = [s.hidden, s.intermediate, s.experts, s.headDim];
-  const first = new Map<string, Tensor>(), rest = new Map<string, Tensor>();
+  // One shard per layer (the first also holds the embedding, the last the final norm and head), each written as soon
+  // as it is made, so a 20b-shaped checkpoint never sits in memory whole. Values are drawn in the same order as ever.
   const V = s.vocab ?? VOCAB;
-  first.set("model.embed_tokens.weight", bf16(rng, [V, H], 1));
+  const weightMap: Record<string, string> = {};
+  const last = Math.max(s.layers - 1, 1);
+  const shardName = (l: number) =>
+    `model-${String(l).padStart(5, "0")}-of-${String(last).padStart(5, "0")}.safetensors`;
   for (let l = 0; l < s.layers; l++) {
+    const m = new Map<string, Tensor>();
+    if (l === 0) m.set("model.embed_tokens.weight", bf16(rng, [V, H], 1));
     const p = `model.layers.${l}.`;
-    const m = l === 0 ? first : rest;
     m.set(p + "input_layernorm.weight", bf16(rng, [H], 0.1, 1));
     m.set(p + "post_attention_layernorm.weight", bf16(rng, [H], 0.1, 1));
     const proj: [string, number, number][] = [
@@ -196,17 +201,12 @@ export async function writeGptOssCheckpoint(dir: string, shape: GptOssShape = SM
     m.set(p + "mlp.experts.down_proj_blocks", db);
     m.set(p + "mlp.experts.down_proj_scales", ds);
     m.set(p + "mlp.experts.down_proj_bias", bf16(rng, [E, H], 0.2));
-  }
-  rest.set("model.norm.weight", bf16(rng, [H], 0.1, 1));
-  rest.set("lm_head.weight", bf16(rng, [V, H], 3 / Math.sqrt(H)));
-  const shards: [string, Map<string, Tensor>][] = [
-    ["model-00000-of-00001.safetensors", first],
-    ["model-00001-of-00001.safetensors", rest],
-  ];
-  const weightMap: Record<string, string> = {};
-  for (const [file, tensors] of shards) {
-    await Deno.writeFile(`${dir}/${file}`, safetensors(tensors));
-    for (const name of tensors.keys()) weightMap[name] = file;
+    if (l === s.layers - 1) {
+      m.set("model.norm.weight", bf16(rng, [H], 0.1, 1));
+      m.set("lm_head.weight", bf16(rng, [V, H], 3 / Math.sqrt(H)));
+    }
+    await Deno.writeFile(`${dir}/${shardName(l)}`, safetensors(m));
+    for (const name of m.keys()) weightMap[name] = shardName(l);
   }
   await Deno.writeTextFile(
     `${dir}/model.safetensors.index.json`,
