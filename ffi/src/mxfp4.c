@@ -49,6 +49,17 @@ rill_status rill_mxfp4_experts_check(const rill_checkpoint *ck, const char *ck_n
   }
   const int64_t nb = cols / 32;
   const int64_t bshape[4] = {E, rows, nb, 16}, sshape[3] = {E, rows, nb}, biashape[2] = {E, rows};
+  /* A dequantised export names the whole matrix prefix without its trailing underscore (…gate_up_proj). */
+  char plain[192];
+  snprintf(plain, sizeof plain, "%.*s", (int)(strlen(prefix) > 0 ? strlen(prefix) - 1 : 0), prefix);
+  char blocks_name[192];
+  snprintf(blocks_name, sizeof blocks_name, "%sblocks", prefix);
+  const rill_tensor *dense = rill_checkpoint_find(ck, plain);
+  if (dense != NULL && rill_checkpoint_find(ck, blocks_name) == NULL) {
+    snprintf(err, err_cap, "%s: tensor %s holds the experts unquantized (%s); only the MXFP4 release layout is supported",
+             dense->file, plain, dense->dtype_name);
+    return RILL_ERR_MODEL;
+  }
   if (need(ck, ck_name, prefix, "blocks", bshape, 4, 1, err, err_cap) == NULL ||
       need(ck, ck_name, prefix, "scales", sshape, 3, 1, err, err_cap) == NULL ||
       need(ck, ck_name, prefix, "bias", biashape, 2, 0, err, err_cap) == NULL) {

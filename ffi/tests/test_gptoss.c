@@ -328,6 +328,15 @@ static void check_bad_checkpoints(void) {
   *scales = saved;
   free(nan_scales);
 
+  /* Experts dequantised to BF16 (a conversion's layout): named, not MXFP4. */
+  snprintf(blocks->name, sizeof blocks->name, "model.layers.0.mlp.experts.gate_up_proj");
+  snprintf(blocks->dtype, sizeof blocks->dtype, "BF16");
+  blocks->shape[3] = 8;
+  snprintf(dir, sizeof dir, "%s/dense-experts", tmp_root);
+  write_dir(dir, cfg, ts, n);
+  expect_error(dir, "unquantized experts", "gate_up_proj holds the experts unquantized (BF16)", "MXFP4");
+  *blocks = bsaved;
+
   /* Missing sinks. */
   tensor_out *sinks = find_out(ts, n, "model.layers.0.self_attn.sinks");
   CHECK(sinks != NULL);
