@@ -15,6 +15,9 @@
  * or GEMM), so a replayed step's logits are bit for bit an eager step's (cuBLASLt may pick another algorithm for
  * another row count: there, to rounding).
  *
+ * gpt-oss (cfg num_experts > 0): the MoE layers keep their experts packed in MXFP4 as the host loaded them, route
+ * on the device (kernels_moe.cu), and the attention takes the layer's sliding window and sinks.
+ *
  * Every CUDA call's status is checked; a failure is RILL_ERR_DEVICE naming the call and CUDA's message.
  */
 #include <stdarg.h>
@@ -55,10 +58,21 @@ namespace {
 struct layer_dev {
   float *attn_norm, *ffn_norm, *q_norm, *k_norm, *qkv_bias, *o_bias;
   __nv_bfloat16 *qkv, *o, *gate_up, *down;
+  /* gpt-oss */
+  float *sinks, *router_bias, *gu_bias, *dn_bias;
+  __nv_bfloat16 *router;
+  uint8_t *gu_blocks, *gu_scales, *dn_blocks, *dn_scales;
 };
 
 /* Largest bucket captured: beyond it a step's kernels outweigh their launches, and capture time grows. */
 constexpr int kMaxGraphTokens = 512;
+/* gpt-oss: fed tokens whose expert products share the per-pair buffers at once (bounds them, not the step). The
+ * emulation's steps are small: there the chunk is too, so its prefills take several chunks. */
+#ifdef RILL_CUDA_EMU
+constexpr int kMoeChunk = 16;
+#else
+constexpr int kMoeChunk = 256;
+#endif
 constexpr int kMaxGraphs = 16;
 
 } // namespace
@@ -82,6 +96,11 @@ struct rill_cuda {
    * the GEMV threshold, the bf16 GEMM input (normed rows, then SiLU·mul), [max_batch_tokens × max(hidden, inter)]. */
   float *x, *qkv, *attn, *gu;
   __nv_bfloat16 *xb;
+  /* gpt-oss, per fed token: the experts' fp32 input [hidden], router logits [experts], the chosen experts and their
+   * weights [k]; per (token, expert) pair of a chunk of kMoeChunk tokens: gate/up [2I], activation [I], output
+   * [hidden]. */
+  float *moe_xn, *moe_logits, *moe_w, *moe_gu, *moe_act, *moe_y;
+  int32_t *moe_sel;
   __nv_bfloat16 *row_hidden; /* [max_rows × hidden]: final-normed rows for slices above the GEMV threshold */
   float *logits;             /* [max_rows × vocab] */
   float *part_ml, *part_acc; /* split-KV partials (kernels.cuh) */
@@ -168,14 +187,18 @@ void rill_cuda_destroy(rill_cuda *d) {
   if (d->layers != nullptr) {
     for (int l = 0; l < d->cfg.num_layers; l++) {
       layer_dev *L = &d->layers[l];
-      void *ptrs[] = {L->attn_norm, L->ffn_norm, L->q_norm, L->k_norm, L->qkv_bias, L->o_bias,
-                      L->qkv,       L->o,        L->gate_up, L->down};
+      void *ptrs[] = {L->attn_norm, L->ffn_norm,  L->q_norm,  L->k_norm,    L->qkv_bias,  L->o_bias,
+                      L->qkv,       L->o,         L->gate_up, L->down,      L->sinks,     L->router_bias,
+                      L->gu_bias,   L->dn_bias,   L->router,  L->gu_blocks, L->gu_scales, L->dn_blocks,
+                      L->dn_scales};
       for (void *p : ptrs) cudaFree(p);
     }
     free(d->layers);
   }
-  void *ptrs[] = {d->embed, d->head, d->final_norm, d->inv_freq,   d->kc,     d->vc,   d->x,       d->xb,
-                  d->qkv,   d->attn, d->gu,         d->row_hidden, d->logits, d->meta, d->part_ml, d->part_acc};
+  void *ptrs[] = {d->embed,  d->head,       d->final_norm, d->inv_freq, d->kc,      d->vc,     d->x,
+                  d->xb,     d->qkv,        d->attn,       d->gu,       d->row_hidden, d->logits, d->meta,
+                  d->part_ml, d->part_acc,  d->moe_xn,     d->moe_logits, d->moe_w,  d->moe_gu, d->moe_act,
+                  d->moe_y,  d->moe_sel};
   for (void *p : ptrs) cudaFree(p);
   rill_gemm_lt_destroy(&d->lt);
   cudaFree(d->samp_in);
@@ -217,6 +240,37 @@ static rill_status check_shapes(const rill_model_config *c, const rill_limits *l
   return RILL_OK;
 }
 
+/* An fp32 matrix (gpt-oss's router, held in fp32 on the host) as bf16 on the device. */
+static rill_status upload_f32_as_bf16(__nv_bfloat16 **dst, const rill_matrix *m, char *err, size_t err_cap) {
+  if (m->type != RILL_W_F32 || m->ld != (size_t)m->cols) {
+    return fail(err, err_cap, RILL_ERR_INTERNAL, "device cuda: the router must be held as dense fp32");
+  }
+  const size_t n = (size_t)m->rows * (size_t)m->cols;
+  __nv_bfloat16 *tmp = static_cast<__nv_bfloat16 *>(malloc(n * sizeof(__nv_bfloat16)));
+  if (tmp == nullptr) return fail(err, err_cap, RILL_ERR_OUT_OF_MEMORY, "out of memory");
+  for (size_t i = 0; i < n; i++) tmp[i] = __float2bfloat16_rn(static_cast<const float *>(m->data)[i]);
+  const rill_status s = upload(dst, tmp, n, err, err_cap);
+  free(tmp);
+  return s;
+}
+
+/* A layer's MoE weights: sinks, router and the packed experts as the host holds them. */
+static rill_status upload_moe(const rill_model_config *c, const rill_layer_weights *src, layer_dev *L, char *err,
+                              size_t err_cap) {
+  rill_status s;
+  const rill_mxfp4_experts *gu = &src->experts_gate_up, *dn = &src->experts_down;
+  const size_t gu_sc = (size_t)gu->experts * gu->rows * gu->nblocks, dn_sc = (size_t)dn->experts * dn->rows * dn->nblocks;
+  if ((s = upload(&L->sinks, src->sinks, (size_t)c->num_heads, err, err_cap)) != RILL_OK) return s;
+  if ((s = upload(&L->router_bias, src->router_bias, (size_t)c->num_experts, err, err_cap)) != RILL_OK) return s;
+  if ((s = upload_f32_as_bf16(&L->router, &src->router, err, err_cap)) != RILL_OK) return s;
+  if ((s = upload(&L->gu_blocks, gu->blocks, gu_sc * 16, err, err_cap)) != RILL_OK) return s;
+  if ((s = upload(&L->gu_scales, gu->scales, gu_sc, err, err_cap)) != RILL_OK) return s;
+  if ((s = upload(&L->gu_bias, gu->bias, (size_t)gu->experts * gu->rows, err, err_cap)) != RILL_OK) return s;
+  if ((s = upload(&L->dn_blocks, dn->blocks, dn_sc * 16, err, err_cap)) != RILL_OK) return s;
+  if ((s = upload(&L->dn_scales, dn->scales, dn_sc, err, err_cap)) != RILL_OK) return s;
+  return upload(&L->dn_bias, dn->bias, (size_t)dn->experts * dn->rows, err, err_cap);
+}
+
 static rill_status upload_weights(rill_cuda *d, const rill_model_weights *w, const float *inv_freq, char *err,
                                   size_t err_cap) {
   const rill_model_config *c = &d->cfg;
@@ -235,6 +289,10 @@ static rill_status upload_weights(rill_cuda *d, const rill_model_weights *w, con
     if ((s = upload(&L->o_bias, src->o_bias, H, err, err_cap)) != RILL_OK) break;
     if ((s = upload_matrix(&L->qkv, &src->qkv, err, err_cap)) != RILL_OK) break;
     if ((s = upload_matrix(&L->o, &src->o, err, err_cap)) != RILL_OK) break;
+    if (c->num_experts > 0) {
+      s = upload_moe(c, src, L, err, err_cap);
+      continue;
+    }
     if ((s = upload_matrix(&L->gate_up, &src->gate_up, err, err_cap)) != RILL_OK) break;
     s = upload_matrix(&L->down, &src->down, err, err_cap);
   }
@@ -257,7 +315,19 @@ static rill_status alloc_buffers(rill_cuda *d, char *err, size_t err_cap) {
   CU(cudaMalloc(&d->xb, T * (H > I ? H : I) * sizeof(__nv_bfloat16)));
   CU(cudaMalloc(&d->qkv, T * (size_t)d->qkv_dim * sizeof(float)));
   CU(cudaMalloc(&d->attn, T * QD * sizeof(float)));
-  CU(cudaMalloc(&d->gu, T * 2 * I * sizeof(float)));
+  if (c->num_experts > 0) {
+    const size_t K = (size_t)c->experts_per_tok, E = (size_t)c->num_experts;
+    const size_t P = (T < (size_t)kMoeChunk ? T : (size_t)kMoeChunk) * K;
+    CU(cudaMalloc(&d->moe_xn, T * H * sizeof(float)));
+    CU(cudaMalloc(&d->moe_logits, T * E * sizeof(float)));
+    CU(cudaMalloc(&d->moe_w, T * K * sizeof(float)));
+    CU(cudaMalloc(&d->moe_sel, T * K * sizeof(int32_t)));
+    CU(cudaMalloc(&d->moe_gu, P * 2 * I * sizeof(float)));
+    CU(cudaMalloc(&d->moe_act, P * I * sizeof(float)));
+    CU(cudaMalloc(&d->moe_y, P * H * sizeof(float)));
+  } else {
+    CU(cudaMalloc(&d->gu, T * 2 * I * sizeof(float)));
+  }
   CU(cudaMalloc(&d->row_hidden, R * H * sizeof(__nv_bfloat16)));
   CU(cudaMalloc(&d->logits, R * V * sizeof(float)));
   const size_t parts = (size_t)kSplitMaxTokens * (size_t)c->num_heads * (size_t)rill_attention_granules(d->geom);
@@ -426,10 +496,29 @@ static rill_status run_layers(rill_cuda *d, int T, int S, const int32_t *tokens,
     const layer_dev *L = &d->layers[l];
     CU(norm_linear(d, d->x, nullptr, L->attn_norm, T, H, d->xb, L->qkv, d->qkv_dim, L->qkv_bias, d->qkv));
     CU(rill_k_qk_rope_kv(st, d->qkv, T, c->num_heads, c->num_kv_heads, c->head_dim, L->q_norm, L->k_norm,
-                         c->rms_norm_eps, d->inv_freq, positions, tok_seq, tables, d->geom, l, d->kc, d->vc));
-    CU(rill_k_attention(st, d->qkv, T, S, c->num_heads, positions, query_start, tables, d->geom, l, d->kc, d->vc,
-                        d->attn, d->part_ml, d->part_acc));
+                         c->rms_norm_eps, d->inv_freq, c->rope_attn_factor, positions, tok_seq, tables, d->geom, l,
+                         d->kc, d->vc));
+    const int window = c->layer_sliding[l] ? c->sliding_window : 0;
+    CU(rill_k_attention(st, d->qkv, T, S, c->num_heads, positions, query_start, tables, d->geom, l, window, L->sinks,
+                        d->kc, d->vc, d->attn, d->part_ml, d->part_acc));
     CU(linear(d, d->attn, T, QD, L->o, H, L->o_bias, 1, d->x));
+    if (c->num_experts > 0) {
+      const int E = c->num_experts, K = c->experts_per_tok;
+      CU(rill_k_rms_norm_f32(st, d->x, L->ffn_norm, H, c->rms_norm_eps, T, d->moe_xn));
+      CU(rill_k_linear(st, d->moe_xn, T, H, L->router, E, nullptr, 0, d->moe_logits));
+      CU(rill_k_moe_route(st, d->moe_logits, L->router_bias, T, E, K, d->moe_sel, d->moe_w));
+      for (int t0 = 0; t0 < T; t0 += kMoeChunk) {
+        const int n = T - t0 < kMoeChunk ? T - t0 : kMoeChunk, P = n * K;
+        const int32_t *sel = d->moe_sel + (size_t)t0 * K;
+        CU(rill_k_mxfp4_experts(st, d->moe_xn + (size_t)t0 * H, H, 1, P, K, sel, L->gu_blocks, L->gu_scales,
+                                L->gu_bias, 2 * I, H, d->moe_gu));
+        CU(rill_k_moe_act(st, d->moe_gu, P, I, c->swiglu_limit, d->moe_act));
+        CU(rill_k_mxfp4_experts(st, d->moe_act, I, 0, P, K, sel, L->dn_blocks, L->dn_scales, L->dn_bias, H, I,
+                                d->moe_y));
+        CU(rill_k_moe_combine(st, d->moe_y, d->moe_w + (size_t)t0 * K, n, K, H, d->x + (size_t)t0 * H));
+      }
+      continue;
+    }
     CU(norm_linear(d, d->x, nullptr, L->ffn_norm, T, H, d->xb, L->gate_up, 2 * I, nullptr, d->gu));
     if (T <= kGemvMaxTokens) {
       CU(rill_k_linear_silu_mul(st, d->gu, T, I, L->down, H, d->x));

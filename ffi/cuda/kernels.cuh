@@ -65,11 +65,12 @@ cudaError_t rill_k_linear_silu_mul(cudaStream_t s, const float *gu, int T, int I
                                    float *y);
 
 /* Per fed token: per-head RMSNorm of q and k (when q_norm), RoPE at positions[t] (angles as the CPU device computes
- * them: fp32 angle, cos/sin in double), then k and v written into the token's KV slot of `layer`. */
+ * them: fp32 angle, cos/sin in double, each times rope_scale), then k and v written into the token's KV slot of
+ * `layer`. */
 cudaError_t rill_k_qk_rope_kv(cudaStream_t s, float *qkv, int T, int num_heads, int kv_heads, int head_dim,
                               const float *q_norm, const float *k_norm, float eps, const float *inv_freq,
-                              const int32_t *positions, const int32_t *tok_seq, const int32_t *tables,
-                              rill_kv_geom g, int layer, __nv_bfloat16 *kc, __nv_bfloat16 *vc);
+                              float rope_scale, const int32_t *positions, const int32_t *tok_seq,
+                              const int32_t *tables, rill_kv_geom g, int layer, __nv_bfloat16 *kc, __nv_bfloat16 *vc);
 
 /* Attention (kernels_attention.cu). Steps of at most kSplitMaxTokens fed tokens (decode and draft verification)
  * run split-KV: one block per (tile of a sequence's fed tokens, KV head, granule of positions) serving every query
@@ -91,14 +92,32 @@ int rill_attention_granules(rill_kv_geom g);
 int rill_attention_supports(int num_heads, int kv_heads, int head_dim);
 
 /* out[t][h] = softmax(q[t][h] · K[0..positions[t]]ᵀ / √D) · V over the token's sequence, read through its block
- * table; query head h reads KV head h / (num_heads / kv_heads). Sequence s feeds tokens [query_start[s],
+ * table; query head h reads KV head h / (num_heads / kv_heads). window > 0: only positions[t] − window + 1 ..
+ * positions[t]; sinks (or NULL): head h's logit sinks[h] joins the softmax as one more column with no value. Sequence s feeds tokens [query_start[s],
  * query_start[s + 1]) (num_seqs + 1 entries on the device). T and num_seqs only bound the launch
  * shapes (T ≤ kSplitMaxTokens picks split-KV): a larger bound with query_start padded by its last entry is the same
  * computation. */
 cudaError_t rill_k_attention(cudaStream_t s, const float *qkv, int T, int num_seqs, int num_heads,
                              const int32_t *positions, const int32_t *query_start, const int32_t *tables,
-                             rill_kv_geom g, int layer, const __nv_bfloat16 *kc, const __nv_bfloat16 *vc, float *out,
-                             float *part_ml, float *part_acc);
+                             rill_kv_geom g, int layer, int window, const float *sinks, const __nv_bfloat16 *kc,
+                             const __nv_bfloat16 *vc, float *out, float *part_ml, float *part_acc);
+
+/* gpt-oss's mixture of experts (kernels_moe.cu). out[t] = w ⊙ x[t] / rms(x[t]) in fp32 (the experts' input). */
+cudaError_t rill_k_rms_norm_f32(cudaStream_t s, const float *x, const float *w, int n, float eps, int T, float *out);
+/* Per token: the K largest of logits[t] + bias (ties to the lower index) into sel[t · K ..], largest first, and the
+ * softmax over those K into weight. */
+cudaError_t rill_k_moe_route(cudaStream_t s, const float *logits, const float *bias, int T, int E, int K, int32_t *sel,
+                             float *weight);
+/* For each pair p < pairs (p = t · K + j): y[p][r] = Σ_c x_row[c] · W_e[r][c] + bias[e][r] with e = sel[p] and x_row
+ * row t (per_token) or p of x; W_e in MXFP4 as held (mxfp4.h: [E][rows][cols / 32] blocks of 16 bytes, E8M0 scales
+ * [E][rows][cols / 32]), cols % 32 == 0. */
+cudaError_t rill_k_mxfp4_experts(cudaStream_t s, const float *x, int ldx, int per_token, int pairs, int K,
+                                 const int32_t *sel, const uint8_t *blocks, const uint8_t *scales, const float *bias,
+                                 int rows, int cols, float *y);
+/* act[p][i] = (clamp(up, ±limit) + 1) · g · σ(1.702 · g), g = min(gate, limit), gate = gu[p][2i], up = gu[p][2i + 1]. */
+cudaError_t rill_k_moe_act(cudaStream_t s, const float *gu, int pairs, int I, float limit, float *act);
+/* x[t] += Σ_j weight[t][j] · y[t · K + j] for t < T. */
+cudaError_t rill_k_moe_combine(cudaStream_t s, const float *y, const float *weight, int T, int K, int H, float *x);
 
 /* act[t][i] = bf16(silu(gu[t][i]) · gu[t][I + i]): the down GEMM's input above the GEMV threshold. */
 cudaError_t rill_k_silu_mul(cudaStream_t s, const float *gu, int T, int I, __nv_bfloat16 *act);

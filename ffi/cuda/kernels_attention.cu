@@ -15,6 +15,10 @@
  *
  * Everything per step comes from device memory (positions, query_start); the launch shapes depend only on the upper
  * bounds T and num_seqs, and blocks past the step's work exit at once.
+ *
+ * Sliding windows mask a row's positions before last − window + 1 like those past its own, and granules wholly before
+ * every row's window are skipped (a granule the row sees nothing of leaves its state unchanged, so skipping it keeps
+ * the bits). Sinks join at the very end (sink_final), the same arithmetic in both kernels.
  */
 #include "block_reduce.cuh"
 #include "kernels.cuh"
@@ -109,8 +113,22 @@ struct block_state {
   float p[kMaxRows][kChunk];
   row_state r[kMaxRows];
   float corr[kMaxRows];
-  int last[kMaxRows]; /* the row's token's position: it sees positions ≤ last */
+  int last[kMaxRows];  /* the row's token's position: it sees positions ≤ last */
+  int first[kMaxRows]; /* and ≥ first (0 without a sliding window) */
 };
+
+/* The window's first position for a token at `last`. */
+__device__ inline int window_first(int last, int window) {
+  return window > 0 && last - window + 1 > 0 ? last - window + 1 : 0;
+}
+
+/* A row's final (M, L) with the sink logit S as one more softmax column: the weighted sum is scaled by *a and divided
+ * by *lf. */
+__device__ inline void sink_final(float M, float L, float S, float *a, float *lf) {
+  const float mf = fmaxf(M, S);
+  *a = expf(M - mf);
+  *lf = fmaf(L, *a, expf(S - mf));
+}
 
 /* Stages positions [c0, c0 + cnt) of the sequence's K or V rows of (layer, kh) in s.kv. */
 __device__ inline void stage(block_state &s, const __nv_bfloat16 *cache, const int32_t *table, const rill_kv_geom &g,
@@ -160,7 +178,7 @@ __device__ inline void run_granule(block_state &s, float (&acc)[kPerThread], int
     /* One warp per row: lane j scores position c0 + j; positions past the row's own are masked. */
     for (int r = warp; r < rows; r += kWarps) {
       const int pos = c0 + lane;
-      const bool valid = lane < cnt && pos <= s.last[r];
+      const bool valid = lane < cnt && pos <= s.last[r] && pos >= s.first[r];
       float score = -INFINITY;
       if (valid) {
         const float *q = s.q + r * D;
@@ -209,14 +227,27 @@ __device__ inline void run_granule(block_state &s, float (&acc)[kPerThread], int
 
 /* Loads the tile's q rows (row = token-major, then the group's query heads) and each row's last position. */
 __device__ inline void load_rows(block_state &s, const float *qkv, int num_heads, const rill_kv_geom &g, int kh,
-                                 const int32_t *positions, tile_work w, int G) {
+                                 const int32_t *positions, tile_work w, int G, int window) {
   const int D = g.head_dim, rows = w.nt * G, GD = G * D;
   const int qkv_dim = (num_heads + 2 * g.kv_heads) * D;
   for (int i = threadIdx.x; i < rows * D; i += kThreads) {
     const int tok = i / GD, rest = i % GD;
     s.q[i] = qkv[(size_t)(w.t0 + tok) * qkv_dim + (size_t)kh * GD + rest];
   }
-  if ((int)threadIdx.x < rows) s.last[threadIdx.x] = positions[w.t0 + (int)threadIdx.x / G];
+  if ((int)threadIdx.x < rows) {
+    s.last[threadIdx.x] = positions[w.t0 + (int)threadIdx.x / G];
+    s.first[threadIdx.x] = window_first(s.last[threadIdx.x], window);
+  }
+}
+
+/* The smallest first position of the tile's tokens (the first granule any of them sees). */
+__device__ inline int tile_first(const int32_t *positions, tile_work w, int window) {
+  int lo = 0x7fffffff;
+  for (int t = w.t0; t < w.t0 + w.nt; t++) {
+    const int f = window_first(positions[t], window);
+    lo = f < lo ? f : lo;
+  }
+  return lo;
 }
 
 /* The largest position of the tile's tokens, + 1. */
@@ -229,7 +260,7 @@ __device__ inline int tile_end(const int32_t *positions, tile_work w) {
 /* Split: block (x, kh, z) serves tile x of the step, KV head kh, granule z, and writes each row's partial at
  * ((token × num_heads + head) × granules + z). */
 __global__ void split_kernel(const float *qkv, int num_seqs, int num_heads, const int32_t *positions,
-                             const int32_t *query_start, const int32_t *tables, rill_kv_geom g, int layer,
+                             const int32_t *query_start, const int32_t *tables, rill_kv_geom g, int layer, int window,
                              const __nv_bfloat16 *kc, const __nv_bfloat16 *vc, int granules, float *part_ml,
                              float *part_acc) {
   __shared__ block_state s;
@@ -244,8 +275,8 @@ __global__ void split_kernel(const float *qkv, int num_seqs, int num_heads, cons
   const tile_work w = find_tile(query_start, num_seqs, tile_tokens(G, D), blockIdx.x);
   if (w.nt == 0) return;
   const int hi = tile_end(positions, w), gb = z * g.granule;
-  if (gb >= hi) return; /* uniform across the block */
-  load_rows(s, qkv, num_heads, g, kh, positions, w, G);
+  if (gb >= hi || gb + g.granule <= tile_first(positions, w, window)) return; /* uniform across the block */
+  load_rows(s, qkv, num_heads, g, kh, positions, w, G, window);
   float acc[kPerThread];
   const int rows = w.nt * G;
   run_granule(s, acc, rows, D, 1.0f / sqrtf((float)D), kc, vc, tables + (size_t)w.seq * g.table_stride, g, layer, kh,
@@ -270,19 +301,26 @@ __global__ void split_kernel(const float *qkv, int num_seqs, int num_heads, cons
 
 /* Block (t, h): out[t][h] from the token's granules 0 .. ceil((positions[t] + 1) / granule) − 1, in order. */
 __global__ void merge_kernel(int num_seqs, int num_heads, const int32_t *positions, const int32_t *query_start,
-                             rill_kv_geom g, int granules, const float *part_ml, const float *part_acc, float *out) {
+                             rill_kv_geom g, int window, const float *sinks, int granules, const float *part_ml,
+                             const float *part_acc, float *out) {
   const int t = blockIdx.x, h = blockIdx.y, D = g.head_dim;
   if (t >= query_start[num_seqs]) return;
-  const int ng = (positions[t] + g.granule) / g.granule;
+  const int ng = (positions[t] + g.granule) / g.granule, z0 = window_first(positions[t], window) / g.granule;
   const size_t part = ((size_t)t * num_heads + h) * granules;
   for (int d = threadIdx.x; d < D; d += blockDim.x) {
     float M = -INFINITY, L = 0.0f, A = 0.0f;
-    for (int z = 0; z < ng; z++) {
+    for (int z = z0; z < ng; z++) {
       float a, b, m_new;
       merge_scales(M, part_ml[(part + z) * 2], &a, &b, &m_new);
       L = fmaf(part_ml[(part + z) * 2 + 1], b, L * a);
       A = fmaf(part_acc[(part + z) * D + d], b, A * a);
       M = m_new;
+    }
+    if (sinks != nullptr) {
+      float a, lf;
+      sink_final(M, L, sinks[h], &a, &lf);
+      A = A * a;
+      L = lf;
     }
     out[((size_t)t * num_heads + h) * D + d] = A / L;
   }
@@ -292,7 +330,8 @@ __global__ void merge_kernel(int num_seqs, int num_heads, const int32_t *positio
  * as merge_kernel does. */
 __global__ void prefill_kernel(const float *qkv, int num_seqs, int num_heads, const int32_t *positions,
                                const int32_t *query_start, const int32_t *tables, rill_kv_geom g, int layer,
-                               const __nv_bfloat16 *kc, const __nv_bfloat16 *vc, float *out) {
+                               int window, const float *sinks, const __nv_bfloat16 *kc, const __nv_bfloat16 *vc,
+                               float *out) {
   __shared__ block_state s;
   __shared__ row_state run[kMaxRows];
   __shared__ float scale_a[kMaxRows], scale_b[kMaxRows];
@@ -300,14 +339,14 @@ __global__ void prefill_kernel(const float *qkv, int num_seqs, int num_heads, co
   const tile_work w = find_tile(query_start, num_seqs, tile_tokens(G, D), blockIdx.x);
   if (w.nt == 0) return;
   const int hi = tile_end(positions, w), rows = w.nt * G;
-  load_rows(s, qkv, num_heads, g, kh, positions, w, G);
+  load_rows(s, qkv, num_heads, g, kh, positions, w, G, window);
   if ((int)threadIdx.x < rows) run[threadIdx.x] = row_state{-INFINITY, 0.0f};
   float acc[kPerThread], A[kPerThread];
 #pragma unroll
   for (int k = 0; k < kPerThread; k++) A[k] = 0.0f;
   const int32_t *table = tables + (size_t)w.seq * g.table_stride;
   const float scale = 1.0f / sqrtf((float)D);
-  for (int gb = 0; gb < hi; gb += g.granule) {
+  for (int gb = tile_first(positions, w, window) / g.granule * g.granule; gb < hi; gb += g.granule) {
     run_granule(s, acc, rows, D, scale, kc, vc, table, g, layer, kh, gb, gb + g.granule, hi);
     if ((int)threadIdx.x < rows) {
       const int r = threadIdx.x;
@@ -332,7 +371,14 @@ __global__ void prefill_kernel(const float *qkv, int num_seqs, int num_heads, co
     const int i = threadIdx.x + k * kThreads;
     if (i < rows * D) {
       const int r = i / D, t = w.t0 + r / G;
-      out[((size_t)t * num_heads + head0 + (size_t)(r % G)) * D + (size_t)(i % D)] = A[k] / run[r].l;
+      float a_out = A[k], l_out = run[r].l;
+      if (sinks != nullptr) {
+        float a, lf;
+        sink_final(run[r].m, run[r].l, sinks[head0 + (size_t)(r % G)], &a, &lf);
+        a_out = a_out * a;
+        l_out = lf;
+      }
+      out[((size_t)t * num_heads + head0 + (size_t)(r % G)) * D + (size_t)(i % D)] = a_out / l_out;
     }
   }
 }
@@ -360,8 +406,8 @@ int rill_attention_supports(int num_heads, int kv_heads, int head_dim) {
 
 cudaError_t rill_k_attention(cudaStream_t s, const float *qkv, int T, int num_seqs, int num_heads,
                              const int32_t *positions, const int32_t *query_start, const int32_t *tables,
-                             rill_kv_geom g, int layer, const __nv_bfloat16 *kc, const __nv_bfloat16 *vc, float *out,
-                             float *part_ml, float *part_acc) {
+                             rill_kv_geom g, int layer, int window, const float *sinks, const __nv_bfloat16 *kc,
+                             const __nv_bfloat16 *vc, float *out, float *part_ml, float *part_acc) {
   if (T == 0 || num_seqs == 0) return cudaSuccess;
   const int G = num_heads / g.kv_heads, tpt = tile_tokens(G, g.head_dim);
   /* Each sequence's tiles: ceil(n_s / tpt) ≤ n_s / tpt + 1, so T / tpt + num_seqs bounds the step's. */
@@ -369,14 +415,14 @@ cudaError_t rill_k_attention(cudaStream_t s, const float *qkv, int T, int num_se
   if (T <= kSplitMaxTokens) {
     const int granules = rill_attention_granules(g);
     RILL_LAUNCH(split_kernel, dim3(tiles, (unsigned)g.kv_heads, (unsigned)granules), kThreads, s, qkv, num_seqs,
-                num_heads, positions, query_start, tables, g, layer, kc, vc, granules, part_ml, part_acc);
+                num_heads, positions, query_start, tables, g, layer, window, kc, vc, granules, part_ml, part_acc);
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
     RILL_LAUNCH(merge_kernel, dim3((unsigned)T, (unsigned)num_heads), 128, s, num_seqs, num_heads, positions,
-                query_start, g, granules, part_ml, part_acc, out);
+                query_start, g, window, sinks, granules, part_ml, part_acc, out);
     return cudaGetLastError();
   }
   RILL_LAUNCH(prefill_kernel, dim3(tiles, (unsigned)g.kv_heads), kThreads, s, qkv, num_seqs, num_heads, positions,
-              query_start, tables, g, layer, kc, vc, out);
+              query_start, tables, g, layer, window, sinks, kc, vc, out);
   return cudaGetLastError();
 }

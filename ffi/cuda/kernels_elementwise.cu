@@ -54,9 +54,9 @@ cudaError_t rill_k_silu_mul(cudaStream_t s, const float *gu, int T, int I, __nv_
 
 /* One block per (token, head) over q heads then k heads; blockDim.x = 128 ≥ head_dim / 2 threads rotate pairs. */
 __global__ void qk_rope_kv_kernel(float *qkv, int num_heads, int kv_heads, int D, const float *q_norm,
-                                  const float *k_norm, float eps, const float *inv_freq, const int32_t *positions,
-                                  const int32_t *tok_seq, const int32_t *tables, rill_kv_geom g, int layer,
-                                  __nv_bfloat16 *kc, __nv_bfloat16 *vc) {
+                                  const float *k_norm, float eps, const float *inv_freq, float rope_scale,
+                                  const int32_t *positions, const int32_t *tok_seq, const int32_t *tables,
+                                  rill_kv_geom g, int layer, __nv_bfloat16 *kc, __nv_bfloat16 *vc) {
   __shared__ double scratch[32];
   const int t = blockIdx.x, h = blockIdx.y, half = D / 2;
   const bool is_k = h >= num_heads;
@@ -79,7 +79,7 @@ __global__ void qk_rope_kv_kernel(float *qkv, int num_heads, int kv_heads, int D
       b = nw[j + half] * (b * inv);
     }
     const float angle = (float)pos * inv_freq[j];
-    const float c = (float)cos((double)angle), sn = (float)sin((double)angle);
+    const float c = (float)cos((double)angle) * rope_scale, sn = (float)sin((double)angle) * rope_scale;
     const float ac = a * c, bs = b * sn, bc = b * c, as = a * sn;
     x[j] = ac - bs;
     x[j + half] = bc + as;
@@ -99,10 +99,11 @@ __global__ void qk_rope_kv_kernel(float *qkv, int num_heads, int kv_heads, int D
 
 cudaError_t rill_k_qk_rope_kv(cudaStream_t s, float *qkv, int T, int num_heads, int kv_heads, int head_dim,
                               const float *q_norm, const float *k_norm, float eps, const float *inv_freq,
-                              const int32_t *positions, const int32_t *tok_seq, const int32_t *tables,
-                              rill_kv_geom g, int layer, __nv_bfloat16 *kc, __nv_bfloat16 *vc) {
+                              float rope_scale, const int32_t *positions, const int32_t *tok_seq,
+                              const int32_t *tables, rill_kv_geom g, int layer, __nv_bfloat16 *kc, __nv_bfloat16 *vc) {
   if (T == 0) return cudaSuccess;
-  RILL_LAUNCH(qk_rope_kv_kernel, dim3((unsigned)T, (unsigned)(num_heads + kv_heads)), 128, s, 
-      qkv, num_heads, kv_heads, head_dim, q_norm, k_norm, eps, inv_freq, positions, tok_seq, tables, g, layer, kc, vc);
+  RILL_LAUNCH(qk_rope_kv_kernel, dim3((unsigned)T, (unsigned)(num_heads + kv_heads)), 128, s, qkv, num_heads,
+              kv_heads, head_dim, q_norm, k_norm, eps, inv_freq, rope_scale, positions, tok_seq, tables, g, layer, kc,
+              vc);
   return cudaGetLastError();
 }

@@ -55,6 +55,7 @@ static void free_buffers(rill_engine *e) {
   free(e->row_hidden);
   free(e->logits);
   free(e->sample_scratch);
+  rill_moe_scratch_free(&e->moe);
   free(e->dr_tokens);
   free(e->dr_positions);
   free(e->dr_query_start);
@@ -90,8 +91,13 @@ static rill_status alloc_buffers(rill_engine *e) {
   e->qkv = alloc_floats(T * (size_t)e->qkv_dim);
   e->attn = alloc_floats(T * QD);
   e->proj = alloc_floats(T * H);
-  e->gu = alloc_floats(T * 2 * I);
-  e->act = alloc_floats(T * I);
+  /* A mixture of experts keeps its per-expert buffers in e->moe instead of the dense MLP's. */
+  const size_t mlp_T = c->num_experts > 0 ? 1 : T;
+  e->gu = alloc_floats(mlp_T * 2 * I);
+  e->act = alloc_floats(mlp_T * I);
+  if (c->num_experts > 0 && rill_moe_scratch_alloc(&e->moe, c, e->lim.max_batch_tokens) != RILL_OK) {
+    return RILL_ERR_OUT_OF_MEMORY;
+  }
   e->rope_cos = alloc_floats(T * D / 2);
   e->rope_sin = alloc_floats(T * D / 2);
   e->slot_block = malloc(T * sizeof(int64_t));

@@ -14,6 +14,7 @@
 #include "kv_pool.h"
 #include "model_config.h"
 #include "model_weights.h"
+#include "moe.h"
 #include "rill.h"
 #include "thread_pool.h"
 #include "validate.h"
@@ -46,6 +47,7 @@ struct rill_engine {
   float *row_hidden;          /* [max_rows × hidden] */
   float *logits;              /* [max_rows × vocab] */
   void *sample_scratch;
+  rill_moe_scratch moe; /* gpt-oss's router logits and expert buffers (empty for dense models) */
 
   rill_cuda *cuda; /* the CUDA device when it runs the forward pass; NULL on the CPU device */
 

@@ -1,8 +1,8 @@
 /*
  * The CPU device's forward pass (rill_forward): embedding, then per layer RMSNorm, one stacked q/k/v projection,
  * bias / q-k norm / RoPE with the new K/V written into their paged slots, attention over each sequence's block table,
- * output projection, RMSNorm and a stacked gate/up projection with SiLU, down projection; finally the norm and output
- * projection for the rows that need logits. Every stage is split across the thread pool by output rows or tokens,
+ * output projection, RMSNorm and a stacked gate/up projection with SiLU, down projection (or, for gpt-oss, the router
+ * and the mixture of experts of moe.c); finally the norm and output projection for the rows that need logits. Every stage is split across the thread pool by output rows or tokens,
  * never inside one dot product, so results do not depend on the thread count or the batch.
  */
 #include <math.h>
@@ -11,6 +11,7 @@
 
 #include "engine.h"
 #include "matrix.h"
+#include "moe.h"
 #include "rope.h"
 
 /* Tokens per task for the per-token stages (norms, RoPE, activation). */
@@ -202,10 +203,14 @@ typedef struct attn_job {
   rill_engine *e;
   const rill_step_batch *b;
   int layer;
+  int window;         /* > 0: attend to the last `window` positions only */
+  const float *sinks; /* [heads] or NULL: each head's sink logit joins its softmax and takes no value */
 } attn_job;
 
 /* One task: one fed token × one KV head, covering the query heads that share it. A token at position p attends to
- * positions 0..p of its sequence, read block by block through the block table (its own K/V already written). */
+ * positions 0..p of its sequence (p − window + 1..p on a sliding layer), read block by block through the block table
+ * (its own K/V already written). Scores are indexed by position; a sliding window's first block is scored whole and
+ * the positions before the window get probability 0. */
 static void attn_task(void *ctx, int64_t task, int thread) {
   const attn_job *j = ctx;
   rill_engine *e = j->e;
@@ -222,7 +227,8 @@ static void attn_task(void *ctx, int64_t task, int thread) {
   float *acc = scores + (size_t)G * (size_t)e->lim.max_positions;           /* G rows of D */
   const float scale = 1.0f / sqrtf((float)D);
   const size_t lds = (size_t)n;
-  for (int b = 0; b * bs < n; b++) {
+  const int first = j->window > 0 && n > j->window ? n - j->window : 0, b0 = first / bs;
+  for (int b = b0; b * bs < n; b++) {
     int cnt = n - b * bs < bs ? n - b * bs : bs;
     size_t tile = rill_kv_tile(kv, j->layer, table[b], kh);
     if (kv->bf16) {
@@ -233,18 +239,21 @@ static void attn_task(void *ctx, int64_t task, int thread) {
   }
   for (int g = 0; g < G; g++) {
     float *sc = scores + (size_t)g * lds;
-    float mx = sc[0];
-    for (int p = 1; p < n; p++) mx = sc[p] > mx ? sc[p] : mx;
-    double sum = 0.0;
-    for (int p = 0; p < n; p++) {
+    float mx = sc[first];
+    for (int p = first + 1; p < n; p++) mx = sc[p] > mx ? sc[p] : mx;
+    const float sink = j->sinks != NULL ? j->sinks[kh * G + g] : -INFINITY;
+    mx = sink > mx ? sink : mx;
+    double sum = j->sinks != NULL ? (double)expf(sink - mx) : 0.0;
+    for (int p = b0 * bs; p < first; p++) sc[p] = 0.0f;
+    for (int p = first; p < n; p++) {
       sc[p] = expf(sc[p] - mx);
       sum += sc[p];
     }
     float inv = (float)(1.0 / sum);
-    for (int p = 0; p < n; p++) sc[p] *= inv;
+    for (int p = first; p < n; p++) sc[p] *= inv;
   }
   memset(acc, 0, (size_t)G * D * sizeof(float));
-  for (int b = 0; b * bs < n; b++) {
+  for (int b = b0; b * bs < n; b++) {
     int cnt = n - b * bs < bs ? n - b * bs : bs;
     size_t tile = rill_kv_tile(kv, j->layer, table[b], kh);
     if (kv->bf16) {
@@ -336,7 +345,7 @@ rill_status rill_forward(rill_engine *e, const rill_step_batch *b, rill_rows mod
   }
   for (int t = 0; t < T; t++) {
     rill_matrix_row(&e->w.embed, b->tokens[t], e->x + (size_t)t * H);
-    rill_rope_angles(e->inv_freq, half, b->positions[t], e->rope_cos + (size_t)t * half,
+    rill_rope_angles(e->inv_freq, half, b->positions[t], c->rope_attn_factor, e->rope_cos + (size_t)t * half,
                      e->rope_sin + (size_t)t * half);
   }
 
@@ -346,12 +355,18 @@ rill_status rill_forward(rill_engine *e, const rill_step_batch *b, rill_rows mod
     linear(e, &L->qkv, e->xn, (size_t)H, T, e->qkv, (size_t)e->qkv_dim);
     qkv_job qj = {.e = e, .L = L, .layer = l, .T = T};
     rill_pool_run(e->pool, qkv_task, &qj, tasks_for(T, TOKENS_PER_TASK));
-    attn_job aj = {.e = e, .b = b, .layer = l};
+    attn_job aj = {.e = e, .b = b, .layer = l, .window = c->layer_sliding[l] ? c->sliding_window : 0,
+                   .sinks = L->sinks};
     rill_pool_run(e->pool, attn_task, &aj, (int64_t)T * c->num_kv_heads);
     const size_t qd = (size_t)c->num_heads * (size_t)c->head_dim;
     linear(e, &L->o, e->attn, qd, T, e->proj, (size_t)H);
     residual(e, T, L->o_bias);
     norm_all(e, e->x, (size_t)H, L->ffn_norm, T, NULL, e->xn, (size_t)H);
+    if (c->num_experts > 0) {
+      linear(e, &L->router, e->xn, (size_t)H, T, e->moe.logits, (size_t)c->num_experts);
+      rill_moe_forward(c, L, e->k, e->pool, &e->moe, e->xn, T, e->x);
+      continue;
+    }
     linear(e, &L->gate_up, e->xn, (size_t)H, T, e->gu, 2 * (size_t)I);
     elem_job sj = {.e = e, .T = T, .bias = NULL};
     rill_pool_run(e->pool, silu_task, &sj, tasks_for(T, TOKENS_PER_TASK));

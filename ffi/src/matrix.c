@@ -122,7 +122,7 @@ static void load_task(void *ctx, int64_t task, int thread) {
  * hardware prefetchers stop at; with THP in `madvise` mode (a common default) memory from malloc never gets them.
  * The length is rounded only to base pages, so the tail under 2 MB stays in small pages and nothing is wasted;
  * *mapped is what rill_matrix_free unmaps. Never NULL unless out of memory. */
-static void *weights_alloc(size_t bytes, size_t *mapped) {
+void *rill_weights_alloc(size_t bytes, size_t *mapped) {
   const size_t len = (bytes + BASE_PAGE - 1) & ~(BASE_PAGE - 1);
   unsigned char *p = mmap(NULL, len + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return NULL;
@@ -152,7 +152,7 @@ rill_status rill_matrix_load(rill_matrix *m, rill_wtype type, const rill_tensor 
     m->ld = (size_t)cols;
   }
   size_t bytes = (size_t)rows * m->ld * elem;
-  m->data = weights_alloc(bytes > 0 ? bytes : 1, &m->mapped);
+  m->data = rill_weights_alloc(bytes > 0 ? bytes : 1, &m->mapped);
   load_job j = {.m = m, .parts = parts, .nparts = nparts, .scratch_stride = (size_t)cols + RILL_Q8_BLOCK};
   j.scratch = malloc(j.scratch_stride * (size_t)rill_pool_threads(pool) * sizeof(float));
   if (m->data == NULL || j.scratch == NULL) {
@@ -163,6 +163,10 @@ rill_status rill_matrix_load(rill_matrix *m, rill_wtype type, const rill_tensor 
   rill_pool_run(pool, load_task, &j, (rows + LOAD_ROWS - 1) / LOAD_ROWS);
   free(j.scratch);
   return RILL_OK;
+}
+
+void rill_weights_free(void *p, size_t mapped) {
+  if (p != NULL) munmap(p, mapped);
 }
 
 void rill_matrix_free(rill_matrix *m) {

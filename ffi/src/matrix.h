@@ -31,6 +31,10 @@ typedef struct rill_matrix {
 rill_status rill_matrix_load(rill_matrix *m, rill_wtype type, const rill_tensor *const *parts, int nparts, int cols,
                              rill_pool *pool);
 void rill_matrix_free(rill_matrix *m);
+/* Memory for weights: huge-page aligned and advised, *mapped bytes to hand back to rill_weights_free; NULL when out of
+ * memory. */
+void *rill_weights_alloc(size_t bytes, size_t *mapped);
+void rill_weights_free(void *p, size_t mapped);
 size_t rill_matrix_bytes(const rill_matrix *m);
 /* Row r as fp32 (dequantised for INT8). */
 void rill_matrix_row(const rill_matrix *m, int32_t r, float *out);

@@ -72,6 +72,44 @@ static void matrix(loader *l, rill_matrix *m, rill_wtype type, const rill_tensor
   if (*s != RILL_OK) snprintf(l->err, l->err_cap, "out of memory loading %s", parts[0]->name);
 }
 
+/* gpt-oss's per-layer tensors beyond the attention projections: sinks, router, MXFP4 experts. */
+static void check_moe(loader *l, const rill_model_config *c, int i, rill_status *s) {
+  char name[160];
+  const int64_t H = c->hidden_size, I = c->intermediate_size, E = c->num_experts;
+  snprintf(name, sizeof name, "model.layers.%d.self_attn.sinks", i);
+  need(l, name, c->num_heads, -1, s);
+  snprintf(name, sizeof name, "model.layers.%d.mlp.router.weight", i);
+  need(l, name, E, H, s);
+  snprintf(name, sizeof name, "model.layers.%d.mlp.router.bias", i);
+  need(l, name, E, -1, s);
+  if (*s != RILL_OK) return;
+  snprintf(name, sizeof name, "model.layers.%d.mlp.experts.gate_up_proj_", i);
+  *s = rill_mxfp4_experts_check(l->ck, l->ck_name, name, (int32_t)E, (int32_t)(2 * I), (int32_t)H, l->err, l->err_cap);
+  if (*s != RILL_OK) return;
+  snprintf(name, sizeof name, "model.layers.%d.mlp.experts.down_proj_", i);
+  *s = rill_mxfp4_experts_check(l->ck, l->ck_name, name, (int32_t)E, (int32_t)H, (int32_t)I, l->err, l->err_cap);
+}
+
+static void load_moe(loader *l, const rill_model_config *c, int i, rill_layer_weights *L, rill_status *s) {
+  char name[160];
+  const int64_t H = c->hidden_size, I = c->intermediate_size, E = c->num_experts;
+  snprintf(name, sizeof name, "model.layers.%d.self_attn.sinks", i);
+  L->sinks = vector(l, name, c->num_heads, s);
+  snprintf(name, sizeof name, "model.layers.%d.mlp.router.bias", i);
+  L->router_bias = vector(l, name, E, s);
+  snprintf(name, sizeof name, "model.layers.%d.mlp.router.weight", i);
+  const rill_tensor *router = rill_checkpoint_find(l->ck, name);
+  matrix(l, &L->router, RILL_W_F32, &router, 1, (int)H, s);
+  if (*s != RILL_OK) return;
+  snprintf(name, sizeof name, "model.layers.%d.mlp.experts.gate_up_proj_", i);
+  *s = rill_mxfp4_experts_load(l->ck, name, (int32_t)E, (int32_t)(2 * I), (int32_t)H, l->pool, &L->experts_gate_up,
+                               l->err, l->err_cap);
+  if (*s != RILL_OK) return;
+  snprintf(name, sizeof name, "model.layers.%d.mlp.experts.down_proj_", i);
+  *s = rill_mxfp4_experts_load(l->ck, name, (int32_t)E, (int32_t)H, (int32_t)I, l->pool, &L->experts_down, l->err,
+                               l->err_cap);
+}
+
 rill_wtype rill_checkpoint_default_wtype(const rill_checkpoint *ck) {
   const rill_tensor *t = rill_checkpoint_find(ck, "model.embed_tokens.weight");
   return t != NULL && t->dtype == RILL_TENSOR_BF16 ? RILL_W_BF16 : RILL_W_F32;
@@ -114,6 +152,10 @@ rill_status rill_model_weights_load(const rill_checkpoint *ck, const char *ck_na
       need(&l, name, D, -1, &s);
       snprintf(name, sizeof name, "model.layers.%d.self_attn.k_norm.weight", i);
       need(&l, name, D, -1, &s);
+    }
+    if (c->num_experts > 0) {
+      check_moe(&l, c, i, &s);
+      continue;
     }
     static const char *const mlp[] = {"gate_proj", "up_proj", "down_proj"};
     const int64_t mrows[] = {I, I, H}, mcols[] = {H, H, I};
@@ -174,6 +216,12 @@ rill_status rill_model_weights_load(const rill_checkpoint *ck, const char *ck_na
       snprintf(name, sizeof name, "model.layers.%d.self_attn.o_proj.bias", i);
       L->o_bias = vector(&l, name, H, &s);
     }
+    if (c->num_experts > 0) {
+      load_moe(&l, c, i, L, &s);
+      w->bytes += rill_matrix_bytes(&L->qkv) + rill_matrix_bytes(&L->o) + rill_matrix_bytes(&L->router) +
+                  rill_mxfp4_experts_bytes(&L->experts_gate_up) + rill_mxfp4_experts_bytes(&L->experts_down);
+      continue;
+    }
     const rill_tensor *gu[2];
     snprintf(name, sizeof name, "model.layers.%d.mlp.gate_proj.weight", i);
     gu[0] = rill_checkpoint_find(ck, name);
@@ -208,6 +256,11 @@ void rill_model_weights_free(rill_model_weights *w) {
       rill_matrix_free(&L->o);
       rill_matrix_free(&L->gate_up);
       rill_matrix_free(&L->down);
+      free(L->sinks);
+      free(L->router_bias);
+      rill_matrix_free(&L->router);
+      rill_mxfp4_experts_free(&L->experts_gate_up);
+      rill_mxfp4_experts_free(&L->experts_down);
     }
     free(w->layers);
   }

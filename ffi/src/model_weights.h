@@ -1,6 +1,8 @@
 /*
- * The weights of a decoder-only transformer (Llama / Mistral / Qwen2 / Qwen3 layout) read from a checkpoint: every
- * tensor is checked for presence, dtype (F32, F16 or BF16) and shape before anything is converted.
+ * The weights of a decoder-only transformer (Llama / Mistral / Qwen2 / Qwen3 / gpt-oss layout) read from a checkpoint:
+ * every tensor is checked for presence, dtype (F32, F16 or BF16; U8 for MXFP4 blocks and scales) and shape before
+ * anything is converted. gpt-oss's experts stay MXFP4 whatever the weight type; its router is held in fp32 (E × hidden
+ * values: routing is a discrete choice that a rounded router would flip on near-ties).
  */
 #ifndef RILL_MODEL_WEIGHTS_H
 #define RILL_MODEL_WEIGHTS_H
@@ -10,6 +12,7 @@
 
 #include "matrix.h"
 #include "model_config.h"
+#include "mxfp4.h"
 #include "safetensors.h"
 
 typedef struct rill_layer_weights {
@@ -21,6 +24,12 @@ typedef struct rill_layer_weights {
   float *o_bias;               /* [hidden] or NULL */
   rill_matrix gate_up;         /* rows: gate (intermediate), then up (intermediate); cols: hidden */
   rill_matrix down;            /* rows: hidden; cols: intermediate */
+  /* gpt-oss (cfg num_experts > 0; gate_up and down then stay empty). */
+  float *sinks;                /* [heads]: each query head's sink logit */
+  rill_matrix router;          /* [experts, hidden], fp32 */
+  float *router_bias;          /* [experts] */
+  rill_mxfp4_experts experts_gate_up; /* rows 2 × intermediate, gate and up interleaved (2i gate, 2i + 1 up) */
+  rill_mxfp4_experts experts_down;    /* rows hidden, cols intermediate */
 } rill_layer_weights;
 
 typedef struct rill_model_weights {

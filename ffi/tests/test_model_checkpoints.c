@@ -1,10 +1,14 @@
 /*
  * Every architecture rill serves, against torch: the random-initialised checkpoints of scripts/make_checkpoints.py
  * (tests/fixtures/checkpoints: Llama 3 with llama3 rope scaling and shards, Llama 2 tied, Mistral, Qwen2 with
- * biases, Qwen3 with q/k norm and head_dim != hidden / heads; GQA) and their float64 reference logits. Error is
+ * biases, Qwen3 with q/k norm and head_dim != hidden / heads, gpt-oss in the release layout; GQA) and their float64
+ * reference logits. Error is
  * max |native − torch| over a prompt relative to its largest |torch logit|: ≤ 1e-5 for checkpoints as held (fp32,
  * and bf16 ones too: the reference widens the same bf16 weights and the device accumulates in fp32), ≤ 1e-2 for fp32
- * checkpoints loaded as bf16, ≤ 5e-2 for int8, with greedy agreement reported. Each
+ * checkpoints loaded as bf16, ≤ 5e-2 for int8, with greedy agreement reported. gpt-oss (its MXFP4 experts, sinks,
+ * sliding window and YaRN) is held to the same 1e-5; as int8 (its attention, embedding and head; experts stay MXFP4)
+ * to 1e-1: a mixture's output jumps where int8's shift of the router logits reorders experts near a tie (measured
+ * 1e-2 to 8e-2 per position on the fixture, whose smallest router margin is 0.059). Each
  * prompt also runs as chunked prefill through scattered blocks, which must give the one-shot logits bitwise.
  */
 #include <math.h>
@@ -109,7 +113,7 @@ int main(void) {
   rill_json_doc *manifest = read_json(ROOT "/manifest.json");
   if (manifest == NULL) return check_summary();
   const rill_json *list = rill_json_get(rill_json_root(manifest), "checkpoints");
-  CHECK(list != NULL && list->length >= 10);
+  CHECK(list != NULL && list->length >= 11);
   for (const rill_json *ck = list != NULL ? list->first : NULL; ck != NULL; ck = ck->next) {
     const char *name = rill_json_get(ck, "name")->string;
     const char *dtype = rill_json_get(ck, "dtype")->string;
@@ -132,8 +136,10 @@ int main(void) {
       CHECK_MSG(bf.rel <= 1e-2, "%s as bf16: relative error %g", name, bf.rel);
     }
     result q = run(dir, cases, "int8");
-    printf("%s as int8: relative error %.3g (bound 5e-2), greedy agreement %d/%d\n", name, q.rel, q.agree, q.rows);
-    CHECK_MSG(q.rel <= 5e-2, "%s as int8: relative error %g", name, q.rel);
+    const double int8_bound = strcmp(rill_json_get(ck, "architecture")->string, "GptOssForCausalLM") == 0 ? 1e-1 : 5e-2;
+    printf("%s as int8: relative error %.3g (bound %g), greedy agreement %d/%d\n", name, q.rel, int8_bound, q.agree,
+           q.rows);
+    CHECK_MSG(q.rel <= int8_bound, "%s as int8: relative error %g", name, q.rel);
     rill_json_free(golden);
   }
   rill_json_free(manifest);

@@ -27,6 +27,7 @@ Deno.test("checkpoint fixtures cover every architecture and both dtypes", () => 
   for (const arch of ["llama3", "llama2", "mistral", "qwen2", "qwen3"]) {
     for (const dtype of ["fp32", "bf16"]) assert.ok(names.has(`${arch}-${dtype}`), `${arch}-${dtype}`);
   }
+  assert.ok(names.has("gptoss-bf16"), "gpt-oss in the release layout (BF16 with MXFP4 experts)");
 });
 
 /** Worst relative error over the golden cases, each run alone as a prefill, and how often the argmax agrees. */

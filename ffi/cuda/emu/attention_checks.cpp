@@ -4,7 +4,9 @@
  * decodes), prefill chunks after cached prefix blocks, long contexts over many blocks and granule boundaries, query
  * groups of 1, 2, 7 and 8 heads, head_dim 64, 128 and 66; random inputs, never zero. Errors are relative to the
  * largest output. Batch invariance: each sequence run alone gives bitwise the outputs it gets in the batch, also
- * when the batch is large enough to take the prefill kernel and the sequence alone takes split-KV.
+ * when the batch is large enough to take the prefill kernel and the sequence alone takes split-KV. On two of the
+ * shapes every case runs again with gpt-oss's extras: a sliding window of 100 positions (across blocks and granules)
+ * and a sink logit per query head.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -84,7 +86,7 @@ struct step_io {
 /* Runs rill_k_attention on sequences `seqs` of the case (their pool tables), q rows from q_all at each token's
  * index in the whole case. */
 bool run_step(const pool &p, const step_case &c, const std::vector<int> &seqs, const std::vector<float> &q_all,
-              const std::vector<int> &tok0, step_io *io) {
+              const std::vector<int> &tok0, int window, const float *sinks, step_io *io) {
   io->S = (int)seqs.size();
   io->query_start.assign(1, 0);
   io->positions.clear();
@@ -107,13 +109,13 @@ bool run_step(const pool &p, const step_case &c, const std::vector<int> &seqs, c
   std::vector<float> part_ml(parts * 2, NAN), part_acc(parts * p.sh.head_dim, NAN);
   const cudaError_t e =
       rill_k_attention(nullptr, io->qkv.data(), io->T, io->S, p.H, io->positions.data(), io->query_start.data(),
-                       io->tables.data(), p.g, kLayer, p.kc.data(), p.vc.data(), io->out.data(), part_ml.data(),
-                       part_acc.data());
+                       io->tables.data(), p.g, kLayer, window, sinks, p.kc.data(), p.vc.data(), io->out.data(),
+                       part_ml.data(), part_acc.data());
   CHECK_MSG(e == cudaSuccess, "%s: launch: %s", c.what, cudaGetErrorString(e));
   return e == cudaSuccess;
 }
 
-void check_case(const pool &p, const step_case &c, rng *r) {
+void check_case(const pool &p, const step_case &c, rng *r, int window, bool with_sinks) {
   const int S = (int)c.fed.size(), D = p.sh.head_dim, G = p.sh.group;
   std::vector<int> tok0((size_t)S);
   int T = 0;
@@ -125,8 +127,11 @@ void check_case(const pool &p, const step_case &c, rng *r) {
   for (float &v : q_all) v = r->value();
   std::vector<int> all((size_t)S);
   for (int s = 0; s < S; s++) all[(size_t)s] = s;
+  std::vector<float> sinks((size_t)p.H);
+  for (float &v : sinks) v = 2.0f * r->value();
+  const float *sk = with_sinks ? sinks.data() : nullptr;
   step_io batch;
-  if (!run_step(p, c, all, q_all, tok0, &batch)) return;
+  if (!run_step(p, c, all, q_all, tok0, window, sk, &batch)) return;
   /* Reference. */
   double err = 0.0, scale = 0.0;
   const double inv = 1.0 / sqrt((double)D);
@@ -135,12 +140,13 @@ void check_case(const pool &p, const step_case &c, rng *r) {
     const int32_t *table = &p.tables[(size_t)s * kStride];
     for (int i = 0; i < c.fed[(size_t)s]; i++) {
       const int t = tok0[(size_t)s] + i, n = batch.positions[(size_t)t] + 1;
+      const int first = window > 0 && n > window ? n - window : 0;
       for (int h = 0; h < p.H; h++) {
         const int kh = h / G;
         const float *q = &q_all[(size_t)t * p.qkv_dim + (size_t)h * D];
         sc.assign((size_t)n, 0.0);
-        double m = -INFINITY;
-        for (int j = 0; j < n; j++) {
+        double m = with_sinks ? (double)sinks[(size_t)h] : -INFINITY;
+        for (int j = first; j < n; j++) {
           const size_t at = (((size_t)kLayer * p.g.num_blocks + table[j / kBlock]) * p.g.kv_heads + kh) * kBlock * D +
                             (size_t)(j % kBlock) * D;
           double dot = 0.0;
@@ -148,11 +154,11 @@ void check_case(const pool &p, const step_case &c, rng *r) {
           sc[(size_t)j] = dot * inv;
           m = fmax(m, sc[(size_t)j]);
         }
-        double l = 0.0;
-        for (int j = 0; j < n; j++) l += (sc[(size_t)j] = exp(sc[(size_t)j] - m));
+        double l = with_sinks ? exp((double)sinks[(size_t)h] - m) : 0.0;
+        for (int j = first; j < n; j++) l += (sc[(size_t)j] = exp(sc[(size_t)j] - m));
         for (int d = 0; d < D; d++) {
           double o = 0.0;
-          for (int j = 0; j < n; j++) {
+          for (int j = first; j < n; j++) {
             const size_t at = (((size_t)kLayer * p.g.num_blocks + table[j / kBlock]) * p.g.kv_heads + kh) * kBlock *
                                   D + (size_t)(j % kBlock) * D + d;
             o += sc[(size_t)j] * __bfloat162float(p.vc[at]);
@@ -168,12 +174,12 @@ void check_case(const pool &p, const step_case &c, rng *r) {
   const double rel = err / fmax(scale, 1e-30);
   worst = fmax(worst, rel);
   cases++;
-  CHECK_MSG(rel <= 2e-5, "%s (G %d, D %d, granule %d, %s): relative error %.3g", c.what, G, D, p.g.granule,
-            T <= kSplitMaxTokens ? "split" : "prefill", rel);
+  CHECK_MSG(rel <= 2e-5, "%s (G %d, D %d, granule %d, %s, window %d%s): relative error %.3g", c.what, G, D,
+            p.g.granule, T <= kSplitMaxTokens ? "split" : "prefill", window, with_sinks ? ", sinks" : "", rel);
   /* Batch invariance: each sequence alone. */
   for (int s = 0; s < S && S > 1; s++) {
     step_io alone;
-    if (!run_step(p, c, std::vector<int>{s}, q_all, tok0, &alone)) return;
+    if (!run_step(p, c, std::vector<int>{s}, q_all, tok0, window, sk, &alone)) return;
     const size_t row = (size_t)p.H * D;
     CHECK_MSG(memcmp(alone.out.data(), &batch.out[(size_t)tok0[(size_t)s] * row],
                      (size_t)c.fed[(size_t)s] * row * sizeof(float)) == 0,
@@ -200,7 +206,11 @@ void attention_kernel_checks(int *passed, int *failed) {
   for (const shape &sh : shapes) {
     pool p;
     make_pool(&p, sh, 4, &r);
-    for (const step_case &c : steps) check_case(p, c, &r);
+    for (const step_case &c : steps) check_case(p, c, &r, 0, false);
+    /* gpt-oss's heads (8 per KV head, D 64) and an odd shape: enough for the window and sinks. */
+    if ((sh.group == 8 && sh.head_dim == 64) || sh.head_dim == 66) {
+      for (const step_case &c : steps) check_case(p, c, &r, 100, true);
+    }
   }
   printf("attention kernels: %d cases, largest relative error %.3g\n", cases, worst);
   *passed = check_passed_count;

@@ -89,7 +89,9 @@ double rel_diff(const float *a, const float *b, size_t n) {
   return worst / scale;
 }
 
-void compare(pair *p, fixture *f, const char *dir, const char *what) {
+/* slack: how much more the model amplifies the bf16 GEMM inputs' rounding than the dense fixtures the bounds were set
+ * on (and the decodes that read the KV those GEMMs wrote). */
+void compare(pair *p, fixture *f, const char *dir, const char *what, double slack = 1.0) {
   rill_step_batch b = fixture_batch(f);
   const size_t n = (size_t)b.num_tokens * (size_t)p->vocab;
   float *x = static_cast<float *>(malloc(n * sizeof(float))), *y = static_cast<float *>(malloc(n * sizeof(float)));
@@ -100,8 +102,8 @@ void compare(pair *p, fixture *f, const char *dir, const char *what) {
     const double d = rel_diff(x, y, n);
     const bool bf16 = b.num_tokens > kGemvMaxTokens;
     double *worst = bf16 ? &worst_seen_bf16 : &worst_seen;
-    *worst = fmax(*worst, d);
-    CHECK_MSG(d <= (bf16 ? kBoundBf16 : kBound), "%s %s: logits differ by %.3g of the largest", dir, what, d);
+    *worst = fmax(*worst, d / slack); /* against the dense fixtures' bound */
+    CHECK_MSG(d <= (bf16 ? kBoundBf16 : kBound) * slack, "%s %s: logits differ by %.3g of the largest", dir, what, d);
   }
   free(x);
   free(y);
@@ -121,7 +123,7 @@ void fill_tokens(fixture *f, int32_t vocab) {
   }
 }
 
-void logits_checks(const char *dir) {
+void logits_checks(const char *dir, double slack = 1.0) {
   pair p;
   if (open_pair(dir, &p)) {
     /* Prefill of mixed lengths, two of them across block boundaries: 26 tokens take the tiled GEMM path. */
@@ -135,8 +137,8 @@ void logits_checks(const char *dir) {
     fixture_init(&pre, 1, pfed, pctx);
     for (int j = 0; j < FX_STRIDE; j++) pre.block_tables[j] = f.block_tables[2 * FX_STRIDE + j];
     for (int t = 0; t < 32; t++) pre.tokens[t] = token_at(2, t, p.vocab);
-    compare(&p, &pre, dir, "prefill 32 (tiled)");
-    compare(&p, &f, dir, "mixed prefill");
+    compare(&p, &pre, dir, "prefill 32 (tiled)", slack);
+    compare(&p, &f, dir, "mixed prefill", slack);
     /* Decodes: one token per sequence per step (the streaming path). */
     int32_t len[3] = {19, 5, 34};
     for (int step = 0; step < 8; step++) {
@@ -149,7 +151,7 @@ void logits_checks(const char *dir) {
       fill_tokens(&d, p.vocab);
       char what[32];
       snprintf(what, sizeof what, "decode %d", step);
-      compare(&p, &d, dir, what);
+      compare(&p, &d, dir, what, slack);
       for (int i = 0; i < 3; i++) len[i]++;
     }
     /* A verify-shaped step: 1 + 3 drafts on one sequence beside a decode. */
@@ -160,7 +162,40 @@ void logits_checks(const char *dir) {
       for (int j = 0; j < FX_STRIDE; j++) v.block_tables[i * FX_STRIDE + j] = f.block_tables[i * FX_STRIDE + j];
     }
     fill_tokens(&v, p.vocab);
-    compare(&p, &v, dir, "verify");
+    compare(&p, &v, dir, "verify", slack);
+  }
+  rill_engine_destroy(p.cpu);
+  rill_engine_destroy(p.cuda);
+}
+
+/* gpt-oss fed in steps of at most kGemvMaxTokens tokens, so both devices take fp32 activations everywhere and differ
+ * only in summation order: a 44-token sequence in chunks of 12, 16 and 16 across its window (20) and blocks (16),
+ * then decodes, each step's logits within 2e-4 of the CPU device's. (compare's general bounds allow for the bf16
+ * GEMM inputs of larger steps, whose rounding gpt-oss's fixture amplifies about twice as much as the dense ones.) */
+void gptoss_gemv_checks(const char *dir) {
+  pair p;
+  if (open_pair(dir, &p)) {
+    int32_t pos = 0;
+    const int32_t steps[] = {12, 16, 16, 1, 1, 1};
+    for (int i = 0; i < (int)(sizeof steps / sizeof steps[0]); i++) {
+      fixture f;
+      const int32_t fed[1] = {steps[i]}, ctx[1] = {pos + steps[i]};
+      fixture_init(&f, 1, fed, ctx);
+      fill_tokens(&f, p.vocab);
+      rill_step_batch b = fixture_batch(&f);
+      const size_t n = (size_t)b.num_tokens * (size_t)p.vocab;
+      float *x = static_cast<float *>(malloc(n * sizeof(float))), *y = static_cast<float *>(malloc(n * sizeof(float)));
+      const rill_status s1 = rill_forward_logits(p.cpu, &b, x), s2 = rill_forward_logits(p.cuda, &b, y);
+      CHECK_MSG(s1 == RILL_OK && s2 == RILL_OK, "%s: %s / %s", dir, rill_last_error(p.cpu), rill_last_error(p.cuda));
+      if (s1 == RILL_OK && s2 == RILL_OK) {
+        const double d = rel_diff(x, y, n);
+        printf("%s: %d tokens from position %d: cuda within %.3g of the cpu device\n", dir, steps[i], pos, d);
+        CHECK_MSG(d <= 2e-4, "%s: %d tokens from position %d: logits differ by %.3g", dir, steps[i], pos, d);
+      }
+      free(x);
+      free(y);
+      pos += steps[i];
+    }
   }
   rill_engine_destroy(p.cpu);
   rill_engine_destroy(p.cuda);
@@ -776,8 +811,14 @@ int main(int argc, char **argv) {
                           "tests/fixtures/checkpoints/qwen2-bf16",
                           "tests/fixtures/checkpoints/qwen3-bf16"};
     for (const char *dir : dirs) logits_checks(dir);
+    /* gpt-oss's fixture (SwiGLU clamped on a tenth of its activations, sinks) amplifies rounding about twice as much as
+     * the dense ones (its int8 error is 7.9% against their 2-4%); gptoss_gemv_checks holds the device to 2e-4 where
+     * both take fp32 inputs. */
+    logits_checks("tests/fixtures/checkpoints/gptoss-bf16", 2.0);
     long_context_checks("models/rill-tiny-chatml");
     graph_checks("tests/fixtures/checkpoints/qwen3-bf16", 16);
+    gptoss_gemv_checks("tests/fixtures/checkpoints/gptoss-bf16");
+    graph_checks("tests/fixtures/checkpoints/gptoss-bf16", 6);
   }
   if (all || strcmp(part, "engine") == 0) {
     verify_mix_checks("models/rill-tiny-chatml");

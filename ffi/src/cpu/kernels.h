@@ -43,7 +43,28 @@ typedef struct rill_kernels {
   /* Values stored by slot (n rows of D): out[g·D + d] += Σ_j p[g · lds + j] · v[j·D + d], summed over j in order. */
   void (*attn_values_f32)(const float *p, size_t lds, int G, const float *v, int n, int D, float *out);
   void (*attn_values_bf16)(const float *p, size_t lds, int G, const uint16_t *v, int n, int D, float *out);
+  /* MXFP4 weights times fp32 activations with fp32 accumulation: row r is nb blocks of 32 E2M1 codes, 16 bytes each
+   * at blocks + (r · nb + b) · 16 (element 2j of a block in the low nibble of byte j, 2j + 1 in the high one), with
+   * E8M0 scales at scales + r · nb; y[t · ldy + r] = Σ_c x_t[c] · w[r][c] for r0 ≤ r < r1, t < T. Activations come in
+   * MXFP4 order (rill_mxfp4_xpos): x_t[c] is at x + t · ldx + rill_mxfp4_xpos(c), so the low nibbles of a block's
+   * bytes meet 16 consecutive activations and the high nibbles the next 16, with no shuffling of the weights. */
+  void (*gemm_mxfp4)(const float *x, size_t ldx, int T, const uint8_t *blocks, const uint8_t *scales, int nb, int r0,
+                     int r1, float *y, size_t ldy);
 } rill_kernels;
+
+/* Where activation c sits in MXFP4 order: each block of 32 holds its even elements, then its odd ones. */
+static inline size_t rill_mxfp4_xpos(size_t c) { return (c & ~(size_t)31) + (c & 1) * 16 + (c & 31) / 2; }
+
+/* The E2M1 values of the 16 codes (bit 3 the sign), and an E8M0 scale byte s as 2^(s − 127). */
+extern const float rill_e2m1_values[16];
+float rill_e8m0_to_f32(uint8_t s);
+/* gemm_mxfp4 of each table (cpu/kernels_mxfp4.c). */
+void rill_gemm_mxfp4_portable(const float *x, size_t ldx, int T, const uint8_t *blocks, const uint8_t *scales, int nb,
+                              int r0, int r1, float *y, size_t ldy);
+void rill_gemm_mxfp4_avx2(const float *x, size_t ldx, int T, const uint8_t *blocks, const uint8_t *scales, int nb,
+                          int r0, int r1, float *y, size_t ldy);
+void rill_gemm_mxfp4_avx512(const float *x, size_t ldx, int T, const uint8_t *blocks, const uint8_t *scales, int nb,
+                            int r0, int r1, float *y, size_t ldy);
 
 
 /* Portable C; always available. */

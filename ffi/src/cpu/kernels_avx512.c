@@ -718,8 +718,8 @@ TGT_FN void silu_mul_z(const float *g, const float *u, int n, float *out) {
 
 const rill_kernels rill_kernels_avx512 = {
     .isa = "avx512", .gemm_f32 = gemm_f32, .gemm_bf16 = gemm_bf16, .gemm_q8 = gemm_q8_madd,
-    .quantize_q8 = quantize_q8_z, .silu_mul = silu_mul_z, AVX512_ATTENTION};
+    .quantize_q8 = quantize_q8_z, .silu_mul = silu_mul_z, AVX512_ATTENTION, .gemm_mxfp4 = rill_gemm_mxfp4_avx512};
 const rill_kernels rill_kernels_avx512_vnni = {
     .isa = "avx512vnni", .gemm_f32 = gemm_f32, .gemm_bf16 = gemm_bf16, .gemm_q8 = gemm_q8_vnni,
-    .quantize_q8 = quantize_q8_z, .silu_mul = silu_mul_z, AVX512_ATTENTION};
+    .quantize_q8 = quantize_q8_z, .silu_mul = silu_mul_z, AVX512_ATTENTION, .gemm_mxfp4 = rill_gemm_mxfp4_avx512};
 #endif
