@@ -15,7 +15,8 @@ export interface ServeConfig {
   readonly modelDir: string;
   readonly host: string;
   readonly port: number;
-  readonly backend: "onnx" | "native";
+  /** auto: native on safetensors weights when the library is built, else the ONNX graph (choose_backend.ts). */
+  readonly backend: "auto" | "onnx" | "native";
   readonly device: "cpu" | "cuda" | "auto";
   /** Intra-op threads per session, or "auto" (from the model's size). */
   readonly threads: number | "auto";
@@ -92,9 +93,11 @@ const SPECS: readonly OptionSpec[] = [
   {
     flag: "backend",
     env: "RILL_BACKEND",
-    value: "onnx|native",
-    help: "Inference backend: ONNX Runtime (sampled on the host) or rill's native library.",
-    fallback: "onnx",
+    value: "auto|onnx|native",
+    help: "Inference backend: rill's native library (safetensors weights) or ONNX Runtime (onnx/model.onnx, sampled " +
+      "on the host); auto = native when the library is built and the directory has safetensors weights it can " +
+      "serve, else ONNX.",
+    fallback: "auto",
   },
   { flag: "device", env: "RILL_DEVICE", value: "cpu|cuda|auto", help: "Device the backend runs on.", fallback: "auto" },
   {
@@ -143,7 +146,7 @@ const SPECS: readonly OptionSpec[] = [
     env: "RILL_PREFIX_CACHE",
     value: "on|off",
     help: "Reuse the KV of identical prompt prefixes across requests (the ONNX backend keeps a copy of each full " +
-      "block's KV for it, and shares only on one session).",
+      "block's KV for it, in memory all its shards share).",
     fallback: "on",
   },
   {
@@ -435,7 +438,7 @@ export function parseServeArgs(
     modelDir: positional[0] ?? env("RILL_MODEL_DIR") ?? DEFAULT_MODEL_DIR,
     host: get("host")!,
     port,
-    backend: choice("backend", get("backend")!, ["onnx", "native"] as const),
+    backend: choice("backend", get("backend")!, ["auto", "onnx", "native"] as const),
     device: choice("device", get("device")!, ["cpu", "cuda", "auto"] as const),
     threads: autoOrCount("threads", get("threads")!),
     dtype: choice("dtype", get("dtype")!, ["auto", "fp32", "bf16", "int8"] as const),

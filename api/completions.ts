@@ -105,7 +105,12 @@ export class CompletionsService {
     if (body.model !== modelId) throw modelNotFound(body.model, modelId);
     checkCompletionSupported(body);
     const tokenizer = engine.tokenizer;
-    const prompts = completionPrompts(body.prompt, (t) => tokenizer.encode(t), tokenizer.vocabSize);
+    const addSpecials = body.add_special_tokens ?? true;
+    const encode = (text: string) => {
+      const ids = tokenizer.encode(text);
+      return addSpecials && tokenizer.withSpecialTokens !== undefined ? tokenizer.withSpecialTokens(ids) : ids;
+    };
+    const prompts = completionPrompts(body.prompt, encode, tokenizer.vocabSize);
     prompts.forEach((ids, i) => {
       if (ids.length >= engine.maxModelLen) {
         throw contextLengthExceeded(ids.length, engine.maxModelLen, prompts.length === 1 ? "prompt" : `prompt[${i}]`);

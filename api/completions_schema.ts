@@ -4,7 +4,8 @@
  *
  * Honoured: prompt, max_tokens (default 16, as OpenAI), temperature, top_p, seed, stop, stream,
  * stream_options.include_usage, n (1..MAX_CHOICES choices per prompt), best_of = 1, presence/frequency penalties,
- * logit_bias, vLLM's top_k/min_p/repetition_penalty (api/sampling_fields.ts). Refused with a 400 naming the
+ * logit_bias, vLLM's top_k/min_p/repetition_penalty (api/sampling_fields.ts), vLLM's `add_special_tokens` (default
+ * true: a text prompt gets the tokenizer post-processor's specials, Llama 3's BOS, as vLLM encodes it). Refused with a 400 naming the
  * parameter: `echo`, `logprobs`, `suffix`, `best_of` > 1.
  */
 import { z } from "zod";
@@ -33,6 +34,7 @@ export const CompletionSchema = z.strictObject({
   echo: nullish(z.boolean()),
   logprobs: nullish(z.number().int().min(0).max(5)),
   suffix: nullish(z.string()),
+  add_special_tokens: nullish(z.boolean()),
   ...SamplingFieldShape,
   user: nullish(z.string()),
 });

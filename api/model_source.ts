@@ -1,8 +1,8 @@
 /**
- * Where the ONNX backend reads the model from. onnxruntime-node opens the model file by path in native code, which
- * sees only the real file system: a model `--include`d in a `deno compile` binary lives in Deno's embedded file
- * system, readable by `Deno.readFile` but invisible to native code. Such a model's engine files are copied to a
- * temporary directory the backend can open (the backend takes a path only; see the report on engine/backends/onnx_backend.ts).
+ * Where a backend reads the model from. onnxruntime-node and the native library open their files by path in native
+ * code, which sees only the real file system: a model `--include`d in a `deno compile` binary lives in Deno's
+ * embedded file system, readable by `Deno.readFile` but invisible to native code. Such a model's engine files are
+ * copied to a temporary directory the backend can open.
  */
 import { compiledRoot, isEmbedded } from "../model/embedded_files.ts";
 
@@ -16,16 +16,17 @@ export interface EngineModelDir {
 }
 
 /** What the engine reads from a model directory (the tokenizer and chat format are loaded by Deno beforehand). */
-const CONFIG_FILES = ["config.json", "generation_config.json"] as const;
+const CONFIG_FILES = ["config.json", "generation_config.json", "model.safetensors.index.json"] as const;
 
 /**
- * `dir` itself when native code can read it; otherwise a temporary copy of its config files and its ONNX graph with
- * the external-data files it references (`onnxDataPaths`, inside `dir/onnx/`). Releasing a copy deletes it: once
- * the session exists onnxruntime holds the weights in memory (or keeps the unlinked file mapped).
+ * `dir` itself when native code can read it; otherwise a temporary copy of its config files and `weightFiles` (the
+ * chosen backend's: the ONNX graph with its external data, or the safetensors files; paths inside `dir`, kept at the
+ * same relative place). Releasing a copy deletes it: once the backend is open it holds the weights in memory (or
+ * keeps the unlinked files mapped).
  */
 export async function engineModelDir(
   dir: string,
-  onnxDataPaths: readonly string[],
+  weightFiles: readonly string[],
   root: string | undefined = compiledRoot(),
 ): Promise<EngineModelDir> {
   if (!isEmbedded(dir, root)) return { dir, copied: false, release: () => Promise.resolve() };
@@ -39,10 +40,10 @@ export async function engineModelDir(
       });
       if (bytes !== null) await Deno.writeFile(`${temp}/${name}`, bytes);
     }
-    const onnxDir = `${dir}/onnx/`;
-    for (const path of [`${onnxDir}model.onnx`, ...onnxDataPaths]) {
-      if (!path.startsWith(onnxDir)) throw new Error(`ONNX data file '${path}' is outside ${onnxDir}`);
-      const target = `${temp}/onnx/${path.slice(onnxDir.length)}`;
+    const prefix = `${dir.replace(/\/+$/, "")}/`;
+    for (const path of weightFiles) {
+      if (!path.startsWith(prefix)) throw new Error(`weight file '${path}' is outside ${prefix}`);
+      const target = `${temp}/${path.slice(prefix.length)}`;
       await Deno.mkdir(target.slice(0, target.lastIndexOf("/")), { recursive: true });
       await Deno.writeFile(target, await Deno.readFile(path));
     }

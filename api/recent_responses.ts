@@ -37,5 +37,10 @@ export class RecentResponses {
     }
   }
 
+  /** Forgets a response: continuing from it on this connection is then refused (or served from the store). */
+  forget(id: string): void {
+    this.#entries.delete(id);
+  }
+
   readonly lookup: PreviousLookup = (id) => Promise.resolve(this.#entries.get(id));
 }

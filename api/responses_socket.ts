@@ -8,6 +8,9 @@
  *   are processed first in, first out, as the protocol's lanes are). At most `maxPending` may wait.
  * - `previous_response_id` continues from this connection's recent responses (RecentResponses) even with
  *   `store: false`, and otherwise from the store, as over HTTP.
+ * - a turn that fails (its message refused, or its response ending `failed`) evicts the `previous_response_id` it
+ *   named from the connection's responses, as the protocol requires: a client must not keep continuing from state
+ *   that just failed, so with `store: false` continuing from it again is `previous_response_not_found`.
  * - a message that cannot start a response (not JSON, schema errors, an unknown previous response, a full queue) is
  *   answered with an `error` event `{type:"error", status, error:{type, code, message, param}}` and the connection
  *   stays usable; failures once a response started are that stream's own `error` + `response.failed`.
@@ -117,10 +120,12 @@ export class ResponsesSocket {
   #onMessage(data: unknown): void {
     if (this.#closed) return;
     const receivedAt = performance.now();
+    let message: unknown;
     let body: Record<string, unknown>;
     let streamId: string | undefined;
     try {
-      ({ body, streamId } = this.#parse(data));
+      message = this.#read(data);
+      ({ body, streamId } = this.#parse(message));
       const refused = this.#o.refuse?.() ?? null;
       if (refused !== null) throw refused;
       if (this.#queue.length >= (this.#o.maxPending ?? 8)) {
@@ -131,15 +136,15 @@ export class ResponsesSocket {
         );
       }
     } catch (error) {
-      this.#refuse(error, streamId, receivedAt);
+      this.#refuse(error, streamId, receivedAt, isCreate(message) ? previousIdOf(message) : undefined);
       return;
     }
     this.#queue.push({ body, streamId, receivedAt });
     if (!this.#working) this.#work();
   }
 
-  /** The message as a create body and its lane; throws the ApiError the client is told. */
-  #parse(data: unknown): { body: Record<string, unknown>; streamId: string | undefined } {
+  /** The message's JSON value; throws the ApiError the client is told. */
+  #read(data: unknown): unknown {
     if (typeof data !== "string") {
       throw invalidRequest("Messages must be JSON text frames; binary frames are not accepted", null, "invalid_json");
     }
@@ -156,6 +161,11 @@ export class ResponsesSocket {
     } catch {
       throw invalidRequest("We could not parse the JSON of your message.", null, "invalid_json");
     }
+    return value;
+  }
+
+  /** The message as a create body and its lane; throws the ApiError the client is told. */
+  #parse(value: unknown): { body: Record<string, unknown>; streamId: string | undefined } {
     if (typeof value !== "object" || value === null || Array.isArray(value)) {
       throw invalidRequest("A message must be a JSON object", null, "invalid_type");
     }
@@ -184,7 +194,9 @@ export class ResponsesSocket {
     return { body, streamId: lane };
   }
 
-  #refuse(error: unknown, streamId: string | undefined, receivedAt: number): void {
+  /** Answers a message that could not start a response; the previous response it named is evicted. */
+  #refuse(error: unknown, streamId: string | undefined, receivedAt: number, previousId: string | undefined): void {
+    if (previousId !== undefined) this.#recent.forget(previousId);
     const api = toApiError(error);
     if (!(error instanceof ApiError) && api.status === 500) this.#o.onError?.(error);
     const { error: detail } = api.toJSON();
@@ -231,7 +243,7 @@ export class ResponsesSocket {
     try {
       run = await this.#o.start(pending.body, this.#recent.lookup, pending.receivedAt, trace);
     } catch (error) {
-      this.#refuse(error, pending.streamId, pending.receivedAt);
+      this.#refuse(error, pending.streamId, pending.receivedAt, previousIdOf(pending.body));
       return;
     }
     this.#running = run;
@@ -255,6 +267,10 @@ export class ResponsesSocket {
     if (final.status !== "in_progress" && final.status !== "queued") {
       this.#recent.remember(final as unknown as Record<string, unknown>, run.history);
     }
+    if (final.status === "failed") {
+      const previousId = previousIdOf(pending.body);
+      if (previousId !== undefined) this.#recent.forget(previousId);
+    }
     this.#o.onResponse?.({
       status: 200,
       ms: performance.now() - pending.receivedAt,
@@ -276,6 +292,17 @@ export class ResponsesSocket {
       await Promise.race([new Promise((resolve) => setTimeout(resolve, 5)), this.#closedSignal.promise]);
     }
   }
+}
+
+function isCreate(message: unknown): message is Record<string, unknown> {
+  return typeof message === "object" && message !== null && (message as Record<string, unknown>)["type"] ===
+      "response.create";
+}
+
+/** The `previous_response_id` a create body names, if a string. */
+function previousIdOf(body: Record<string, unknown>): string | undefined {
+  const id = body["previous_response_id"];
+  return typeof id === "string" ? id : undefined;
 }
 
 /**

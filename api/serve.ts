@@ -4,9 +4,12 @@
  */
 import type { ChatFormat } from "../formats/chat_format.ts";
 import type { Engine } from "../engine/engine.ts";
-import { BackendUnavailableError, describeBackend } from "../engine/backends/create_backend.ts";
-import { loadModel } from "../formats/load_model.ts";
-import { ModelDirError } from "../model/model_dir.ts";
+import { type BackendKind, BackendUnavailableError, describeBackend } from "../engine/backends/create_backend.ts";
+import { backendCandidates } from "../engine/backends/choose_backend.ts";
+import { nativeLibraryBuilt } from "../engine/backends/native_backend.ts";
+import type { LlmEngine } from "../engine/llm_engine.ts";
+import { type LoadedModel, loadModel } from "../formats/load_model.ts";
+import { describeSafetensors, ModelDirError, onnxExternalData } from "../model/model_dir.ts";
 import { openEngine } from "../engine/open_engine.ts";
 import { CliError, type ServeConfig } from "./cli_options.ts";
 import { Logger } from "./logger.ts";
@@ -38,56 +41,32 @@ export async function loadServedModel(config: ServeConfig, logger: Logger): Prom
       throw maxModelLenTooLong(config.maxModelLen, loaded.maxModelLen);
     }
     const defaults = samplingDefaults(loaded.generationConfig, await readDoSample(config.modelDir));
-    // A model embedded in a compiled binary is invisible to onnxruntime's native file reads. A self-contained one is
-    // handed over as bytes; one with external data (resolved by path next to the graph) still needs a real copy.
-    const embedded = isEmbedded(config.modelDir);
-    const modelBytes = embedded && loaded.onnxDataPaths.length === 0 ? await Deno.readFile(loaded.onnxPath) : undefined;
-    const source = modelBytes !== undefined
-      ? { dir: config.modelDir, copied: false, release: () => Promise.resolve() }
-      : await engineModelDir(config.modelDir, loaded.onnxDataPaths);
-    if (modelBytes !== undefined) logger.info("model is embedded in the binary; the backend reads it from memory");
-    if (source.copied) logger.info("model is embedded in the binary; the backend reads a copy", { dir: source.dir });
-    const shards = compiledRoot() !== undefined && config.shards === "auto"
-      ? 1 // the compile task does not embed engine/backends/onnx_worker.ts, so a binary cannot start workers
-      : config.shards;
-    const started = performance.now();
-    const engine = await openEngine({
-      modelDir: source.dir,
-      model: { ...loaded, onnxPath: `${source.dir}/onnx/model.onnx` },
-      tokenizer: loaded.tokenizer,
-      modelId: config.servedModelName ?? loaded.modelId,
-      maxNumSeqs: config.maxNumSeqs,
-      maxQueue: config.maxQueue,
-      maxModelLen: config.maxModelLen ?? loaded.maxModelLen,
-      speculative: config.speculative,
-      numSpeculativeTokens: config.numSpeculativeTokens,
-      eosTokenIds: loaded.eosTokenIds,
-      ...(config.maxNumBatchedTokens === undefined ? {} : { maxNumBatchedTokens: config.maxNumBatchedTokens }),
-      backend: {
-        kind: config.backend,
-        device: config.device,
-        threads: config.threads,
-        shards,
-        dtype: config.dtype,
-        blockSize: config.blockSize,
-        prefixCache: config.prefixCache,
-        ...(config.numKvBlocks === undefined ? {} : { numKvBlocks: config.numKvBlocks }),
-        ...(config.gpuMemoryFraction === undefined ? {} : { gpuMemoryFraction: config.gpuMemoryFraction }),
-        ...(config.draftModel === undefined ? {} : { draftModelDir: config.draftModel }),
-        ...(modelBytes === undefined ? {} : { modelBytes }),
-      },
-    }).finally(() => source.release());
+    const candidates = backendCandidates(
+      config.backend,
+      config.modelDir,
+      loaded.weights,
+      await nativeLibraryBuilt(),
+    );
+    let engine: LlmEngine | undefined;
+    let kind: BackendKind | undefined;
+    for (const [i, candidate] of candidates.entries()) {
+      logger.info(`backend: ${candidate.kind} (${candidate.why})`);
+      try {
+        engine = await openServedEngine(config, loaded, candidate.kind, logger);
+        kind = candidate.kind;
+        break;
+      } catch (error) {
+        const next = candidates[i + 1];
+        if (!(error instanceof BackendUnavailableError) || next === undefined) throw error;
+        logger.warn(`${candidate.kind} backend cannot serve this model, trying ${next.kind}: ${error.message}`);
+      }
+    }
+    if (engine === undefined || kind === undefined) throw new CliError(`Cannot load model '${config.modelDir}'`);
     // The backend may know a shorter limit than config.json (the graph's own position bound).
     if (config.maxModelLen !== undefined && config.maxModelLen > engine.maxModelLen) {
       await engine.close();
       throw maxModelLenTooLong(config.maxModelLen, engine.maxModelLen);
     }
-    const info = engine.backend.info;
-    logger.info(
-      `${config.backend} backend: ${describeBackend(engine.backend)}, max ${info.maxSeqs} sequences and ` +
-        `${info.maxBatchTokens} tokens per step, KV ${info.numBlocks} blocks of ${info.blockSize}, speculative ` +
-        `${config.speculative} (${Math.round(performance.now() - started)} ms)`,
-    );
     return { engine, format: loaded.format, modelId: loaded.modelId, defaults };
   } catch (error) {
     if (error instanceof CliError) throw error;
@@ -95,6 +74,92 @@ export async function loadServedModel(config: ServeConfig, logger: Logger): Prom
     if (error instanceof ModelDirError) throw new CliError(error.message.split("\n")[0]!);
     throw new CliError(`Cannot load model '${config.modelDir}': ${error instanceof Error ? error.message : error}`);
   }
+}
+
+/** Opens `kind` on the loaded model, logging the weight files that backend reads (and only those). */
+async function openServedEngine(
+  config: ServeConfig,
+  loaded: LoadedModel,
+  kind: BackendKind,
+  logger: Logger,
+): Promise<LlmEngine> {
+  const dir = config.modelDir;
+  const embedded = isEmbedded(dir);
+  let weightFiles: string[];
+  let modelBytes: Uint8Array | undefined;
+  switch (kind) {
+    case "onnx": {
+      const onnxPath = loaded.weights.onnxPath;
+      if (onnxPath === undefined) throw new BackendUnavailableError(`${dir}: onnx/model.onnx: file not found`);
+      const data = await onnxExternalData(dir, onnxPath);
+      logger.info(
+        `onnx/model.onnx: ${(data.bytes / 1048576).toFixed(1)} MB${
+          data.paths.length > 0 ? ` with external data ${data.paths.map((p) => p.split("/").pop()).join(", ")}` : ""
+        }`,
+      );
+      // A self-contained graph embedded in a binary is handed over as bytes; one with external data (resolved by
+      // path next to the graph) still needs a real copy.
+      if (embedded && data.paths.length === 0) modelBytes = await Deno.readFile(onnxPath);
+      weightFiles = [onnxPath, ...data.paths];
+      break;
+    }
+    case "native": {
+      const st = loaded.weights.safetensors;
+      if (st === undefined) throw new BackendUnavailableError(`${dir}: no safetensors weights`);
+      logger.info(describeSafetensors(st));
+      weightFiles = [...st.paths];
+      break;
+    }
+    default: {
+      const never: never = kind;
+      throw new BackendUnavailableError(`unknown backend ${String(never)}`);
+    }
+  }
+  const source = modelBytes !== undefined
+    ? { dir, copied: false, release: () => Promise.resolve() }
+    : await engineModelDir(dir, weightFiles);
+  if (modelBytes !== undefined) logger.info("model is embedded in the binary; the backend reads it from memory");
+  if (source.copied) logger.info("model is embedded in the binary; the backend reads a copy", { dir: source.dir });
+  const shards = compiledRoot() !== undefined && config.shards === "auto"
+    ? 1 // the compile task does not embed engine/backends/onnx_worker.ts, so a binary cannot start workers
+    : config.shards;
+  const started = performance.now();
+  const engine = await openEngine({
+    modelDir: source.dir,
+    model: {
+      ...loaded,
+      weights: { ...loaded.weights, onnxPath: kind === "onnx" ? `${source.dir}/onnx/model.onnx` : undefined },
+    },
+    tokenizer: loaded.tokenizer,
+    modelId: config.servedModelName ?? loaded.modelId,
+    maxNumSeqs: config.maxNumSeqs,
+    maxQueue: config.maxQueue,
+    maxModelLen: config.maxModelLen ?? loaded.maxModelLen,
+    speculative: config.speculative,
+    numSpeculativeTokens: config.numSpeculativeTokens,
+    eosTokenIds: loaded.eosTokenIds,
+    ...(config.maxNumBatchedTokens === undefined ? {} : { maxNumBatchedTokens: config.maxNumBatchedTokens }),
+    backend: {
+      kind,
+      device: config.device,
+      threads: config.threads,
+      shards,
+      dtype: config.dtype,
+      blockSize: config.blockSize,
+      prefixCache: config.prefixCache,
+      ...(config.numKvBlocks === undefined ? {} : { numKvBlocks: config.numKvBlocks }),
+      ...(config.gpuMemoryFraction === undefined ? {} : { gpuMemoryFraction: config.gpuMemoryFraction }),
+      ...(config.draftModel === undefined ? {} : { draftModelDir: config.draftModel }),
+      ...(modelBytes === undefined ? {} : { modelBytes }),
+    },
+  }).finally(() => source.release());
+  const info = engine.backend.info;
+  logger.info(
+    `${kind} backend: ${describeBackend(engine.backend)}, max ${info.maxSeqs} sequences and ` +
+      `${info.maxBatchTokens} tokens per step, KV ${info.numBlocks} blocks of ${info.blockSize}, speculative ` +
+      `${config.speculative} (${Math.round(performance.now() - started)} ms)`,
+  );
+  return engine;
 }
 
 function maxModelLenTooLong(requested: number, modelMax: number): CliError {

@@ -5,8 +5,9 @@
  *   add_special_tokens?, return_token_strs?}` → `{count, max_model_len, tokens, token_strs?}`. A prompt is encoded
  *   as the model's raw input (special-token text becomes the special token), exactly as `/v1/completions` encodes it;
  *   messages are rendered by the model's chat format as `/v1/chat/completions` renders them (generation prompt
- *   included). `add_special_tokens` is accepted for compatibility: rill's tokenizers add no BOS/EOS tokens around a
- *   text, so it changes no ids.
+ *   included). `add_special_tokens` (vLLM's defaults: true for a prompt, false for messages, whose template writes
+ *   its own BOS) puts the tokenizer post-processor's specials around the ids, as HF's tokenizers do (Llama 3's BOS;
+ *   none for Qwen or gpt-oss).
  * - detokenize: `{model?, tokens}` → `{prompt}` (special tokens included as their text).
  * Bad input is a 400 naming the parameter; a `model` other than the served one is a 404.
  */
@@ -54,12 +55,16 @@ export class TokenizeService {
     const { tokenizer, format, modelId, maxModelLen } = this.#o;
     if (body.model != null && body.model !== modelId) throw modelNotFound(body.model, modelId);
     let tokens: number[];
+    const withSpecials = (ids: number[], byDefault: boolean): number[] =>
+      (body.add_special_tokens ?? byDefault) && tokenizer.withSpecialTokens !== undefined
+        ? tokenizer.withSpecialTokens(ids)
+        : ids;
     if (body.prompt !== undefined) {
       if (body.messages !== undefined) {
         throw invalidRequest("Give either 'prompt' or 'messages', not both", "messages", "invalid_value");
       }
       if (body.tools != null) throw invalidRequest("'tools' goes with 'messages'", "tools", "invalid_value");
-      tokens = tokenizer.encode(body.prompt);
+      tokens = withSpecials(tokenizer.encode(body.prompt), true);
     } else if (body.messages !== undefined) {
       // The Chat Completions schema and conversion, so `messages` means here what it means there.
       const chat = parseOrThrow(ChatCompletionSchema, {
@@ -68,7 +73,7 @@ export class TokenizeService {
         ...(body.tools == null ? {} : { tools: body.tools }),
       });
       const { tools, choice } = chatTools(chat);
-      tokens = format.render({ messages: chatMessages(chat), tools, toolChoice: choice });
+      tokens = withSpecials(format.render({ messages: chatMessages(chat), tools, toolChoice: choice }), false);
     } else {
       throw invalidRequest(
         "Missing required parameter: 'prompt' (or 'messages')",

@@ -209,7 +209,7 @@ export async function run(): Promise<void> {
 
   const decodeTokens = 128;
   const overheadPrompt = render(questions[0]!);
-  const bare = await BareLoop.open(model.onnxPath);
+  const bare = await BareLoop.open(`${model.dir}/onnx/model.onnx`);
   const engine = await make("none", 32);
   try {
     // Bare loop and rill alternate on identical work (same prompt, greedy, same token count) so machine noise

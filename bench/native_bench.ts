@@ -246,7 +246,7 @@ async function measureBackend(m: ModelCase, c: BackendCase, probe: string): Prom
   const dir = await readModelDir(m.dir);
   let backend: Backend;
   try {
-    backend = await createBackend({ dir: m.dir, config: dir.config, onnxPath: dir.onnxPath }, {
+    backend = await createBackend({ dir: m.dir, config: dir.config, weights: dir.weights }, {
       kind: c.backend,
       ...(c.backend === "native" ? { dtype: c.dtype } : {}),
       threads: THREADS,

@@ -10,7 +10,7 @@ import type { Tokenizer } from "../model/tokenizer.ts";
 export interface OpenEngineOptions extends Omit<EngineOptions, "tokenizer" | "eosTokenIds"> {
   readonly modelDir: string;
   /** The directory as already read; read from `modelDir` when absent. */
-  readonly model?: Pick<ModelDir, "dir" | "config" | "generationConfig" | "tokenizer" | "tokenizerConfig" | "onnxPath">;
+  readonly model?: Pick<ModelDir, "dir" | "config" | "generationConfig" | "tokenizer" | "tokenizerConfig" | "weights">;
   /** Default: the model's tokenizer. */
   readonly tokenizer?: Tokenizer;
   /** Default: the model's eos ids (generation_config.json and config.json). */
@@ -30,7 +30,7 @@ export async function openEngine(options: OpenEngineOptions): Promise<LlmEngine>
   const maxModelLen = Math.min(options.maxModelLen ?? modelMax, modelMax);
   const maxNumSeqs = options.maxNumSeqs ?? 32;
   const numSpeculativeTokens = options.numSpeculativeTokens ?? 4;
-  const backend = await createBackend({ dir: options.modelDir, config: model.config, onnxPath: model.onnxPath }, {
+  const backend = await createBackend({ dir: options.modelDir, config: model.config, weights: model.weights }, {
     ...options.backend,
     maxNumSeqs,
     maxModelLen,

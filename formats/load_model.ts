@@ -10,13 +10,14 @@ import {
   ModelDirError,
   readModelDir,
   type TokenizerConfig,
+  type WeightFiles,
 } from "../model/model_dir.ts";
 import { createTemplateFormat } from "./template_format.ts";
 
 /**
  * The one model description: config.json, generation_config.json and the tokenizer files read once and validated
- * (engine/model_dir.ts), plus the chat format. Backends and the engine take their numbers from here; the backend
- * opens `onnxPath` itself.
+ * (model/model_dir.ts), plus the chat format. Backends and the engine take their numbers from here; the backend
+ * opens its weight files itself.
  */
 export interface LoadedModel {
   readonly dir: string;
@@ -28,8 +29,8 @@ export interface LoadedModel {
   readonly tokenizer: HfTokenizer;
   readonly format: ChatFormat;
   readonly formatName: ChatFormatName;
-  readonly onnxPath: string;
-  readonly onnxDataPaths: readonly string[];
+  /** The weight files found (each backend reads only its own). */
+  readonly weights: WeightFiles;
   /** Longest prompt + output the model takes: the smaller of max_position_embeddings and model_max_length. */
   readonly maxModelLen: number;
   /** EOS ids from generation_config.json and config.json (the format's stopTokens may add more). */
@@ -129,8 +130,7 @@ export async function loadModel(dir: string, options: LoadModelOptions = {}): Pr
     tokenizer: m.tokenizer,
     format,
     formatName,
-    onnxPath: m.onnxPath,
-    onnxDataPaths: m.onnxDataPaths,
+    weights: m.weights,
     maxModelLen,
     eosTokenIds,
   };

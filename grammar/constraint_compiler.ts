@@ -11,6 +11,7 @@
  * refused with a 400 before it is compiled. Each schema compiles once per process (cache).
  */
 import type { HfTokenizer } from "../model/hf_tokenizer.ts";
+import { compactJsonGrammar } from "./compact_json_grammar.ts";
 import { GrammarConstraint } from "./grammar_constraint.ts";
 import {
   buildStructuralTag,
@@ -129,28 +130,5 @@ export class ConstraintCompiler {
         });
       },
     };
-  }
-}
-
-/** Whitespace characters allowed between JSON tokens. */
-const MAX_WHITESPACE = 1;
-
-/**
- * The EBNF of a schema as JSON on one line with at most one whitespace character between tokens, so both `{"a":1}`
- * and `{"a": 1}` styles pass (models differ) while unbounded whitespace, where a small model can pad forever, cannot.
- */
-async function compactJsonGrammar(ref: SchemaRef): Promise<string> {
-  const grammar = await xgrammar().Grammar.fromJSONSchema(
-    JSON.stringify(ref.schema),
-    true,
-    -1,
-    [",", ":"],
-    ref.strict,
-    MAX_WHITESPACE,
-  );
-  try {
-    return grammar.toString();
-  } finally {
-    grammar.dispose();
   }
 }

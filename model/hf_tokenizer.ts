@@ -5,8 +5,10 @@ import type { Tokenizer } from "./tokenizer.ts";
  *
  * Supported: `model.type = "BPE"` with merges as `"a b"` strings or `[a, b]` pairs, `ignore_merges`, `byte_fallback`,
  * `unk_token`/`fuse_unk`; normalizers Sequence/Prepend/Replace/NFC/NFD/NFKC/NFKD/Lowercase; pre-tokenizers
- * Sequence/ByteLevel/Split/Metaspace/Digits; added tokens with `lstrip`/`rstrip`. Post-processors are ignored on
- * purpose: chat templates put BOS in the text themselves, as HF's `apply_chat_template` does.
+ * Sequence/ByteLevel/Split/Metaspace/Digits; added tokens with `lstrip`/`rstrip`. `encode` adds no special tokens:
+ * chat templates put BOS in the text themselves, as HF's `apply_chat_template` does. The post-processor
+ * (TemplateProcessing, BertProcessing, RobertaProcessing, ByteLevel, Sequence) gives the specials that
+ * `withSpecialTokens` puts around a single sequence, as HF's `add_special_tokens=True` does (Llama 3's BOS).
  *
  * Two byte conventions: byte-level (GPT-2 byte-to-unicode alphabet, chosen when a ByteLevel pre-tokenizer or decoder
  * is present) and SentencePiece-style (`▁` stands for a space, `<0xNN>` tokens for raw bytes).
@@ -254,6 +256,80 @@ function parsePreTokenizer(cfg: unknown, where: string, info: PreTokenizerInfo):
   }
 }
 
+/** The special-token ids a post-processor puts before and after a single sequence. */
+interface SpecialsAround {
+  readonly prefix: readonly number[];
+  readonly suffix: readonly number[];
+}
+
+const NO_SPECIALS: SpecialsAround = { prefix: [], suffix: [] };
+
+/** `[text, id]`, the form BertProcessing and RobertaProcessing give `cls` and `sep` in. */
+function pairId(v: unknown, where: string): number {
+  if (Array.isArray(v) && v.length === 2 && typeof v[1] === "number" && Number.isInteger(v[1]) && v[1] >= 0) {
+    return v[1];
+  }
+  throw new HfTokenizerError(`${where}: must be ["token", id]`);
+}
+
+/** The ids of a TemplateProcessing special token: its `special_tokens` entry, else the token of that text. */
+function templateSpecialIds(
+  cfg: Record<string, unknown>,
+  name: string,
+  where: string,
+  lookup: (text: string) => number | undefined,
+): number[] {
+  const entry = isRecord(cfg.special_tokens) ? cfg.special_tokens[name] : undefined;
+  if (isRecord(entry) && Array.isArray(entry.ids) && entry.ids.every((id) => Number.isInteger(id) && id >= 0)) {
+    return entry.ids as number[];
+  }
+  const id = lookup(name);
+  if (id === undefined) throw new HfTokenizerError(`${where}: special token ${JSON.stringify(name)} is unknown`);
+  return [id];
+}
+
+function parsePostProcessor(
+  cfg: unknown,
+  where: string,
+  lookup: (text: string) => number | undefined,
+): SpecialsAround {
+  if (cfg === null || cfg === undefined) return NO_SPECIALS;
+  if (!isRecord(cfg) || typeof cfg.type !== "string") {
+    throw new HfTokenizerError(`${where}: must be an object with "type"`);
+  }
+  switch (cfg.type) {
+    case "ByteLevel":
+      return NO_SPECIALS;
+    case "Sequence": {
+      if (!Array.isArray(cfg.processors)) throw new HfTokenizerError(`${where}: "processors" must be an array`);
+      const parts = cfg.processors.map((p, i) => parsePostProcessor(p, `${where}.processors[${i}]`, lookup));
+      return { prefix: parts.flatMap((p) => p.prefix), suffix: parts.flatMap((p) => p.suffix) };
+    }
+    case "BertProcessing":
+    case "RobertaProcessing":
+      return { prefix: [pairId(cfg.cls, `${where}.cls`)], suffix: [pairId(cfg.sep, `${where}.sep`)] };
+    case "TemplateProcessing": {
+      if (!Array.isArray(cfg.single)) throw new HfTokenizerError(`${where}: "single" must be an array`);
+      const prefix: number[] = [];
+      const suffix: number[] = [];
+      let seenSequence = false;
+      cfg.single.forEach((piece, i) => {
+        const at = `${where}.single[${i}]`;
+        if (isRecord(piece) && isRecord(piece.Sequence)) {
+          seenSequence = true;
+        } else if (isRecord(piece) && isRecord(piece.SpecialToken) && typeof piece.SpecialToken.id === "string") {
+          (seenSequence ? suffix : prefix).push(...templateSpecialIds(cfg, piece.SpecialToken.id, at, lookup));
+        } else {
+          throw new HfTokenizerError(`${at}: must be {"SpecialToken": {"id": ...}} or {"Sequence": {"id": ...}}`);
+        }
+      });
+      return { prefix, suffix };
+    }
+    default:
+      throw new HfTokenizerError(`${where}: post-processor type ${JSON.stringify(cfg.type)} is not supported`);
+  }
+}
+
 /** True when the decoder (possibly inside a Sequence) contains a step of this type. */
 function decoderHas(cfg: unknown, type: string): boolean {
   if (!isRecord(cfg)) return false;
@@ -351,6 +427,7 @@ export class HfTokenizer implements Tokenizer {
   readonly #fuseUnk: boolean;
   readonly #metaspace: string;
   readonly #leadingStrip: number;
+  readonly #specialsAround: SpecialsAround;
   readonly #cache = new Map<string, number[]>();
   readonly #bytes: (Uint8Array | undefined)[] = [];
 
@@ -458,6 +535,7 @@ export class HfTokenizer implements Tokenizer {
     this.style = byteLevel ? "byte-level" : "sentencepiece";
     this.#metaspace = info.metaspace ?? "\u2581";
     this.#leadingStrip = byteLevel ? 0 : decoderLeadingStrip(json.decoder);
+    this.#specialsAround = parsePostProcessor(json.post_processor, `"post_processor"`, (t) => this.tokenToId(t));
   }
 
   /** Builds a tokenizer from a parsed `tokenizer.json`; throws HfTokenizerError naming the offending field. */
@@ -491,6 +569,11 @@ export class HfTokenizer implements Tokenizer {
     if (stripNextLeading) tail = tail.trimStart();
     this.#encodeChunk(tail, last === 0, out);
     return out;
+  }
+
+  /** `ids` of one sequence with the post-processor's special tokens around them (HF's `add_special_tokens`). */
+  withSpecialTokens(ids: readonly number[]): number[] {
+    return [...this.#specialsAround.prefix, ...ids, ...this.#specialsAround.suffix];
   }
 
   encodeOrdinary(text: string): number[] {

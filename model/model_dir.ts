@@ -58,9 +58,18 @@ export interface ModelDir {
   readonly chatTemplate: string | undefined;
   /** Named templates from a list-form `chat_template` (e.g. "default", "tool_use"). */
   readonly chatTemplates: Readonly<Record<string, string>>;
-  readonly onnxPath: string;
-  /** External-data files the ONNX graph references (all checked to exist). */
-  readonly onnxDataPaths: readonly string[];
+  readonly weights: WeightFiles;
+}
+
+/**
+ * The weight files a directory holds, found without reading them: each backend reads only its own (the ONNX graph's
+ * external data is resolved by `onnxExternalData` once the ONNX backend is chosen).
+ */
+export interface WeightFiles {
+  /** `onnx/model.onnx`, when present. */
+  readonly onnxPath: string | undefined;
+  /** `model.safetensors`, or the shards `model.safetensors.index.json` maps tensors to, when present. */
+  readonly safetensors: { readonly paths: readonly string[]; readonly bytes: number } | undefined;
 }
 
 export interface ReadModelDirOptions {
@@ -308,12 +317,35 @@ function ms(t0: number): string {
 export const DEFAULT_CONTEXT_LENGTH = 2048;
 
 /**
- * The model's context length, computed here and nowhere else: the smaller of config.json's max_position_embeddings
- * and tokenizer_config.json's model_max_length, else 2048.
+ * The model's context length, computed here and nowhere else: config.json's `max_position_embeddings`, stretched by
+ * its rope scaling where that scaling extends positions past it (`linear`/`dynamic`: × factor; `yarn`:
+ * original_max_position_embeddings × factor when given; `llama3` and others already state the extended length).
+ * tokenizer_config.json's `model_max_length` counts only when config.json has no bound: tokenizer files are often
+ * copied between models (the gpt-oss release ships a 4096-token tokenizer limit beside a 131072-position config).
+ * Else 2048.
  */
 export function contextLength(m: Pick<ModelDir, "config" | "tokenizerConfig">): number {
-  const limits = [m.config.maxPositionEmbeddings, m.tokenizerConfig.modelMaxLength].filter((n) => n !== undefined);
-  return limits.length > 0 ? Math.min(...limits) : DEFAULT_CONTEXT_LENGTH;
+  const fromConfig = m.config.maxPositionEmbeddings;
+  if (fromConfig === undefined) return m.tokenizerConfig.modelMaxLength ?? DEFAULT_CONTEXT_LENGTH;
+  const scaling = m.config.raw.rope_scaling;
+  if (!isRecord(scaling)) return fromConfig;
+  const type = scaling.rope_type ?? scaling.type;
+  const factor = typeof scaling.factor === "number" && Number.isFinite(scaling.factor) && scaling.factor > 1
+    ? scaling.factor
+    : 1;
+  switch (type) {
+    case "linear":
+    case "dynamic":
+      return Math.floor(fromConfig * factor);
+    case "yarn": {
+      const original = scaling.original_max_position_embeddings;
+      return typeof original === "number" && Number.isInteger(original) && original > 0
+        ? Math.max(fromConfig, Math.floor(original * factor))
+        : fromConfig;
+    }
+    default:
+      return fromConfig;
+  }
 }
 
 /** EOS ids from generation_config.json and config.json, deduplicated (a chat format's stop tokens may add more). */
@@ -376,27 +408,7 @@ export async function readModelDir(dir: string, options: ReadModelDirOptions = {
     `tokenizer_config.json: ${chatTemplate === undefined ? "no chat template" : "chat template"} (${ms(t0)})`,
   );
 
-  t0 = performance.now();
-  const onnxPath = join(dir, "onnx/model.onnx");
-  const onnxKind = await fileKind(onnxPath);
-  if (onnxKind !== "file") throw new ModelDirError(`${dir}: onnx/model.onnx: file not found`);
-  const { size } = await Deno.stat(onnxPath);
-  const onnxDataPaths: string[] = [];
-  if (size <= MAX_SCANNED_ONNX) {
-    for (const loc of externalDataLocations(await Deno.readFile(onnxPath))) {
-      const p = join(join(dir, "onnx"), loc);
-      if (loc.startsWith("/") || loc.split("/").includes("..") || await fileKind(p) !== "file") {
-        throw new ModelDirError(`${dir}: onnx/model.onnx: external data file "${loc}" not found next to it`);
-      }
-      onnxDataPaths.push(p);
-    }
-  }
-  progress(
-    `onnx/model.onnx: ${(size / 1048576).toFixed(1)} MB${
-      onnxDataPaths.length > 0 ? ` + external data ${onnxDataPaths.map((p) => p.split("/").pop()).join(", ")}` : ""
-    } (${ms(t0)})`,
-  );
-
+  const weights = await findWeights(dir);
   return {
     dir,
     config,
@@ -405,7 +417,70 @@ export async function readModelDir(dir: string, options: ReadModelDirOptions = {
     tokenizerConfig,
     chatTemplate,
     chatTemplates,
-    onnxPath,
-    onnxDataPaths,
+    weights,
   };
+}
+
+const SAFETENSORS_INDEX = "model.safetensors.index.json";
+
+/** The weight files in `dir` (see WeightFiles); a sharded index that names a missing shard is an error. */
+export async function findWeights(dir: string): Promise<WeightFiles> {
+  const onnx = join(dir, "onnx/model.onnx");
+  const onnxPath = await fileKind(onnx) === "file" ? onnx : undefined;
+  let paths: string[] | undefined;
+  const single = join(dir, "model.safetensors");
+  if (await fileKind(single) === "file") {
+    paths = [single];
+  } else if (await fileKind(join(dir, SAFETENSORS_INDEX)) === "file") {
+    const index = (await readJson(dir, SAFETENSORS_INDEX, true))!;
+    const f: Fields = new Fields(`${dir}: ${SAFETENSORS_INDEX}`, index);
+    if (!isRecord(index.weight_map)) f.fail("weight_map", "must be an object of tensor name -> file");
+    const shards = new Set<string>();
+    for (const [tensor, file] of Object.entries(index.weight_map)) {
+      if (typeof file !== "string" || file === "" || file.includes("/") || file.startsWith(".")) {
+        f.fail(`weight_map.${tensor}`, "must be a file name next to the index");
+      }
+      shards.add(file);
+    }
+    if (shards.size === 0) f.fail("weight_map", "names no tensors");
+    paths = [...shards].sort().map((file) => join(dir, file));
+    for (const p of paths) {
+      if (await fileKind(p) !== "file") {
+        throw new ModelDirError(`${dir}: ${SAFETENSORS_INDEX}: shard ${p.slice(p.lastIndexOf("/") + 1)} not found`);
+      }
+    }
+  }
+  let bytes = 0;
+  for (const p of paths ?? []) bytes += (await Deno.stat(p)).size;
+  return { onnxPath, safetensors: paths === undefined ? undefined : { paths, bytes } };
+}
+
+/** The start-up log's line for safetensors weights: `model.safetensors: 8.3 MB` or `3 safetensors shards: 41.0 MB`. */
+export function describeSafetensors(st: NonNullable<WeightFiles["safetensors"]>): string {
+  const mb = `${(st.bytes / 1048576).toFixed(1)} MB`;
+  const first = st.paths[0] ?? "";
+  return st.paths.length === 1
+    ? `${first.slice(first.lastIndexOf("/") + 1)}: ${mb}`
+    : `${st.paths.length} safetensors shards: ${mb}`;
+}
+
+/**
+ * The external-data files `onnx/model.onnx` references, each checked to exist next to it. Only small graph files are
+ * scanned (see externalDataLocations).
+ */
+export async function onnxExternalData(dir: string, onnxPath: string): Promise<{ paths: string[]; bytes: number }> {
+  const { size } = await Deno.stat(onnxPath);
+  const paths: string[] = [];
+  let bytes = size;
+  if (size <= MAX_SCANNED_ONNX) {
+    for (const loc of externalDataLocations(await Deno.readFile(onnxPath))) {
+      const p = join(join(dir, "onnx"), loc);
+      if (loc.startsWith("/") || loc.split("/").includes("..") || await fileKind(p) !== "file") {
+        throw new ModelDirError(`${dir}: onnx/model.onnx: external data file "${loc}" not found next to it`);
+      }
+      paths.push(p);
+      bytes += (await Deno.stat(p)).size;
+    }
+  }
+  return { paths, bytes };
 }

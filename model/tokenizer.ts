@@ -6,6 +6,11 @@ export interface Tokenizer {
   readonly vocabSize: number;
   /** Encodes text; special-token text (e.g. `<|start|>`) inside it is encoded as the special token. */
   encode(text: string): number[];
+  /**
+   * One sequence's ids with the special tokens the tokenizer's post-processor adds around a text (Llama 3's BOS), as
+   * HF's and vLLM's `add_special_tokens` does. Absent: the tokenizer adds none.
+   */
+  withSpecialTokens?(ids: readonly number[]): number[];
   /** Encodes text treating everything as plain text, never producing special tokens. */
   encodeOrdinary(text: string): number[];
   /** Decodes ids to text (specials included as their text). Not for streaming: use a per-stream detokenizer. */

@@ -32,8 +32,11 @@ export async function spawnServe(
   const stderrDone = (async () => {
     for await (const chunk of child.stderr) err += decoder.decode(chunk, { stream: true });
   })();
+  let exited = false;
+  child.status.then(() => (exited = true));
   let url: string | undefined;
-  for (let i = 0; i < 600 && url === undefined; i++) {
+  // A process that exits before listening (a start-up error) ends the wait at once.
+  for (let i = 0; i < 600 && url === undefined && !exited; i++) {
     url = /"url":"(http:\/\/[^"]+)"/.exec(out)?.[1] ?? /at (http:\/\/[^\s]+)/.exec(out)?.[1];
     if (url === undefined) await new Promise((r) => setTimeout(r, 25));
   }
@@ -43,7 +46,7 @@ export async function spawnServe(
     return { code: status.code, signal: status.signal, stdout: out, stderr: err };
   };
   if (url === undefined) {
-    child.kill("SIGKILL");
+    if (!exited) child.kill("SIGKILL");
     const r = await finish();
     throw new Error(`server did not start:\n${r.stdout}\n${r.stderr}`);
   }

@@ -3,8 +3,9 @@
  * (engine/step_batch.ts): ONNX Runtime wrapped in the host sampler, the native library as it is. The native library
  * is opened only when asked for, so the ONNX path works where it is not built.
  */
-import { DEFAULT_CONTEXT_LENGTH, type ModelConfig } from "../../model/model_dir.ts";
+import { DEFAULT_CONTEXT_LENGTH, type ModelConfig, type WeightFiles } from "../../model/model_dir.ts";
 import { type ModelDims, OnnxBackend } from "./onnx_backend.ts";
+import { createBlockPool } from "./block_pool.ts";
 import type { Backend } from "../step_batch.ts";
 import { ShardedBackend, WorkerBackend } from "./worker_backend.ts";
 import { HostSampledBackend } from "./host_sampled_backend.ts";
@@ -13,6 +14,7 @@ import type { LogitsBackend } from "./logits_backend.ts";
 import { parameterCount, resolveThreading } from "./threading.ts";
 
 export type BackendKind = "onnx" | "native";
+export const BACKEND_KINDS: readonly BackendKind[] = ["onnx", "native"];
 export type DeviceKind = "cpu" | "cuda" | "auto";
 
 /** A backend cannot be made as asked (unknown device, missing native library): a one-line message for the user. */
@@ -24,7 +26,8 @@ export class BackendUnavailableError extends Error {
 export interface BackendModel {
   readonly dir: string;
   readonly config: ModelConfig;
-  readonly onnxPath: string;
+  /** The directory's weight files: the ONNX backend needs `onnx/model.onnx` unless given `modelBytes`. */
+  readonly weights: Pick<WeightFiles, "onnxPath">;
 }
 
 export interface BackendOptions {
@@ -50,7 +53,7 @@ export interface BackendOptions {
   readonly gpuMemoryFraction?: number;
   /**
    * Let sequences share identical prefix blocks, so the engine runs a prefix cache (default true). ONNX keeps a copy of
-   * each full block's KV for it (on one session; sharded sessions keep their caches apart and do not share).
+   * each full block's KV for it, in memory all its sessions share (block_pool.ts), so it works across shards.
    */
   readonly prefixCache?: boolean;
   /** Most drafts verified per step (default 4). */
@@ -134,15 +137,18 @@ async function createOnnxBackend(model: BackendModel, options: BackendOptions): 
     cores: options.cores ?? navigator.hardwareConcurrency,
   });
   const dims = onnxDims(model.config);
-  const source: string | Uint8Array = options.modelBytes ?? model.onnxPath;
-  if (typeof source === "string" && !(await isFile(source))) throw new Error(`model file not found: ${source}`);
-  const sessionOptions = { intraOpNumThreads: threads };
-  const share = shards === 1 && (options.prefixCache ?? true);
-  const main = await OnnxBackend.create(
-    source,
-    { ...sessionOptions, ...(share ? { prefixBlockSize: blockSize } : {}) },
-    dims,
-  );
+  const source: string | Uint8Array | undefined = options.modelBytes ?? model.weights.onnxPath;
+  if (source === undefined) throw new BackendUnavailableError(`${model.dir}: onnx/model.onnx: file not found`);
+  if (typeof source === "string" && !(await isFile(source))) {
+    throw new BackendUnavailableError(`${source}: file not found`);
+  }
+  const share = options.prefixCache ?? true;
+  const numBlocks = options.numKvBlocks ?? maxNumSeqs * Math.ceil(Math.min(maxModelLen, dims.maxPositions) / blockSize);
+  const sessionOptions = {
+    intraOpNumThreads: threads,
+    ...(share ? { prefixPool: createBlockPool({ blockSize, numBlocks, ...dims }) } : {}),
+  };
+  const main = await OnnxBackend.create(source, sessionOptions, dims);
   let inner: LogitsBackend = main;
   if (shards > 1) {
     const workers: LogitsBackend[] = [];
@@ -154,10 +160,9 @@ async function createOnnxBackend(model: BackendModel, options: BackendOptions): 
     }
     inner = new ShardedBackend([main, ...workers]);
   }
-  const perSeq = Math.ceil(Math.min(maxModelLen, inner.maxPositions) / blockSize);
   const backend = new HostSampledBackend(inner, {
     blockSize,
-    numBlocks: options.numKvBlocks ?? maxNumSeqs * perSeq,
+    numBlocks,
     maxBatchTokens: options.maxNumBatchedTokens ?? defaultMaxBatchTokens(inner.vocabSize, maxNumSeqs, maxDrafts),
     maxSeqs: maxNumSeqs,
     maxDrafts,
@@ -193,14 +198,15 @@ async function createNativeBackend(model: BackendModel, options: BackendOptions)
       ...(options.draftModelDir === undefined ? {} : { draftModelDir: options.draftModelDir }),
     });
   } catch (e) {
-    throw new BackendUnavailableError(`--backend native: ${e instanceof Error ? e.message.split("\n")[0] : e}`);
+    const message = e instanceof Error ? e.message.split("\n")[0]! : String(e);
+    throw new BackendUnavailableError(message.startsWith("native backend") ? message : `native backend: ${message}`);
   }
   const i = backend.info;
   descriptions.set(
     backend,
     `native ${i.device} (${i.isa}), ${i.dtype} weights, ${i.kvDtype} KV, ${i.threads} thread${
       i.threads === 1 ? "" : "s"
-    }, ${i.numBlocks} blocks of ${i.blockSize}` +
+    }` +
       (i.draftWeightBytes > 0 ? `, draft model ${options.draftModelDir} (${i.draftWeightBytes} weight bytes)` : ""),
   );
   return backend;

@@ -133,6 +133,15 @@ export const LIBRARY_PATH = resolve(dirname(fileURLToPath(import.meta.url)), "..
 
 let library: Library | undefined;
 
+/** Whether the library file exists (built here, or embedded in a compiled binary); opening it may still fail. */
+export async function nativeLibraryBuilt(path: string = LIBRARY_PATH): Promise<boolean> {
+  try {
+    return (await Deno.stat(path)).isFile;
+  } catch {
+    return false;
+  }
+}
+
 /**
  * A file native code can map for the library at `path`: `path` itself, or, when `path` lies in a `deno compile`
  * binary's embedded file system (`--include`), which only Deno's own file APIs can read, a temporary copy that

@@ -7,7 +7,8 @@
  * `contextLens - fed` is what it keeps from before. Sequences live as rows of a batch-layout cache block
  * (`KvBlock`: per layer key/value [rows, kvHeads, slots, headDim] plus an int64 mask [rows, slots]), not in the
  * engine's blocks. With prefix sharing on, the block tables name where full blocks are kept: each block a step fills
- * is copied into a pool under its id, and a sequence that starts from cached blocks is loaded from there.
+ * is copied into a pool under its id, and a sequence that starts from cached blocks is loaded from there. The pool is
+ * shared memory (block_pool.ts): sessions given the same pool (the shards of one engine) read each other's blocks.
  * The model's mask is per key slot, so:
  * - rows of different lengths are left-padded (mask 0 before their first token);
  * - a row feeding fewer tokens than the widest row is right-padded in that step (mask 0: its real queries never
@@ -23,6 +24,7 @@
  */
 import * as ort from "onnxruntime-node";
 import type { LogitsBackend } from "./logits_backend.ts";
+import { BlockPool, type BlockPoolBuffers } from "./block_pool.ts";
 import type { StepBatch } from "../step_batch.ts";
 
 export interface OnnxBackendOptions {
@@ -30,11 +32,11 @@ export interface OnnxBackendOptions {
   readonly intraOpNumThreads?: number;
   readonly interOpNumThreads?: number;
   /**
-   * Share prefix blocks in blocks of this many tokens (off when absent): the KV of every full block a sequence
-   * computes is kept by block id, and a sequence that starts with a context longer than what it feeds is loaded
-   * from the blocks its table lists.
+   * Share prefix blocks (off when absent): the KV of every full block a sequence computes is kept in this pool by
+   * block id, and a sequence that starts with a context longer than what it feeds is loaded from the blocks its
+   * table lists, whichever session sharing the pool computed them (createBlockPool; posting it to a worker shares it).
    */
-  readonly prefixBlockSize?: number;
+  readonly prefixPool?: BlockPoolBuffers;
 }
 
 export interface ModelDims {
@@ -151,13 +153,14 @@ export class OnnxBackend implements LogitsBackend {
    * whenever a sequence fills that block, so it always holds the last content computed there, which is the content
    * the engine registers when it shares the block (it registers only blocks whose tokens are all computed).
    */
-  readonly #pool = new Map<number, Float32Array[]>();
+  #pool: BlockPool | undefined;
   #closed = false;
 
-  private constructor(session: ort.InferenceSession, dims: ModelDims, prefixBlockSize: number) {
+  private constructor(session: ort.InferenceSession, dims: ModelDims, pool: BlockPool | undefined) {
     this.#session = session;
-    this.#blockSize = prefixBlockSize;
-    this.sharesPrefixBlocks = prefixBlockSize > 0;
+    this.#pool = pool;
+    this.#blockSize = pool?.blockSize ?? 0;
+    this.sharesPrefixBlocks = pool !== undefined;
     this.dims = dims;
     this.vocabSize = dims.vocabSize;
     this.maxPositions = dims.maxPositions;
@@ -200,9 +203,15 @@ export class OnnxBackend implements LogitsBackend {
     const session = typeof model === "string"
       ? await ort.InferenceSession.create(model, sessionOptions)
       : await ort.InferenceSession.create(model, sessionOptions);
-    const blockSize = options.prefixBlockSize ?? 0;
-    if (!(Number.isInteger(blockSize) && blockSize >= 0)) throw new RangeError("prefixBlockSize must be an integer");
-    return new OnnxBackend(session, resolveDims(session, dims), blockSize);
+    const resolved = resolveDims(session, dims);
+    const pool = options.prefixPool;
+    if (
+      pool !== undefined &&
+      pool.tensors * pool.blockFloats !== 2 * resolved.numLayers * resolved.kvHeads * pool.blockSize * resolved.headDim
+    ) {
+      throw new RangeError("prefixPool: its blocks do not have this model's cache shape");
+    }
+    return new OnnxBackend(session, resolved, pool === undefined ? undefined : new BlockPool(pool));
   }
 
   forward(batch: StepBatch): Promise<Float32Array> {
@@ -248,7 +257,7 @@ export class OnnxBackend implements LogitsBackend {
       if (fromPool) {
         for (let j = 0; j < Math.ceil(before / this.#blockSize); j++) {
           const block = batch.blockTables[i * batch.blockTableStride + j]!;
-          if (!this.#pool.has(block)) {
+          if (!this.#pool!.has(block)) {
             throw new Error(
               `step batch: blockTables: sequence ${seqId} starts from block ${block}, which holds no KV computed here`,
             );
@@ -294,7 +303,7 @@ export class OnnxBackend implements LogitsBackend {
     const P = e.cachedLength;
     const data = this.#pastNames.map(() => new Float32Array(H * P * D));
     for (let j = 0; j * bs < P; j++) {
-      const src = this.#pool.get(batch.blockTables[e.index * batch.blockTableStride + j]!)!;
+      const src = this.#pool!.read(batch.blockTables[e.index * batch.blockTableStride + j]!);
       const n = Math.min(bs, P - j * bs);
       for (let k = 0; k < data.length; k++) {
         for (let h = 0; h < H; h++) data[k]!.set(src[k]!.subarray(h * bs * D, (h * bs + n) * D), (h * P + j * bs) * D);
@@ -323,12 +332,7 @@ export class OnnxBackend implements LogitsBackend {
         throw new Error(`onnx backend: sequence ${e.seqId} holds fewer tokens than its context`);
       }
       for (let j = first; j < full; j++) {
-        const id = batch.blockTables[e.index * batch.blockTableStride + j]!;
-        let dst = this.#pool.get(id);
-        if (dst === undefined) {
-          dst = this.#pastNames.map(() => new Float32Array(H * bs * D));
-          this.#pool.set(id, dst);
-        }
+        const dst = this.#pool!.write(batch.blockTables[e.index * batch.blockTableStride + j]!);
         for (let k = 0; k < dst.length; k++) {
           const from = src.data[k]!;
           const to = dst[k]!;
@@ -549,7 +553,7 @@ export class OnnxBackend implements LogitsBackend {
     if (this.#closed) return;
     this.#closed = true;
     this.#locations.clear();
-    this.#pool.clear();
+    this.#pool = undefined;
     this.#main = undefined;
     await this.#session.release();
   }

@@ -7,6 +7,8 @@
  * A sequence lives in exactly one shard for its whole life (its cache is there). New sequences go to the first shard
  * (the main thread) while it holds fewer than `mainFirst` live sequences, then to the shard with the fewest, ties to
  * the first: small batches stay entirely on the main thread and pay no messaging cost, large ones end up balanced.
+ * Prefix blocks are shared when every shard keeps them in one pool (shared memory, block_pool.ts): a sequence that
+ * starts from cached blocks then runs wherever the balance puts it, whichever shard computed those blocks.
  */
 import type { LogitsBackend } from "./logits_backend.ts";
 import { subBatch } from "./sub_batch.ts";
@@ -15,15 +17,16 @@ import type { WorkerReply, WorkerRequest } from "./onnx_worker.ts";
 import type { StepBatch } from "../step_batch.ts";
 
 export class WorkerBackend implements LogitsBackend {
-  readonly sharesPrefixBlocks = false;
+  readonly sharesPrefixBlocks: boolean;
   readonly vocabSize: number;
   readonly maxPositions: number;
   readonly #worker: Worker;
   #pending: { resolve: (r: WorkerReply) => void; reject: (e: Error) => void } | undefined;
   #closed = false;
 
-  private constructor(worker: Worker, dims: ModelDims) {
+  private constructor(worker: Worker, dims: ModelDims, sharesPrefixBlocks: boolean) {
     this.#worker = worker;
+    this.sharesPrefixBlocks = sharesPrefixBlocks;
     this.vocabSize = dims.vocabSize;
     this.maxPositions = dims.maxPositions;
     worker.onmessage = (e: MessageEvent<WorkerReply>) => this.#settle(e.data);
@@ -51,7 +54,7 @@ export class WorkerBackend implements LogitsBackend {
       worker.terminate();
       throw new Error(ready.op === "error" ? ready.message : `onnx worker: unexpected ${ready.op}`);
     }
-    return new WorkerBackend(worker, ready.dims);
+    return new WorkerBackend(worker, ready.dims, options.prefixPool !== undefined);
   }
 
   #request(msg: WorkerRequest): Promise<WorkerReply> {
@@ -100,7 +103,8 @@ export class WorkerBackend implements LogitsBackend {
 }
 
 export class ShardedBackend implements LogitsBackend {
-  readonly sharesPrefixBlocks = false;
+  /** True when every shard shares prefix blocks, which must then be through one pool (see the module comment). */
+  readonly sharesPrefixBlocks: boolean;
   readonly vocabSize: number;
   readonly maxPositions: number;
   readonly #shards: readonly LogitsBackend[];
@@ -121,6 +125,7 @@ export class ShardedBackend implements LogitsBackend {
     this.#mainFirst = options.mainFirst ?? 8;
     this.#live = shards.map(() => 0);
     this.vocabSize = shards[0]!.vocabSize;
+    this.sharesPrefixBlocks = shards.every((s) => s.sharesPrefixBlocks);
     this.maxPositions = Math.min(...shards.map((s) => s.maxPositions));
     if (shards.some((s) => s.vocabSize !== this.vocabSize)) throw new Error("shards disagree on the vocabulary");
   }

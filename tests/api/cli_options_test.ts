@@ -9,7 +9,7 @@ Deno.test("parseServeArgs: defaults", () => {
   assert.equal(c.modelDir, DEFAULT_MODEL_DIR);
   assert.equal(c.host, "127.0.0.1");
   assert.equal(c.port, 8000);
-  assert.equal(c.backend, "onnx");
+  assert.equal(c.backend, "auto");
   assert.equal(c.apiKey, undefined);
   assert.equal(c.shutdownTimeout, 30);
   assert.equal(c.logFormat, "text");
@@ -58,7 +58,7 @@ Deno.test("backend flags: --backend onnx|native, --device, --threads, --dtype, -
   const off = parseServeArgs(["--prefix-cache", "off"], noEnv);
   assert.ok(off !== "help" && off.prefixCache === false);
   assert.match(serveHelp(), /--threads N\|auto/);
-  assert.match(serveHelp(), /--backend onnx\|native/);
+  assert.match(serveHelp(), /--backend auto\|onnx\|native/);
 });
 
 Deno.test("--speculative draft --draft-model DIR (RILL_SPECULATIVE, RILL_DRAFT_MODEL)", () => {

@@ -35,7 +35,7 @@ Deno.test("engineModelDir: a readable directory is used in place; an embedded on
   assert.deepEqual([inPlace.dir, inPlace.copied], [FIXTURE, false]);
 
   const loaded = await loadModel(FIXTURE);
-  const copy = await engineModelDir(FIXTURE, loaded.onnxDataPaths, resolve("tests/fixtures"));
+  const copy = await engineModelDir(FIXTURE, [loaded.weights.onnxPath!], resolve("tests/fixtures"));
   assert.equal(copy.copied, true);
   assert.notEqual(copy.dir, FIXTURE);
   try {
@@ -45,7 +45,7 @@ Deno.test("engineModelDir: a readable directory is used in place; an embedded on
     // The copy holds what the backend opens (as in `rill serve`); the description was read once from the original.
     const engine = await openEngine({
       modelDir: copy.dir,
-      model: { ...loaded, onnxPath: `${copy.dir}/onnx/model.onnx` },
+      model: { ...loaded, weights: { ...loaded.weights, onnxPath: `${copy.dir}/onnx/model.onnx` } },
       maxNumSeqs: 1,
     });
     try {
@@ -57,6 +57,25 @@ Deno.test("engineModelDir: a readable directory is used in place; an embedded on
     await copy.release();
   }
   await assert.rejects(Deno.stat(copy.dir), Deno.errors.NotFound);
+});
+
+Deno.test("engineModelDir: an embedded safetensors checkpoint is copied with its config and the native backend opens it", async () => {
+  const bundled = "models/rill-tiny-harmony";
+  const loaded = await loadModel(bundled);
+  const weights = loaded.weights.safetensors!.paths;
+  const copy = await engineModelDir(bundled, weights, resolve("models"));
+  assert.equal(copy.copied, true);
+  try {
+    for (const name of ["config.json", "generation_config.json", "model.safetensors"]) {
+      assert.deepEqual(await Deno.readFile(`${copy.dir}/${name}`), await Deno.readFile(`${bundled}/${name}`), name);
+    }
+    // Only the chosen backend's weights travel: the ONNX export stays behind.
+    await assert.rejects(Deno.stat(`${copy.dir}/onnx`), Deno.errors.NotFound);
+    const engine = await openEngine({ modelDir: copy.dir, model: loaded, maxNumSeqs: 1, backend: { kind: "native" } });
+    await engine.close();
+  } finally {
+    await copy.release();
+  }
 });
 
 Deno.test("the default model directory is the bundled model next to the program, whatever the working directory", async () => {

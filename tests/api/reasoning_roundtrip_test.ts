@@ -82,6 +82,15 @@ Deno.test("reasoning: SDK round-trip with store false renders the sealed reasoni
   }
 });
 
+/**
+ * The blob with one base64 character in its middle (sealed bytes, never padding) replaced by another: always a change,
+ * unlike overwriting its head with a constant, which its version byte and nonce may already spell.
+ */
+function flipMiddle(blob: string): string {
+  const i = blob.length >> 1;
+  return blob.slice(0, i) + (blob[i] === "A" ? "B" : "A") + blob.slice(i + 1);
+}
+
 Deno.test("reasoning: a finished turn's sealed reasoning is opened but dropped from the next turn (harmony rule)", async () => {
   const t = startTestServer();
   try {
@@ -100,7 +109,7 @@ Deno.test("reasoning: a finished turn's sealed reasoning is opened but dropped f
     assert.ok(!lastPrompt(t).includes(REASONING));
     // Dropped from the prompt, still verified: a broken blob of an earlier turn is refused all the same.
     const broken = blobOnly(first.output).map((item) =>
-      item.type === "reasoning" ? { ...item, encrypted_content: "AQ" + String(item.encrypted_content).slice(2) } : item
+      item.type === "reasoning" ? { ...item, encrypted_content: flipMiddle(String(item.encrypted_content)) } : item
     );
     const refused = await postJson(`${t.baseURL}/responses`, {
       model: MODEL,

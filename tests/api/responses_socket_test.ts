@@ -191,6 +191,75 @@ Deno.test("websocket: previous_response_id continues from this socket's response
   }
 });
 
+Deno.test("websocket: a failed continuation evicts its previous_response_id (store: false)", async () => {
+  const t = startTestServer();
+  const ws = new Socket(t);
+  try {
+    assert.equal(await ws.opened, true);
+    ws.send({ type: "response.create", model: MODEL, input: "Say hi", store: false });
+    const first = valid(await ws.response());
+    assert.equal(first.status, "completed");
+    // A continuation that fails: the output answers a call the conversation never made.
+    ws.send({
+      type: "response.create",
+      model: MODEL,
+      previous_response_id: first.id,
+      input: [{ type: "function_call_output", call_id: "call_unknown", output: "{}" }],
+      store: false,
+    });
+    const [failed] = await ws.response();
+    assert.equal(failed!.type, "error");
+    assert.equal(failed!.status, 400);
+    assert.equal((failed!.error as Json).param, "input[0].call_id");
+    // The failed turn evicted the response it continued: continuing from it again is refused, not answered.
+    ws.send({
+      type: "response.create",
+      model: MODEL,
+      input: "Say hi again",
+      previous_response_id: first.id,
+      store: false,
+    });
+    const [refused] = await ws.response();
+    assert.equal(refused!.type, "error", JSON.stringify(refused));
+    assert.equal(refused!.status, 404);
+    assert.equal((refused!.error as Json).code, "previous_response_not_found");
+    assert.equal((refused!.error as Json).param, "previous_response_id");
+    assert.equal(t.engine.requests.length, 1);
+    // The connection stays usable, and other responses it holds are untouched.
+    ws.send({ type: "response.create", model: MODEL, input: "fresh", store: false });
+    const fresh = valid(await ws.response());
+    ws.send({ type: "response.create", model: MODEL, input: "more", previous_response_id: fresh.id, store: false });
+    assert.equal(valid(await ws.response()).status, "completed");
+  } finally {
+    await ws.close();
+    await t.close();
+  }
+});
+
+Deno.test("websocket: a failed continuation of a stored response still finds it in the store", async () => {
+  const t = startTestServer();
+  const ws = new Socket(t);
+  try {
+    assert.equal(await ws.opened, true);
+    ws.send({ type: "response.create", model: MODEL, input: "Say hi" });
+    const first = valid(await ws.response());
+    ws.send({
+      type: "response.create",
+      model: MODEL,
+      previous_response_id: first.id,
+      input: [{ type: "function_call_output", call_id: "call_unknown", output: "{}" }],
+    });
+    assert.equal((await ws.response())[0]!.type, "error");
+    ws.send({ type: "response.create", model: MODEL, input: "again", previous_response_id: first.id });
+    const next = valid(await ws.response());
+    assert.equal(next.status, "completed");
+    assert.ok(tokenizer().decode(t.engine.requests[1]!.promptTokens).includes("Say hi"));
+  } finally {
+    await ws.close();
+    await t.close();
+  }
+});
+
 Deno.test("websocket: a stored response continues from the store on a new socket", async () => {
   const t = startTestServer();
   const ws = new Socket(t);

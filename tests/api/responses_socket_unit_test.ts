@@ -126,6 +126,34 @@ Deno.test("socket: a message over the size limit is refused before it is parsed"
   assert.equal((socket.sent[0]!.error as Record<string, unknown>).code, "payload_too_large");
 });
 
+Deno.test("socket: a response that ends failed evicts the previous_response_id it continued", async () => {
+  const socket = new FakeSocket();
+  const looked: (string | undefined)[] = [];
+  let n = 0;
+  const start: StartResponse = async (body, previous) => {
+    const id = `resp_${++n}`;
+    const continues = body.previous_response_id;
+    if (typeof continues === "string") looked.push((await previous(continues))?.response.id as string | undefined);
+    const status = body.input === "fail" ? "failed" : "completed";
+    return {
+      id,
+      history: [],
+      read: () => Promise.resolve(null),
+      stop() {},
+      final: () => ({ id, status, output: [] }) as unknown as Response,
+    };
+  };
+  new ResponsesSocket(socket, { start, maxMessageChars: 1 << 20 });
+  socket.receive({ type: "response.create", model: "m", input: "x" });
+  await tick();
+  socket.receive({ type: "response.create", model: "m", input: "ok", previous_response_id: "resp_1" });
+  socket.receive({ type: "response.create", model: "m", input: "fail", previous_response_id: "resp_1" });
+  socket.receive({ type: "response.create", model: "m", input: "ok", previous_response_id: "resp_1" });
+  await tick();
+  // A completed continuation keeps resp_1; the failed one evicts it.
+  assert.deepEqual(looked, ["resp_1", "resp_1", undefined]);
+});
+
 Deno.test("recent responses: the oldest entry goes when full; remembering again refreshes an entry", async () => {
   const recent = new RecentResponses(2);
   const response = (id: string) => ({ id, status: "completed", output: [] });

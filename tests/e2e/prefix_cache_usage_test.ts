@@ -1,14 +1,17 @@
 /**
  * Prefix-cache hits reach the client: a repeated long prompt is served partly from cached KV blocks, and the usage
  * says so (`input_tokens_details.cached_tokens` on Responses, `prompt_tokens_details.cached_tokens` on Chat). The
- * engine runs over a fake model that shares prefix blocks (testing/history_backend.ts).
+ * engine runs over a fake model that shares prefix blocks (testing/history_backend.ts), and over the bundled model on
+ * ONNX split across two shards (sessions), which share one pool of prefix blocks.
  */
 import assert from "node:assert/strict";
 import { SqliteStore } from "../../api/sqlite_store.ts";
 import { createServer } from "../../api/server.ts";
-import { createEngine } from "../../engine/llm_engine.ts";
+import { createEngine, LlmEngine } from "../../engine/llm_engine.ts";
 import { loadModel } from "../../formats/load_model.ts";
 import { HistoryBackend } from "../../testing/history_backend.ts";
+import { withBundledServer } from "../../testing/bundled_server.ts";
+import { describeBackend } from "../../engine/backends/create_backend.ts";
 
 const FIXTURE = "tests/fixtures/tiny-random";
 
@@ -52,4 +55,34 @@ Deno.test("a repeated prompt reports cached tokens in usage on Responses and Cha
     await engine.close();
     await store.close();
   }
+});
+
+Deno.test("ONNX on 2 shards: a repeated long prompt, and one sharing its prefix, are served from cached blocks", async () => {
+  const args = ["--backend", "onnx", "--shards", "2", "--prefix-cache", "on"];
+  await withBundledServer("rill-tiny-harmony", 16, async (url, model) => {
+    const text = Array.from({ length: 24 }, (_, i) => `Item ${i + 1}: the weather in Paris is mild today.`).join(" ");
+    const usage = async (input: string) => {
+      const r = await fetch(`${url}/v1/responses`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ model: model.modelId, input, max_output_tokens: 4, temperature: 0, store: false }),
+      });
+      assert.equal(r.status, 200);
+      return (await r.json()).usage as { input_tokens: number; input_tokens_details: { cached_tokens: number } };
+    };
+    const first = await usage(text);
+    const n = first.input_tokens;
+    assert.ok(n > 320 && n < 900, `${n} prompt tokens`);
+    assert.equal(first.input_tokens_details.cached_tokens, 0);
+    const again = await usage(text);
+    assert.equal(again.input_tokens, n);
+    assert.equal(again.input_tokens_details.cached_tokens, Math.floor((n - 1) / 16) * 16);
+    // Same prefix, another ending: the whole blocks before the two prompts part come from the cache.
+    const other = await usage(`${text} Item 25: and in Lyon it rains.`);
+    const cached = other.input_tokens_details.cached_tokens;
+    assert.ok(cached >= Math.floor((n - 1) / 16) * 16 - 16 && cached % 16 === 0, `${cached} cached of ${n}`);
+    // The served engine is rill's LlmEngine: its backend was the sharded one this test is about.
+    assert.ok(model.engine instanceof LlmEngine);
+    assert.match(describeBackend(model.engine.backend), /^2 ONNX sessions .*prefix cache/);
+  }, args);
 });

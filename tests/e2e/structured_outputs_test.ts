@@ -5,12 +5,16 @@
  *   the validator; streamed text deltas concatenate to the final text;
  * - forced tool choice (required, named) on the weather prompts: every call's arguments parse and validate, and the
  *   model reasons first; how often the city is right is printed next to `auto`;
+ * - json_object (Responses and Chat, sampled at high temperatures with several seeds) is a JSON object;
+ * - every constrained output (answers and call arguments) is laid out on one line with at most one space between
+ *   tokens (no newline or tab outside strings), as the README promises;
  * - a schema xgrammar rejects, or a malformed format, is a 400 naming the parameter.
  */
 import assert from "node:assert/strict";
 import { validateSSE } from "../../conformance/validator.ts";
 import { BUNDLED_MODELS, GET_WEATHER, withBundledServer } from "../../testing/bundled_server.ts";
 import { schemaViolation } from "../../testing/json_schema_check.ts";
+import { whitespaceBreach } from "../../testing/compact_json_check.ts";
 
 const SCHEMA = {
   type: "object",
@@ -111,6 +115,7 @@ function assertValid(text: string, schema: unknown, context: string): void {
     assert.fail(`not JSON: ${JSON.stringify(text)} (${context})`);
   }
   assert.equal(schemaViolation(value, schema), undefined, `${text} (${context})`);
+  assert.equal(whitespaceBreach(text), undefined, `${JSON.stringify(text)} (${context})`);
 }
 
 for (const name of BUNDLED_MODELS) {
@@ -151,6 +156,55 @@ for (const name of BUNDLED_MODELS) {
         for (const { content, context } of results) assertValid(content, SCHEMA, context);
         // Same seed, streamed or not: the streamed deltas add up to the non-streamed message.
         for (let i = 0; i < results.length; i += 2) assert.equal(results[i + 1]!.content, results[i]!.content);
+      });
+      await t.step("json_object: one line, one space at most between tokens, sampled hot", async () => {
+        // Unbounded strings let a tiny model write until the token limit, so an answer cut there is checked for its
+        // layout only; every answer the model ended must be a JSON object, and several must end.
+        const runs = PROMPTS.flatMap((content, i) => [
+          ...[1, 2, 3].map(async (seed) => {
+            const { status, text } = await postJson(url, "/v1/chat/completions", {
+              model: model.modelId,
+              messages: [{ role: "user", content }],
+              temperature: 1,
+              seed: seed + 10 * i,
+              max_completion_tokens: 200,
+              response_format: { type: "json_object" },
+            });
+            assert.equal(status, 200, text);
+            const choice = (JSON.parse(text) as { choices: { message: { content: string }; finish_reason: string }[] })
+              .choices[0]!;
+            return {
+              text: choice.message.content,
+              ended: choice.finish_reason === "stop",
+              context: `chat #${i}/${seed}`,
+            };
+          }),
+          (async () => {
+            const { status, text } = await postJson(url, "/v1/responses", {
+              ...base,
+              input: content,
+              temperature: 1,
+              max_output_tokens: 200,
+              text: { format: { type: "json_object" } },
+            });
+            assert.equal(status, 200, text);
+            const response = JSON.parse(text) as { status: string; output: OutputItem[] };
+            return {
+              text: messageText(response.output),
+              ended: response.status === "completed",
+              context: `responses #${i}`,
+            };
+          })(),
+        ]);
+        let ended = 0;
+        for (const { text, ended: done, context } of await Promise.all(runs)) {
+          assert.equal(whitespaceBreach(text), undefined, `${JSON.stringify(text)} (${context})`);
+          if (!done) continue;
+          ended++;
+          assertValid(text, { type: "object" }, context);
+        }
+        console.log(`${name}: json_object ${ended}/${runs.length} answers ended before the token limit`);
+        assert.ok(ended >= 2, `only ${ended} json_object answers ended`);
       });
       await t.step("forced tool choice: valid arguments on every weather prompt, reasoning first", async () => {
         const tally = { forced: 0, auto: 0, n: 0 };

@@ -47,9 +47,9 @@ Deno.test("createBackend onnx: host-sampled ONNX sized from the engine's options
   try {
     const i = sized.info;
     assert.deepEqual([i.blockSize, i.numBlocks, i.maxBatchTokens], [32, 100, 300]);
-    // Two sessions keep their caches apart, so they do not share prefix blocks.
-    assert.equal(describeBackend(sized), "2 ONNX sessions × 1 thread, host sampler");
-    assert.equal(i.sharesPrefixBlocks, false);
+    // Two sessions keep their prefix blocks in one shared pool, so they share them like one session.
+    assert.equal(describeBackend(sized), "2 ONNX sessions × 1 thread, host sampler, prefix cache");
+    assert.equal(i.sharesPrefixBlocks, true);
   } finally {
     await sized.close();
   }
@@ -67,8 +67,8 @@ Deno.test("createBackend refuses what it cannot do with a one-line BackendUnavai
   const cases: [Parameters<typeof createBackend>[1], RegExp][] = [
     // No GPU is present where the tests run: the library refuses the device in one line, whether it was built with
     // nvcc (no driver / no GPU) or without (no CUDA device in the build).
-    [{ ...base, kind: "native", device: "cuda" }, /^--backend native: .*device cuda: /],
-    [{ ...base, kind: "native", device: "cuda", dtype: "fp32" }, /^--backend native: .*device cuda: /],
+    [{ ...base, kind: "native", device: "cuda" }, /^native backend: .*device cuda: /],
+    [{ ...base, kind: "native", device: "cuda", dtype: "fp32" }, /^native backend: .*device cuda: /],
     [{ ...base, device: "cuda" }, /CPU only/],
     [{ ...base, dtype: "float16" }, /--dtype float16/],
     [{ ...base, draftModelDir: MODEL }, /--speculative draft needs --backend native/],

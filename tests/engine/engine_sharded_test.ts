@@ -16,7 +16,7 @@ async function run(
   const model = await readModelDir(FIXTURE);
   const engine = await openEngine({
     modelDir: source.modelDir,
-    model: { ...model, onnxPath: `${source.modelDir}/onnx/model.onnx` },
+    model: { ...model, weights: { ...model.weights, onnxPath: `${source.modelDir}/onnx/model.onnx` } },
     tokenizer,
     eosTokenIds: [],
     speculative,
@@ -90,7 +90,13 @@ Deno.test("engine from model bytes (no onnx/model.onnx on disk), on one and two 
     assert.deepEqual(await run(2, "none", { modelDir: dir, modelBytes }), one);
     await assert.rejects(
       async () =>
-        openEngine({ modelDir: dir, model: { ...await readModelDir(FIXTURE), onnxPath: `${dir}/onnx/model.onnx` } }),
+        openEngine({
+          modelDir: dir,
+          model: {
+            ...await readModelDir(FIXTURE),
+            weights: { onnxPath: `${dir}/onnx/model.onnx`, safetensors: undefined },
+          },
+        }),
       (e: unknown) => e instanceof Error && e.message.includes(`${dir}/onnx/model.onnx`),
     );
   });

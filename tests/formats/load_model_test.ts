@@ -32,7 +32,7 @@ Deno.test("loadModel: tiny-random is a harmony model (rill.chat_format) with pro
   assert.equal(m.format.name, "harmony");
   assert.equal(m.maxModelLen, 512);
   assert.deepEqual(m.eosTokenIds, [263, 257, 264]);
-  assert.equal(m.onnxPath, `${TINY}/onnx/model.onnx`);
+  assert.equal(m.weights.onnxPath, `${TINY}/onnx/model.onnx`);
   assert.ok(m.format.stopTokens.includes(m.tokenizer.specialId("<|return|>")!));
   const prompt = m.format.render({ messages: [{ role: "user", content: "hi" }], tools: [], toolChoice: "auto" });
   assert.equal(prompt[0], m.tokenizer.specialId("<|start|>"));

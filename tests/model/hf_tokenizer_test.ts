@@ -249,3 +249,41 @@ Deno.test("encoding a 4 KB prompt is fast (per-word cache)", () => {
   // Generous bound for a shared 2-core CI box; typical is well under 10 ms.
   assert.ok(t1 - t0 < 250, `encode took ${(t1 - t0).toFixed(1)} ms`);
 });
+
+Deno.test("post-processor: withSpecialTokens puts the specials HF's add_special_tokens adds around one sequence", () => {
+  // sentencepiece.json: TemplateProcessing single = <s> $A (Llama 2's BOS).
+  const hello = sp.encode("hello");
+  assert.deepEqual(sp.withSpecialTokens(hello), [sp.tokenToId("<s>")!, ...hello]);
+  assert.deepEqual(sp.encode("hello"), hello, "encode itself adds nothing");
+  // byte_level.json: a ByteLevel post-processor adds nothing.
+  assert.deepEqual(bl.withSpecialTokens(bl.encode("hello")), bl.encode("hello"));
+  // Llama 3's form: a Sequence of ByteLevel and a TemplateProcessing whose special_tokens entry gives the ids.
+  const s = spJson.post_processor as Record<string, unknown>;
+  const bos = sp.tokenToId("<s>")!;
+  const eos = sp.tokenToId("</s>")!;
+  const llama3 = variant(spJson, (j) => {
+    j.post_processor = {
+      type: "Sequence",
+      processors: [{ type: "ByteLevel", add_prefix_space: true }, {
+        ...s,
+        single: [{ SpecialToken: { id: "BOS", type_id: 0 } }, { Sequence: { id: "A", type_id: 0 } }, {
+          SpecialToken: { id: "</s>", type_id: 0 },
+        }],
+        special_tokens: { BOS: { id: "BOS", ids: [bos], tokens: ["<s>"] } },
+      }],
+    };
+  });
+  assert.deepEqual(llama3.withSpecialTokens([7]), [bos, 7, eos]);
+  const bert = variant(spJson, (j) => {
+    j.post_processor = { type: "BertProcessing", cls: ["<s>", bos], sep: ["</s>", eos] };
+  });
+  assert.deepEqual(bert.withSpecialTokens([7]), [bos, 7, eos]);
+  for (
+    const bad of [{ type: "Unknown" }, { type: "TemplateProcessing", single: [{ SpecialToken: { id: "<nope>" } }] }, {
+      type: "BertProcessing",
+      cls: "<s>",
+    }]
+  ) {
+    assert.throws(() => variant(spJson, (j) => (j.post_processor = bad)), HfTokenizerError);
+  }
+});

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { externalDataLocations, ModelDirError, readModelDir } from "../../model/model_dir.ts";
+import { externalDataLocations, ModelDirError, onnxExternalData, readModelDir } from "../../model/model_dir.ts";
 import { editJson, withTempDir } from "../../testing/temp_dir.ts";
 
 const TINY = new URL("../fixtures/tiny-random/", import.meta.url).pathname.replace(/\/$/, "");
@@ -41,11 +41,15 @@ Deno.test("readModelDir reads the tiny-random fixture and reports progress per f
   assert.equal(m.tokenizerConfig.eosToken, "<|return|>");
   assert.equal(m.tokenizerConfig.modelMaxLength, 512);
   assert.equal(m.tokenizer.specialId("<|return|>"), 263);
-  assert.equal(m.onnxPath, `${TINY}/onnx/model.onnx`);
-  assert.deepEqual(m.onnxDataPaths, []);
+  assert.deepEqual(m.weights, {
+    onnxPath: `${TINY}/onnx/model.onnx`,
+    safetensors: { paths: [`${TINY}/model.safetensors`], bytes: (await Deno.stat(`${TINY}/model.safetensors`)).size },
+  });
+  assert.deepEqual((await onnxExternalData(TINY, m.weights.onnxPath!)).paths, []);
+  // Weight files are logged by the backend that reads them, not here.
   assert.deepEqual(
     lines.map((l) => l.split(":")[0]),
-    ["config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "onnx/model.onnx"],
+    ["config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json"],
   );
   assert.match(lines[2]!, /^tokenizer\.json: 265 tokens, byte-level \(\d+ ms\)$/);
 });
@@ -58,7 +62,39 @@ Deno.test("missing directory and missing files are named", async () => {
   for (const name of ["config.json", "tokenizer.json"]) {
     await expectError((d) => Deno.remove(`${d}/${name}`), (d) => `${d}: ${name}: file not found`);
   }
-  await expectError((d) => Deno.remove(`${d}/onnx/model.onnx`), (d) => `${d}: onnx/model.onnx: file not found`);
+  // Weights are optional here: each backend asks for its own (engine/backends/choose_backend.ts).
+  await withModelCopy((d) => Deno.remove(`${d}/onnx/model.onnx`), async (d) => {
+    assert.deepEqual((await readModelDir(d)).weights, { onnxPath: undefined, safetensors: undefined });
+  });
+});
+
+Deno.test("safetensors weights are found single or sharded; an index naming a missing shard is an error", async () => {
+  await withModelCopy((d) => Deno.writeFile(`${d}/model.safetensors`, new Uint8Array(100)), async (d) => {
+    assert.deepEqual((await readModelDir(d)).weights.safetensors, { paths: [`${d}/model.safetensors`], bytes: 100 });
+  });
+  const index = (files: string[]) =>
+    JSON.stringify({ metadata: {}, weight_map: Object.fromEntries(files.map((f, i) => [`t${i}`, f])) });
+  await withModelCopy(async (d) => {
+    await Deno.writeTextFile(
+      `${d}/model.safetensors.index.json`,
+      index(["b.safetensors", "a.safetensors", "a.safetensors"]),
+    );
+    await Deno.writeFile(`${d}/a.safetensors`, new Uint8Array(10));
+    await Deno.writeFile(`${d}/b.safetensors`, new Uint8Array(20));
+  }, async (d) => {
+    assert.deepEqual((await readModelDir(d)).weights.safetensors, {
+      paths: [`${d}/a.safetensors`, `${d}/b.safetensors`],
+      bytes: 30,
+    });
+  });
+  await expectError(
+    (d) => Deno.writeTextFile(`${d}/model.safetensors.index.json`, index(["model-00001-of-00002.safetensors"])),
+    (d) => `${d}: model.safetensors.index.json: shard model-00001-of-00002.safetensors not found`,
+  );
+  await expectError(
+    (d) => Deno.writeTextFile(`${d}/model.safetensors.index.json`, index(["../x.safetensors"])),
+    (d) => `${d}: model.safetensors.index.json: "weight_map.t0" must be a file name next to the index`,
+  );
 });
 
 Deno.test("optional files may be absent", async () => {
@@ -218,11 +254,16 @@ Deno.test("externalDataLocations finds referenced files in ONNX bytes", async ()
 
 Deno.test("referenced external data must exist next to model.onnx", async () => {
   const edit = (d: string) => Deno.writeFile(`${d}/onnx/model.onnx`, externalDataEntry("model.onnx_data"));
-  await expectError(edit, (d) => `${d}: onnx/model.onnx: external data file "model.onnx_data" not found next to it`);
+  await withModelCopy(edit, async (d) => {
+    await assert.rejects(onnxExternalData(d, `${d}/onnx/model.onnx`), {
+      name: "ModelDirError",
+      message: `${d}: onnx/model.onnx: external data file "model.onnx_data" not found next to it`,
+    });
+  });
   await withModelCopy(async (d) => {
     await edit(d);
     await Deno.writeFile(`${d}/onnx/model.onnx_data`, new Uint8Array(8));
   }, async (d) => {
-    assert.deepEqual((await readModelDir(d)).onnxDataPaths, [`${d}/onnx/model.onnx_data`]);
+    assert.deepEqual((await onnxExternalData(d, `${d}/onnx/model.onnx`)).paths, [`${d}/onnx/model.onnx_data`]);
   });
 });

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import type { EngineChunk, SamplingParams } from "../../../engine/engine.ts";
 import { openEngine } from "../../../engine/open_engine.ts";
 import { loadModel } from "../../../formats/load_model.ts";
+import { onnxExternalData } from "../../../model/model_dir.ts";
 import { withTempDir } from "../../../testing/temp_dir.ts";
 
 const TINY = new URL("../../fixtures/tiny-random", import.meta.url).pathname;
@@ -29,7 +30,7 @@ async function greedy(dir: string): Promise<{ tokens: number[][]; dataPaths: rea
       for await (const c of stream) if (c.type === "step") out.push(...c.tokens);
       return out;
     }));
-    return { tokens, dataPaths: model.onnxDataPaths };
+    return { tokens, dataPaths: (await onnxExternalData(dir, model.weights.onnxPath!)).paths };
   } finally {
     await engine.close();
   }

@@ -16,7 +16,7 @@ interface GoldenCase {
 
 async function load(dir: string): Promise<OnnxBackend> {
   const m = await readModelDir(dir);
-  return await OnnxBackend.create(m.onnxPath, {}, onnxDims(m.config));
+  return await OnnxBackend.create(m.weights.onnxPath!, {}, onnxDims(m.config));
 }
 
 /** One forward of packed entries; row i of the answer holds entry i's logitsCount rows. */
