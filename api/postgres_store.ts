@@ -21,6 +21,7 @@
  */
 import postgres from "postgres";
 import { PostgresConversationStore } from "./postgres_conversation_store.ts";
+import { guardPostgresClient } from "./postgres_client_guard.ts";
 import { migrate } from "./postgres_schema.ts";
 import type { Sql, TxSql } from "./postgres_sql.ts";
 import { textArray } from "./postgres_text_array.ts";
@@ -95,7 +96,7 @@ export class PostgresStore implements ResponseStore {
   /** A commit scheduled behind the one in flight, which takes everything queued when it starts. */
   #next: Promise<void> | null = null;
   #leaseTimer: ReturnType<typeof setInterval> | undefined;
-  /** When this server last renewed its lease, and before when it takes nothing over (see #beat). */
+  /** When this server last renewed its lease, and before when it judges no other lease expired (see heartbeat). */
   #lastBeat = 0;
   #recoverAfter = 0;
   #unlisten: (() => Promise<void>)[] = [];
@@ -117,6 +118,7 @@ export class PostgresStore implements ResponseStore {
 
   /** Connects, creates or migrates the schema, and starts listening for other replicas' notifications. */
   static async connect(url: string, options: PostgresStoreOptions = {}): Promise<PostgresStore> {
+    guardPostgresClient();
     const sql: Sql = postgres(url, {
       max: options.maxConnections ?? 8,
       onnotice: () => {},
@@ -176,7 +178,6 @@ export class PostgresStore implements ResponseStore {
   async startLease(): Promise<number> {
     return await this.#guard(async () => {
       await this.heartbeat();
-      this.#lastBeat = this.#clock();
       const recovered = await this.recoverOrphans();
       await this.sweep();
       if (this.#leaseTimer === undefined) {
@@ -193,29 +194,38 @@ export class PostgresStore implements ResponseStore {
   }
 
   async #beat(): Promise<void> {
-    const now = this.#clock();
     await this.heartbeat();
-    // Back from an outage longer than part of a lease: the other replicas were cut off too, and may not have beaten
-    // since. Their leases look expired until they do, so nothing is taken over for one lease.
-    if (now - this.#lastBeat > this.#leaseMs / 2) this.#recoverAfter = now + this.#leaseMs;
-    this.#lastBeat = now;
     await this.#pendingCancels();
-    if (now >= this.#recoverAfter) await this.recoverOrphans();
+    await this.recoverOrphans();
     await this.sweep();
   }
 
   async heartbeat(): Promise<void> {
     return await this.#guard(async () => {
+      const now = this.#clock();
       await this.#sql`
-        INSERT INTO rill_servers (id, heartbeat) VALUES (${this.owner}, ${this.#clock()})
+        INSERT INTO rill_servers (id, heartbeat) VALUES (${this.owner}, ${now})
         ON CONFLICT (id) DO UPDATE SET heartbeat = excluded.heartbeat`;
+      // Back after more than half a lease without renewing (the database, or the way to it, was away): the other
+      // replicas were likely cut off too and have not beaten since, so their leases look expired until they do.
+      // Nobody is judged dead for one lease.
+      if (this.#lastBeat > 0 && now - this.#lastBeat > this.#leaseMs / 2) this.#recoverAfter = now + this.#leaseMs;
+      this.#lastBeat = now;
     });
+  }
+
+  /** Whether this server's view of the leases can be trusted: its own is fresh and no outage grace is running. */
+  #canJudgeLeases(): boolean {
+    const now = this.#clock();
+    return now - this.#lastBeat <= this.#leaseMs / 2 && now >= this.#recoverAfter;
   }
 
   async ownerAlive(owner: string | null): Promise<boolean> {
     return await this.#guard(async () => {
       if (owner === this.owner) return true;
       if (owner === null) return false;
+      // A stale lease is no evidence while this server's own is stale too (see heartbeat).
+      if (!this.#canJudgeLeases()) return true;
       const [row] = await this.#sql`SELECT heartbeat FROM rill_servers WHERE id = ${owner}`;
       return row !== undefined && Number(row.heartbeat) > this.#clock() - this.#leaseMs;
     });
@@ -231,6 +241,7 @@ export class PostgresStore implements ResponseStore {
 
   async recoverOrphans(): Promise<number> {
     return await this.#guard(async () => {
+      if (!this.#canJudgeLeases()) return 0;
       await this.flush();
       const rows = await this.#sql`
         SELECT r.id FROM rill_responses r LEFT JOIN rill_servers s ON s.id = r.owner

@@ -204,8 +204,11 @@ const CASES: Record<string, Case> = {
       assert.equal(await b.ownerOf("resp_o"), "srv_a");
       assert.equal(await b.ownerAlive("srv_a"), true);
       assert.equal(await b.recoverOrphans(), 0);
-      now += 11_000;
-      await b.heartbeat();
+      // B keeps beating (a third of a lease apart); A has stopped.
+      for (let beat = 0; beat < 4; beat++) {
+        now += 3_000;
+        await b.heartbeat();
+      }
       assert.equal(await b.ownerAlive("srv_a"), false);
       assert.equal(await b.recoverOrphans(), 1);
       assert.equal(await b.recoverOrphans(), 0, "failed once");
@@ -219,6 +222,42 @@ const CASES: Record<string, Case> = {
       assert.equal((await a.get("resp_o"))!.response.status, "failed");
       assert.equal((await a.eventsAfter("resp_o", -1)).length, 2);
       assert.equal(await b.failInFlight("resp_o", { code: "x", message: "y" }), undefined);
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  },
+
+  "a server back from an outage judges no lease expired for one lease": async (db, backend) => {
+    if (backend.name !== "postgres") return;
+    let now = 2_000_000;
+    const a = await db.open({ owner: "srv_a", leaseMs: 10_000, clock: () => now });
+    const b = await db.open({ owner: "srv_b", leaseMs: 10_000, clock: () => now });
+    try {
+      await a.heartbeat();
+      await b.heartbeat();
+      await a.create(inFlight("resp_g"), [], null);
+      // Neither could beat for 12 s (the database was away); B is back first.
+      now += 12_000;
+      await b.heartbeat();
+      assert.equal(await b.ownerAlive("srv_a"), true, "A may simply not have beaten yet");
+      assert.equal(await b.recoverOrphans(), 0);
+      now += 3_000;
+      await a.heartbeat();
+      await b.heartbeat();
+      now += 8_000;
+      await a.heartbeat();
+      await b.heartbeat();
+      assert.equal(await b.ownerAlive("srv_a"), true);
+      assert.equal(await b.recoverOrphans(), 0);
+      assert.equal((await b.get("resp_g"))!.response.status, "in_progress");
+      // A really died: once the grace is over and A's lease expired, B takes over.
+      for (let beat = 0; beat < 4; beat++) {
+        now += 3_000;
+        await b.heartbeat();
+      }
+      assert.equal(await b.ownerAlive("srv_a"), false);
+      assert.equal(await b.recoverOrphans(), 1);
     } finally {
       await a.close();
       await b.close();

@@ -59,6 +59,12 @@ async function startReplicas(url: string, count: number): Promise<Proc[]> {
   );
 }
 
+/** A failure with the end of each replica's log, which says why a replica went away. */
+function withLogs(error: unknown, replicas: readonly Proc[]): Error {
+  const logs = replicas.map((replica, i) => `--- replica ${i} ---\n${replica.stderr().slice(-2000)}`).join("\n");
+  return new Error(`${error instanceof Error ? error.stack ?? error.message : error}\n${logs}`);
+}
+
 async function stopAll(replicas: readonly Proc[]): Promise<void> {
   for (const replica of replicas) {
     try {
@@ -256,6 +262,8 @@ Deno.test("replicas: three servers on one PostgreSQL serve every stateful featur
         assert.equal(log.at(-1)!.type, "response.failed");
       }
     });
+  } catch (error) {
+    throw withLogs(error, replicas);
   } finally {
     await proxy?.close();
     await stopAll(replicas);
@@ -286,7 +294,8 @@ Deno.test("replicas: the database stopped and restarted under load: 503s, genera
     const streams = await Promise.all(
       Array.from({ length: 4 }, (_, i) => post(a, "/responses", { model: MODEL, input: `[long] s${i}`, stream: true })),
     );
-    const reads = streams.map(readStream);
+    // Read from now on, a failure kept as a value: it is asserted on below, after the outage.
+    const reads = streams.map((stream) => readStream(stream).catch((error: unknown) => ({ error })));
     const background = (await json(post(a, "/responses", { model: MODEL, input: "[long] bg", background: true })))
       .id as string;
     await new Promise((r) => setTimeout(r, 500));
@@ -308,7 +317,11 @@ Deno.test("replicas: the database stopped and restarted under load: 503s, genera
     if (outage > 0) await new Promise((r) => setTimeout(r, outage));
     await pg.start();
 
-    const own = await Promise.all(reads);
+    const read = await Promise.all(reads);
+    const own = read.map((result) => {
+      if ("error" in result) assert.fail(`a stream broke: ${result.error}\n${replicas[0]!.stderr().slice(-3000)}`);
+      return result;
+    });
     for (const { text } of own) assert.equal(events(text).at(-1)!.type, "response.completed");
     assert.ok(own.some(({ endedAt }) => endedAt > stoppedAt), "the streams went on through the outage");
     // Every event produced while the database was away is written once it is back.
@@ -335,6 +348,8 @@ Deno.test("replicas: the database stopped and restarted under load: 503s, genera
     // Both replicas recovered without a restart.
     const next = await json(post(b, "/responses", { model: MODEL, input: "again", previous_response_id: background }));
     await json(post(a, "/responses", { model: MODEL, input: "more", previous_response_id: next.id }));
+  } catch (error) {
+    throw withLogs(error, replicas);
   } finally {
     await stopAll(replicas);
     await pg?.close();
