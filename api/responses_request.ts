@@ -46,6 +46,7 @@ import { parallelToolCallLimit, type ToolCallLimit } from "./parallel_tool_calls
 import { normalizeTools } from "./normalize_tools.ts";
 import { fitPrompt } from "./prompt_fit.ts";
 import { LoopYielder } from "./loop_yield.ts";
+import { declaredHostedTools, type HostedTools, NO_HOSTED_TOOLS } from "../parsers/hosted_tools.ts";
 import {
   grammarForcesChoice,
   responsesTextFormat,
@@ -101,6 +102,8 @@ export interface PreparedPrompt {
   readonly prompt: PromptInput;
   readonly promptTokens: number[];
   readonly toolNames: readonly string[];
+  /** Hosted tools the request declared: calls to them parse as their items, calls to others as text. */
+  readonly hostedTools: HostedTools;
   /** This request's own input items, normalised to wire form with ids (for `input_items`). */
   readonly inputItems: Record<string, unknown>[];
   /** The whole conversation as typed items (earlier responses', then this request's), sealed content opened. */
@@ -445,6 +448,7 @@ export async function preparePrompt(
     promptTokens: tokens,
     // tool_choice none: no tool is callable, so a call the model writes anyway parses as a plain message.
     toolNames: choice === "none" ? [] : tools.offered.map((t) => t.name),
+    hostedTools: choice === "none" ? NO_HOSTED_TOOLS : declaredHostedTools(body.tools ?? []),
     inputItems,
     items: opened,
     // By reference: a chain of N turns stores each turn's own items once, not the whole history again per turn.

@@ -208,7 +208,11 @@ export class ResponsesService {
       template: prep.template,
       tokenizer: engine.tokenizer,
       parser: prep.toolCallLimit.limit(
-        format.createParser({ toolNames: prep.toolNames, toolChoice: prep.prompt.toolChoice }),
+        format.createParser({
+          toolNames: prep.toolNames,
+          toolChoice: prep.prompt.toolChoice,
+          hostedTools: prep.hostedTools,
+        }),
       ),
       includeLogprobs: prep.includeLogprobs,
       abortAs: this.#abortAs,

@@ -1,6 +1,7 @@
 import type { PromptInput, ToolChoice } from "./conversation.ts";
 import type { OutputParser } from "../parsers/segment.ts";
 import type { ConstraintLayout } from "../grammar/output_constraint.ts";
+import type { HostedTools } from "../parsers/hosted_tools.ts";
 
 /**
  * How one model family talks: prompt rendering on the way in, output parsing on the way out, and the tokens that
@@ -20,7 +21,17 @@ export interface ChatFormat {
    * `toolChoice` must be the one `render` saw: a forcing choice ends the prompt inside a tool call's opening, and the
    * parser must read that opening too.
    */
-  createParser(options: { readonly toolNames: readonly string[]; readonly toolChoice?: ToolChoice }): OutputParser;
+  /**
+   * A parser for one response. `hostedTools`: the hosted tools the request declared (default none), which decide
+   * whether a harmony call to `browser.*`, `python` or `server.tool` is a call item or plain text.
+   */
+  createParser(
+    options: {
+      readonly toolNames: readonly string[];
+      readonly toolChoice?: ToolChoice;
+      readonly hostedTools?: HostedTools;
+    },
+  ): OutputParser;
   /** Tokens that end generation (harmony: `<|return|>`, `<|call|>`; ChatML: `<|im_end|>`, EOS). */
   readonly stopTokens: readonly number[];
   /**

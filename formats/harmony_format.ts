@@ -7,6 +7,7 @@ import type { PromptInput, ToolChoice } from "./conversation.ts";
 import { forcedCall } from "./forced_tool_call.ts";
 import type { Tokenizer } from "../model/tokenizer.ts";
 import { HarmonyParser } from "../parsers/harmony_parser.ts";
+import { type HostedTools, NO_HOSTED_TOOLS } from "../parsers/hosted_tools.ts";
 import { type HarmonyRenderOptions, renderHarmony } from "./harmony_renderer.ts";
 import type { OutputParser } from "../parsers/segment.ts";
 import { PrefilledParser } from "../parsers/prefilled_parser.ts";
@@ -122,8 +123,17 @@ export function createHarmonyFormat(tokenizer: Tokenizer, options: HarmonyFormat
       return ids;
     },
     renderSteps: steps,
-    createParser(parserOptions: { readonly toolNames: readonly string[]; readonly toolChoice?: ToolChoice }) {
-      const parser: OutputParser = new HarmonyParser(tokenizer, { toolNames: parserOptions.toolNames });
+    createParser(
+      parserOptions: {
+        readonly toolNames: readonly string[];
+        readonly toolChoice?: ToolChoice;
+        readonly hostedTools?: HostedTools;
+      },
+    ) {
+      const parser: OutputParser = new HarmonyParser(tokenizer, {
+        toolNames: parserOptions.toolNames,
+        hostedTools: parserOptions.hostedTools ?? NO_HOSTED_TOOLS,
+      });
       const ids = prefill(parserOptions.toolChoice, parserOptions.toolNames);
       return ids.length === 0 ? parser : new PrefilledParser(parser, ids);
     },

@@ -10,10 +10,16 @@
  */
 import type { ItemKind } from "./segment.ts";
 import type { HarmonyHeader } from "./harmony_header.ts";
+import type { HostedTools } from "./hosted_tools.ts";
 
 const FUNCTIONS_PREFIX = "functions.";
 
-export function harmonyItemKind(header: HarmonyHeader, toolNames: ReadonlySet<string>): ItemKind {
+/** `hosted` undefined: every hosted call counts (parsers built without a request, as in the harmony.md fixtures). */
+export function harmonyItemKind(
+  header: HarmonyHeader,
+  toolNames: ReadonlySet<string>,
+  hosted?: HostedTools,
+): ItemKind {
   const recipient = header.recipient;
   // `to=assistant` addresses the assistant itself (a tool-result header); `all` is harmony's broadcast recipient.
   if (recipient === undefined || recipient === "" || recipient === "assistant" || recipient === "all") {
@@ -34,14 +40,15 @@ export function harmonyItemKind(header: HarmonyHeader, toolNames: ReadonlySet<st
   }
   if (toolNames.has(recipient)) return { type: "function_call", name: recipient };
   if (recipient === "browser" || recipient.startsWith("browser.")) {
+    if (hosted !== undefined && !hosted.webSearch) return { type: "message" };
     return { type: "web_search_call", action: recipient.slice("browser.".length) || "search" };
   }
-  if (recipient === "python" || recipient.startsWith("python.")) return { type: "code_interpreter_call" };
+  if (recipient === "python" || recipient.startsWith("python.")) {
+    return hosted === undefined || hosted.codeInterpreter ? { type: "code_interpreter_call" } : { type: "message" };
+  }
   const dot = recipient.indexOf(".");
   if (dot <= 0) return { type: "message" };
-  return {
-    type: "mcp_call",
-    serverLabel: recipient.slice(0, dot),
-    name: recipient.slice(dot + 1) || recipient.slice(0, dot),
-  };
+  const serverLabel = recipient.slice(0, dot);
+  if (hosted !== undefined && !hosted.mcpServers.has(serverLabel)) return { type: "message" };
+  return { type: "mcp_call", serverLabel, name: recipient.slice(dot + 1) || serverLabel };
 }

@@ -18,12 +18,15 @@ import type { Tokenizer } from "../model/tokenizer.ts";
 import type { CloseReason, ItemKind, OutputParser, Segment } from "./segment.ts";
 import { type HarmonyHeader, HarmonyHeaderBuilder } from "./harmony_header.ts";
 import { harmonyItemKind } from "./harmony_item_kind.ts";
+import type { HostedTools } from "./hosted_tools.ts";
 import { IncrementalDetokenizer } from "./detokenizer.ts";
 import { clipLogprob } from "./clip_logprob.ts";
 
 export interface HarmonyParserOptions {
   /** Function tools of the request: a bare recipient with one of these names is a function call. */
   readonly toolNames: readonly string[];
+  /** Hosted tools the request declared; absent: every hosted call counts (see harmony_item_kind.ts). */
+  readonly hostedTools?: HostedTools;
 }
 
 /** The control tokens the parser reacts to, resolved once per tokenizer; -1 when the vocabulary lacks one. */
@@ -66,6 +69,7 @@ export class HarmonyParser implements OutputParser {
   readonly #ids: HarmonyIds;
   /** Recipients a bare header word may name: the request's function tools. */
   readonly #toolNames: ReadonlySet<string>;
+  readonly #hostedTools: HostedTools | undefined;
 
   #state: State = "header";
   #header = new HarmonyHeaderBuilder();
@@ -101,6 +105,7 @@ export class HarmonyParser implements OutputParser {
     this.#tokenizer = tokenizer;
     this.#ids = harmonyIds(tokenizer);
     this.#toolNames = new Set(options.toolNames);
+    this.#hostedTools = options.hostedTools;
     this.#headerText = new IncrementalDetokenizer(tokenizer);
     this.#decoder = new IncrementalDetokenizer(tokenizer);
   }
@@ -157,7 +162,7 @@ export class HarmonyParser implements OutputParser {
   #pushHeader(token: number, logprob: Logprob | undefined, out: Segment[]): void {
     const ids = this.#ids;
     if (token === ids.message) {
-      this.#open(harmonyItemKind(this.#parseHeader(), this.#toolNames), out);
+      this.#open(harmonyItemKind(this.#parseHeader(), this.#toolNames, this.#hostedTools), out);
       return;
     }
     const reason = this.#isTerminator(token);
@@ -237,7 +242,7 @@ export class HarmonyParser implements OutputParser {
   #recoverHeader(reason: CloseReason, out: Segment[]): void {
     const header = this.#parseHeader();
     if (header.leftover.length === 0) return;
-    this.#open(harmonyItemKind(header, this.#toolNames), out);
+    this.#open(harmonyItemKind(header, this.#toolNames, this.#hostedTools), out);
     const bodyStart = this.#header.textLength - header.leftover.length;
     for (const { logprob, text, start, end } of this.#headerLogprobs) {
       // A token that also spelled header words before the body lists only its body text.

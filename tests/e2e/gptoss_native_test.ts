@@ -16,10 +16,9 @@ import { sseTap } from "../../testing/sse_tap.ts";
 import { withTempDir } from "../../testing/temp_dir.ts";
 
 Deno.test("rill serve DIR on a gpt-oss release-layout checkpoint: native, harmony, streamed and not, greedy deterministic", async () => {
-  // Seed 2. Seed 1's greedy output holds a harmony header addressed to `pirates.axis-beta`, which the Responses layer
-  // turns into an mcp_call item although the request declares no tools (conformance invariant 73): a parser bug of
-  // its own, outside what this test is about.
-  await withTempDir((dir) => writeGptOssCheckpoint(dir, SMALL_GPTOSS, 2), async (dir) => {
+  // Seed 1: its greedy output holds a harmony header addressed to `pirates.axis-beta`, a hosted (MCP) call the request
+  // never declared, which must stay text (conformance invariant 73).
+  await withTempDir((dir) => writeGptOssCheckpoint(dir, SMALL_GPTOSS, 1), async (dir) => {
     const model = await loadModel(dir, { now: () => new Date("2026-01-01T00:00:00Z") });
     assert.equal(model.tokenizer.vocabSize, 200019, "the released o200k_harmony tokenizer.json");
     assert.equal(model.formatName, "harmony");

@@ -1,6 +1,7 @@
 import type { Logprob } from "../../parsers/logprob.ts";
 import assert from "node:assert/strict";
 import { HarmonyParser } from "../../parsers/harmony_parser.ts";
+import { declaredHostedTools, type HostedTools, NO_HOSTED_TOOLS } from "../../parsers/hosted_tools.ts";
 import type { CloseReason, ItemKind, Segment } from "../../parsers/segment.ts";
 import { o200kTokenizer } from "../../testing/o200k_tokenizer.ts";
 import { ToyTokenizer } from "../../testing/toy_tokenizer.ts";
@@ -861,4 +862,45 @@ Deno.test("HarmonyParser: a recovered body's logprob tokens concatenate to its t
   assert.equal(item?.text, "Hello there");
   assert.equal(item?.logprobs.map((l) => l.token).join(""), "Hello there");
   assert.deepEqual(item?.logprobs.flatMap((l) => l.bytes), [...utf8.encode("Hello there")]);
+});
+
+Deno.test("hosted calls count only when the request declared that kind of tool; otherwise they are plain text", () => {
+  const cases = [
+    ["<|channel|>commentary to=repo_browser.list_files json<|message|>{}<|call|>", "mcp_call"],
+    ['<|channel|>analysis to=browser.search code<|message|>{"query":"x"}<|call|>', "web_search_call"],
+    ["<|channel|>analysis to=python code<|message|>print(1)<|call|>", "code_interpreter_call"],
+  ] as const;
+  const kinds = (text: string, hostedTools: HostedTools) =>
+    items(runParser(new HarmonyParser(tok, { toolNames: [], hostedTools }), tok.encode(text))).map((i) => i.item.type);
+  for (const [text, kind] of cases) {
+    assert.deepEqual(kinds(text, NO_HOSTED_TOOLS), ["message"], text);
+    assert.deepEqual(
+      kinds(text, { webSearch: true, codeInterpreter: true, mcpServers: new Set(["repo_browser"]) }),
+      [kind],
+      text,
+    );
+  }
+  // An MCP call is counted for its own server only.
+  assert.deepEqual(
+    kinds(cases[0][0], { webSearch: true, codeInterpreter: true, mcpServers: new Set(["other"]) }),
+    ["message"],
+  );
+  // The message keeps the body the model wrote.
+  const text = items(
+    runParser(new HarmonyParser(tok, { toolNames: [], hostedTools: NO_HOSTED_TOOLS }), tok.encode(cases[0][0])),
+  );
+  assert.equal(text[0]?.text, "{}");
+});
+
+Deno.test("declaredHostedTools reads web_search*, code_interpreter and mcp server labels from a request's tools", () => {
+  const hosted = declaredHostedTools([
+    { type: "function", name: "f" },
+    { type: "web_search_preview" },
+    { type: "mcp", server_label: "deepwiki", server_url: "https://x" },
+    { type: "mcp" },
+    null,
+    "junk",
+  ]);
+  assert.deepEqual(hosted, { webSearch: true, codeInterpreter: false, mcpServers: new Set(["deepwiki"]) });
+  assert.deepEqual(declaredHostedTools([{ type: "code_interpreter" }]).codeInterpreter, true);
 });
