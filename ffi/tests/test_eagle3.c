@@ -5,7 +5,9 @@
  * Decoding: with proposals fed back as drafts the greedy tokens equal plain decoding's alone, batched with mixed k,
  * with chunked prefill, after preemption (recomputed in other blocks) and on a shared prefix block; and the head's
  * proposals are a function of the token history alone (the same wherever two runs reach the same position), which is
- * what keeping its KV and features in step through the block tables means.
+ * what keeping its KV and features in step through the block tables means. Reference: two committed random heads
+ * (scripts/eagle3_reference.py) on the random target propose the tokens, with the draft-vocabulary logits of every
+ * round, that a float64 torch forward computed.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -19,6 +21,7 @@
 #include "eagle3.h"
 #include "eagle3_fixture.h"
 #include "engine.h"
+#include "json.h"
 #include "rill.h"
 #include "test_model_batch.h"
 
@@ -384,6 +387,72 @@ static void test_decoding_with(const head_spec *spec) {
   remove_head(dir);
 }
 
+#define REF_DIR "tests/fixtures/eagle3"
+
+/* Each committed head, proposing k = 1..3 after the prompt: the target's greedy token, the proposals and the last
+ * round's logits match the float64 reference (fp32 here: agreement to 1e-4 of the logits' scale). */
+static void test_reference(void) {
+  size_t len = 0;
+  char *text = mb_read_file(REF_DIR "/reference.json", &len);
+  CHECK_MSG(text != NULL, "read " REF_DIR "/reference.json");
+  if (text == NULL) return;
+  char jerr[192];
+  rill_json_doc *doc = rill_json_parse(text, len, jerr, sizeof jerr);
+  free(text);
+  CHECK_MSG(doc != NULL, "reference.json: %s", jerr);
+  if (doc == NULL) return;
+  const rill_json *root = rill_json_root(doc), *prompt = rill_json_get(root, "prompt");
+  int32_t ids[MAXPOS];
+  const int n = (int)prompt->length;
+  for (int i = 0; i < n; i++) ids[i] = (int32_t)rill_json_at(prompt, (size_t)i)->integer;
+  static const char *const heads[] = {"head-a", "head-b"};
+  for (int h = 0; h < 2; h++) {
+    const rill_json *ref = rill_json_get(rill_json_get(root, "heads"), heads[h]);
+    const rill_json *rounds = rill_json_get(ref, "rounds");
+    char dir[128];
+    snprintf(dir, sizeof dir, REF_DIR "/%s", heads[h]);
+    rill_engine *e = open_engine(dir);
+    if (e == NULL) continue;
+    int32_t table[PER_SEQ];
+    for (int j = 0; j < PER_SEQ; j++) table[j] = j;
+    double worst = 0.0;
+    for (int k = 1; k <= (int)rounds->length; k++) {
+      model_batch mb;
+      mb_init(&mb);
+      mb_add(&mb, 1, ids, n, 0, table, PER_SEQ, 1, 0);
+      rill_step_batch b = mb_batch(&mb);
+      int32_t propose[MB_MAX_SEQS] = {k};
+      b.propose_counts = propose;
+      outputs out;
+      rill_step_result r = result_of(&out);
+      CHECK_MSG(rill_step(e, &b, &r) == RILL_OK, "%s", rill_last_error(e));
+      CHECK_EQ_INT(out.tokens[0], rill_json_get(ref, "accepted")->integer);
+      CHECK_EQ_INT(out.proposed_counts[0], k);
+      for (int j = 0; j < k; j++) {
+        CHECK_EQ_INT(out.proposed[j], rill_json_get(rill_json_at(rounds, (size_t)j), "proposed")->integer);
+      }
+      int32_t rows = 0;
+      const float *logits = rill_eagle3_last_logits(e->eagle3, &rows);
+      const rill_json *want = rill_json_get(rill_json_at(rounds, (size_t)(k - 1)), "logits");
+      const int32_t VD = rill_eagle3_head_of(e->eagle3)->draft_vocab;
+      CHECK_EQ_INT(rows, 1);
+      CHECK_EQ_INT((int32_t)want->length, VD);
+      double scale = 0.0, diff = 0.0;
+      for (int32_t i = 0; i < VD && i < (int32_t)want->length; i++) {
+        const double w = rill_json_at(want, (size_t)i)->number;
+        scale = fabs(w) > scale ? fabs(w) : scale;
+        diff = fabs(w - (double)logits[i]) > diff ? fabs(w - (double)logits[i]) : diff;
+      }
+      CHECK_MSG(diff <= 1e-4 * (1.0 + scale), "%s round %d: logits differ by %g (scale %g)", heads[h], k - 1, diff,
+                scale);
+      worst = diff > worst ? diff : worst;
+    }
+    printf("%s against the float64 reference: largest logit difference %.3g\n", heads[h], worst);
+    rill_engine_destroy(e);
+  }
+  rill_json_free(doc);
+}
+
 int main(void) {
   snprintf(tmp_root, sizeof tmp_root, "/tmp/rill-eagle3-XXXXXX");
   if (mkdtemp(tmp_root) == NULL) {
@@ -391,6 +460,7 @@ int main(void) {
     return 2;
   }
   test_loader();
+  test_reference();
   head_spec a = head_a(), b = head_b();
   test_decoding_with(&a);
   test_decoding_with(&b);
