@@ -217,7 +217,9 @@ typedef struct row_job {
   rill_eagle3 *x;
   const rill_step_batch *b;
   int n;
-  bool from_store; /* the fed hidden state is g_{pos-1} from the feature store (else hs already holds it) */
+  bool from_store; /* input_task: the fed hidden state is g_{pos-1} from the feature store (else hs holds it) */
+  bool kv_only;    /* rope_store_task: only k and v were projected (q is not rotated) */
+  bool final_norm; /* add_norm_task: the head's final norm (else post_attention_layernorm) */
 } row_job;
 
 static const int32_t *table_of(const rill_step_batch *b, int32_t seq) {
@@ -269,7 +271,7 @@ static void rope_store_task(void *ctx, int64_t task, int thread) {
   for (int r = r0; r < r1; r++) {
     float *q = x->qkv + (size_t)r * (size_t)x->qkv_dim, *k = q + x->qd, *v = k + x->kd;
     const float *cs = x->rope_cos + (size_t)r * half, *sn = x->rope_sin + (size_t)r * half;
-    if (!j->from_store) {
+    if (!j->kv_only) {
       for (int h = 0; h < c->num_heads; h++) rill_rope_apply(q + (size_t)h * D, half, cs, sn);
     }
     const int32_t pos = x->row_pos[r];
@@ -341,7 +343,7 @@ static void add_norm_task(void *ctx, int64_t task, int thread) {
   const row_job *j = ctx;
   rill_eagle3 *x = j->x;
   const int H = x->h.cfg.hidden_size;
-  const float *w = j->from_store ? x->h.final_norm : x->h.post_norm;
+  const float *w = j->final_norm ? x->h.final_norm : x->h.post_norm;
   int r0 = (int)task * ROWS_PER_TASK, r1 = r0 + ROWS_PER_TASK < j->n ? r0 + ROWS_PER_TASK : j->n;
   for (int r = r0; r < r1; r++) {
     float *hs = x->hs + (size_t)r * H;
@@ -368,11 +370,10 @@ static int64_t row_tasks(int n) { return (n + ROWS_PER_TASK - 1) / ROWS_PER_TASK
 /* The head's input, q/k/v (k/v only when kv_only) with RoPE, and the K/V written, for rows 0..n (row_tok, row_pos,
  * row_seq set; hs set unless from_store). */
 static void head_kv(rill_engine *e, rill_eagle3 *x, const rill_step_batch *b, int n, bool from_store, bool kv_only) {
-  row_job j = {.e = e, .x = x, .b = b, .n = n, .from_store = from_store};
+  row_job j = {.e = e, .x = x, .b = b, .n = n, .from_store = from_store, .kv_only = kv_only};
   rill_pool_run(e->pool, input_task, &j, row_tasks(n));
   const size_t H2 = 2 * (size_t)x->h.cfg.hidden_size;
   linear_rows(e, &x->h.qkv, x->in, H2, n, kv_only ? x->qd : 0, x->qkv_dim, x->qkv, (size_t)x->qkv_dim);
-  j.from_store = kv_only; /* rope_store_task: q is rotated only when it was computed */
   rill_pool_run(e->pool, rope_store_task, &j, row_tasks(n));
 }
 
@@ -417,14 +418,14 @@ static void head_round(rill_engine *e, rill_eagle3 *x, const rill_step_batch *b,
   const rill_model_config *c = &x->h.cfg;
   const size_t H = (size_t)c->hidden_size, I = (size_t)c->intermediate_size;
   head_kv(e, x, b, n, false, false);
-  row_job j = {.e = e, .x = x, .b = b, .n = n, .from_store = false};
+  row_job j = {.e = e, .x = x, .b = b, .n = n};
   rill_pool_run(e->pool, attn_task, &j, (int64_t)n * c->num_kv_heads);
   linear(e, &x->h.o, x->attn, (size_t)x->qd, n, x->proj, H);
   rill_pool_run(e->pool, add_norm_task, &j, row_tasks(n)); /* residual + post_attention_layernorm */
   linear(e, &x->h.gate_up, x->xn, H, n, x->gu, 2 * I);
   rill_pool_run(e->pool, silu_task, &j, row_tasks(n));
   linear(e, &x->h.down, x->act, I, n, x->proj, H);
-  j.from_store = true; /* add_norm_task: the final norm */
+  j.final_norm = true;
   rill_pool_run(e->pool, add_norm_task, &j, row_tasks(n));
   linear(e, &x->h.lm_head, x->xn, H, n, x->logits, (size_t)x->h.draft_vocab);
   x->logit_rows = n;
