@@ -12,8 +12,10 @@
 
 /* Rows per task for the per-row stages. */
 #define ROWS_PER_TASK 8
-/* Weight rows per task of a projection (a multiple of 16). */
-#define LINEAR_ROWS 64
+/* A projection's task covers at least LINEAR_MIN_ROWS weight rows and about LINEAR_TASK_MACS multiply-adds, so a
+ * proposal round's small products (one row per sequence) run on the calling thread instead of paying a dispatch. */
+#define LINEAR_MIN_ROWS 64
+#define LINEAR_TASK_MACS 65536
 
 struct rill_eagle3 {
   rill_eagle3_head h;
@@ -171,7 +173,7 @@ typedef struct linear_job {
   const rill_matrix *m;
   const float *x;
   size_t ldx;
-  int T, r0, r1;
+  int T, r0, r1, per_task;
   float *y;
   size_t ldy;
 } linear_job;
@@ -179,7 +181,7 @@ typedef struct linear_job {
 static void linear_task(void *ctx, int64_t task, int thread) {
   (void)thread;
   const linear_job *j = ctx;
-  const int a = j->r0 + (int)task * LINEAR_ROWS, b = a + LINEAR_ROWS < j->r1 ? a + LINEAR_ROWS : j->r1;
+  const int a = j->r0 + (int)task * j->per_task, b = a + j->per_task < j->r1 ? a + j->per_task : j->r1;
   if (j->m->type == RILL_W_BF16) {
     j->k->gemm_bf16(j->x, j->ldx, j->T, j->m->data, j->m->ld, j->m->cols, a, b, j->y, j->ldy);
   } else {
@@ -191,8 +193,13 @@ static void linear_task(void *ctx, int64_t task, int thread) {
 static void linear_rows(rill_engine *e, const rill_matrix *m, const float *x, size_t ldx, int T, int r0, int r1,
                         float *y, size_t ldy) {
   if (T <= 0 || r1 <= r0) return;
-  linear_job j = {.k = e->k, .m = m, .x = x, .ldx = ldx, .T = T, .r0 = r0, .r1 = r1, .y = y, .ldy = ldy};
-  rill_pool_run(e->pool, linear_task, &j, (r1 - r0 + LINEAR_ROWS - 1) / LINEAR_ROWS);
+  const int64_t per_row = (int64_t)m->cols * T;
+  int64_t per = (LINEAR_TASK_MACS + per_row - 1) / per_row;
+  per = per < LINEAR_MIN_ROWS ? LINEAR_MIN_ROWS : (per + 15) / 16 * 16;
+  if (per > r1 - r0) per = r1 - r0;
+  linear_job j = {.k = e->k, .m = m, .x = x, .ldx = ldx, .T = T, .r0 = r0, .r1 = r1, .per_task = (int)per, .y = y,
+                  .ldy = ldy};
+  rill_pool_run(e->pool, linear_task, &j, (r1 - r0 + j.per_task - 1) / j.per_task);
 }
 
 static void linear(rill_engine *e, const rill_matrix *m, const float *x, size_t ldx, int T, float *y, size_t ldy) {
