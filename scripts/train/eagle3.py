@@ -13,17 +13,20 @@ outputs. The target runs each transcript once (no grad) and gives, per position,
 layers and its next-token distribution.
 
 The head (eagle3_head.h): fc over the concatenated taps; one decoder layer fed [input_layernorm(embedding of the next
-token) | hidden_norm(hidden)]; norm; lm_head over the full vocabulary (no d2t); the target's embeddings (no
-embed_tokens: the hidden sizes match). Tapped layers are pinned in eagle_config.eagle_aux_hidden_state_layer_ids as
+token) | hidden_norm(hidden)]; norm; lm_head over a draft vocabulary of the 256 tokens most frequent in the model's own
+completions, with d2t mapping them to target ids (t2d marks them); the target's embeddings (no embed_tokens: the
+hidden sizes match). Small on purpose: on a 4-layer target a head as wide as a target layer costs most of a target
+step over three proposals. Tapped layers are pinned in eagle_config.eagle_aux_hidden_state_layer_ids as
 target layer outputs (0, 2, 3): early, middle and the last layer's output.
 
 Training matches what rill_step runs (training-time test): round 0 is the layer over every pair (g_{p-1}, token p)
 with causal attention; round j > 0 of the chain starting at pair i feeds round j - 1's pre-norm hidden state with the
 token j positions later, and attends to round-0 keys 0..i plus its own chain's keys of rounds 1..j (the head's KV
 slots P + 1 .. P + j during a step). Each round's loss is the cross-entropy to the target's distribution at the
-position it predicts, on completion positions only, rounds weighted 1, 0.8, 0.64.
+position it predicts (restricted to the draft vocabulary and renormalised), on completion positions only, rounds
+weighted 1, 0.8, 0.64.
 
-Output: models/<name>-eagle3/{config.json, model.safetensors (BF16; d2t absent: full vocabulary), README.md} with
+Output: models/<name>-eagle3/{config.json, model.safetensors (F32, with d2t and t2d), README.md} with
 held-out figures: per-round greedy agreement with the model and the mean accepted tokens per step at k = 2, 3, 4
 (acceptance stops at the first wrong draft).
 """
@@ -56,6 +59,9 @@ SETTINGS = {
     "chatml": dict(name="rill-tiny-chatml", seed=4321),
 }
 LAYER_IDS = [0, 2, 3]  # target layer outputs: the residual stream at the input of layers 1, 3 and 4 (after the last)
+# The head is sized to cost a fraction of the 4-layer target per proposal: 3 query heads sharing 1 KV head of 32,
+# SwiGLU 256, and an lm_head over the DRAFT_VOCAB tokens the model emits most (d2t maps them to target ids).
+HEADS, KV_HEADS, HEAD_DIM, INTER, DRAFT_VOCAB = 3, 1, 32, 256, 256
 ROUNDS = 3
 ROUND_WEIGHTS = [1.0, 0.8, 0.64]
 EPS = 1e-5
@@ -76,13 +82,18 @@ def read_safetensors(path: str) -> dict[str, torch.Tensor]:
     return out
 
 
-def write_safetensors_bf16(state: dict[str, torch.Tensor], path: str) -> None:
+def write_safetensors(state: dict[str, torch.Tensor], path: str) -> None:
     header: dict = {"__metadata__": {"format": "pt"}}
     blobs, off = [], 0
     for name in sorted(state):
-        t = state[name].detach().contiguous().to(torch.bfloat16)
-        b = t.view(torch.int16).numpy().astype("<i2").tobytes()
-        header[name] = {"dtype": "BF16", "shape": list(t.shape), "data_offsets": [off, off + len(b)]}
+        t = state[name].detach().contiguous()
+        if t.dtype == torch.int64:
+            b, dtype = t.numpy().astype("<i8").tobytes(), "I64"
+        elif t.dtype == torch.bool:
+            b, dtype = t.numpy().astype("u1").tobytes(), "BOOL"
+        else:
+            b, dtype = t.to(torch.float32).numpy().astype("<f4").tobytes(), "F32"
+        header[name] = {"dtype": dtype, "shape": list(t.shape), "data_offsets": [off, off + len(b)]}
         blobs.append(b)
         off += len(b)
     h = json.dumps(header, separators=(",", ":")).encode("utf-8")
@@ -155,8 +166,11 @@ class RMSNorm(nn.Module):
 
 
 class Head(nn.Module):
-    def __init__(self, hidden: int, inter: int, heads: int, kv_heads: int, head_dim: int, vocab: int, theta: float):
+    def __init__(self, hidden: int, inter: int, heads: int, kv_heads: int, head_dim: int, keep: torch.Tensor,
+                 theta: float):
         super().__init__()
+        self.register_buffer("keep", keep, persistent=False)  # draft id -> target id, increasing
+        vocab = len(keep)
         self.h, self.kv, self.d = heads, kv_heads, head_dim
         self.fc = nn.Linear(3 * hidden, hidden, bias=False)
         self.input_layernorm = RMSNorm(hidden)
@@ -252,10 +266,11 @@ def round_losses(head, model, ids, mask, completion):
             res.append((torch.tensor(0.0), 0, 0))
             continue
         sel = completion[:, 2 + j:2 + j + lim] & (mask[:, 2 + j:2 + j + lim] == 1)
-        want = logp[:, 1 + j:1 + j + lim][sel]
+        full = logp[:, 1 + j:1 + j + lim][sel]
+        want = F.softmax(full[:, head.keep], dim=-1)
         got = F.log_softmax(head.logits(hidden[:, :lim][sel]), dim=-1)
-        ce = -(want.exp() * got).sum(-1)
-        agree = got.argmax(-1) == want.argmax(-1)
+        ce = -(want * got).sum(-1)
+        agree = head.keep[got.argmax(-1)] == full.argmax(-1)
         res.append((ce.sum(), int(sel.sum()), int(agree.sum())))
     return res
 
@@ -283,7 +298,7 @@ def acceptance(head, model, pairs, batch: int) -> dict:
                 logits = head.logits(hidden)
                 lim = max(0, t - 2 - j)
                 nxt = torch.cat([ids[:, 2 + j:], ids.new_full((b, 2 + j), -1)], dim=1)[:, :n]
-                ok[j] = (logits.argmax(-1) == nxt) & torch.cat([completion[:, 2 + j:], torch.zeros(b, 2 + j,
+                ok[j] = (head.keep[logits.argmax(-1)] == nxt) & torch.cat([completion[:, 2 + j:], torch.zeros(b, 2 + j,
                                                                                              dtype=torch.bool)], 1)[:, :n]
                 valid = torch.cat([completion[:, 2 + j:], torch.zeros(b, 2 + j, dtype=torch.bool)], 1)[:, :n]
                 agree_rounds[j] += int(ok[j][:, :lim].sum())
@@ -329,19 +344,33 @@ def main():
 
     t0 = time.time()
     # Seeds the model never saw: training used seed, seed + 3 (phase 2) and seed + 99 (evaluation).
-    train = transcripts(model, tok, args.model, s["seed"] + 1000, args.prompts, stop, pad, 64)
-    held = transcripts(model, tok, args.model, s["seed"] + 2000, args.held_out, stop, pad, 64)
+    cache = os.path.join(ROOT, "scripts", "train", ".out", f"{s['name']}.eagle3-transcripts-{args.prompts}-{args.held_out}.json")
+    if os.path.exists(cache):
+        with open(cache) as f:
+            train, held = json.load(f)
+    else:
+        train = transcripts(model, tok, args.model, s["seed"] + 1000, args.prompts, stop, pad, 64)
+        held = transcripts(model, tok, args.model, s["seed"] + 2000, args.held_out, stop, pad, 64)
+        os.makedirs(os.path.dirname(cache), exist_ok=True)
+        with open(cache, "w") as f:
+            json.dump([train, held], f)
     print(f"transcripts {len(train)} + {len(held)} held out in {time.time() - t0:.0f}s", flush=True)
 
     torch.manual_seed(s["seed"])
     H = cfg.hidden_size
-    head = Head(H, 512, 6, 2, 32, cfg.vocab_size, cfg.rope_theta)
+    counts = torch.zeros(cfg.vocab_size, dtype=torch.long)
+    for _, c in train:
+        counts += torch.bincount(torch.tensor(c, dtype=torch.long), minlength=cfg.vocab_size)
+    keep = counts.argsort(descending=True)[:DRAFT_VOCAB].sort().values
+    coverage = float(counts[keep].sum()) / float(counts.sum())
+    print(f"draft vocabulary {DRAFT_VOCAB}: {100 * coverage:.2f}% of completion tokens", flush=True)
+    head = Head(H, INTER, HEADS, KV_HEADS, HEAD_DIM, keep, cfg.rope_theta)
     with torch.no_grad():
         for m in head.modules():
             if isinstance(m, nn.Linear):
                 nn.init.normal_(m.weight, std=0.02)
         # lm_head and norm start as the target's read-out; the layer's outputs start small.
-        head.lm_head.weight.copy_(model.lm_head.weight)
+        head.lm_head.weight.copy_(model.lm_head.weight[keep])
         head.norm.weight.copy_(model.model.norm.weight)
         head.o_proj.weight.mul_(0.1)
         head.down_proj.weight.mul_(0.1)
@@ -385,15 +414,17 @@ def main():
         "midlayer.mlp.down_proj.weight": head.down_proj.weight,
         "norm.weight": head.norm.weight,
         "lm_head.weight": head.lm_head.weight,
+        "d2t": keep - torch.arange(DRAFT_VOCAB),
+        "t2d": torch.zeros(cfg.vocab_size, dtype=torch.bool).index_fill(0, keep, True),
     }
-    write_safetensors_bf16(state, os.path.join(out_dir, "model.safetensors"))
+    write_safetensors(state, os.path.join(out_dir, "model.safetensors"))
     config = {
         "architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": H,
-        "intermediate_size": 512, "num_hidden_layers": 1, "num_attention_heads": 6, "num_key_value_heads": 2,
-        "head_dim": 32, "hidden_act": "silu", "rms_norm_eps": EPS, "vocab_size": cfg.vocab_size,
-        "draft_vocab_size": cfg.vocab_size, "max_position_embeddings": cfg.max_position_embeddings,
+        "intermediate_size": INTER, "num_hidden_layers": 1, "num_attention_heads": HEADS, "num_key_value_heads": KV_HEADS,
+        "head_dim": HEAD_DIM, "hidden_act": "silu", "rms_norm_eps": EPS, "vocab_size": cfg.vocab_size,
+        "draft_vocab_size": DRAFT_VOCAB, "max_position_embeddings": cfg.max_position_embeddings,
         "rope_theta": cfg.rope_theta, "rope_scaling": None, "tie_word_embeddings": False, "attention_bias": False,
-        "mlp_bias": False, "torch_dtype": "bfloat16",
+        "mlp_bias": False, "torch_dtype": "float32",
         "eagle_config": {"eagle_aux_hidden_state_layer_ids": LAYER_IDS, "use_aux_hidden_state": True,
                          "use_input_layernorm_in_first_layer": True, "use_last_layernorm": True},
         "rill": {"target": s["name"], "training_seed": s["seed"]},
@@ -407,8 +438,9 @@ def main():
         f.write(f"""# {s['name']}-eagle3
 
 An EAGLE-3 draft head for [{s['name']}](../{s['name']}), in the public checkpoint layout
-(`LlamaForCausalLMEagle3`: `fc`, `midlayer.*`, `norm`, `lm_head`; no `d2t`, no `embed_tokens`: the full vocabulary
-and the target's embeddings). Serve with:
+(`LlamaForCausalLMEagle3`: `fc`, `midlayer.*`, `norm`, `lm_head` over a draft vocabulary of {DRAFT_VOCAB} tokens
+({100 * coverage:.1f}% of the model's completion tokens) with `d2t`/`t2d`; no `embed_tokens`: the target's embeddings
+serve). Serve with:
 
     deno task serve models/{s['name']} --backend native --speculative eagle3 --draft-model models/{s['name']}-eagle3
 
