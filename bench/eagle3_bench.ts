@@ -12,12 +12,14 @@
  *   tokens over the wall time from the last prefill to the last token) against speculation off in the same run, and
  *   whether the output is token for token the same as with speculation off.
  *
- * Best of three timed passes after a warm-up per case. Environment: RILL_BENCH_THREADS (default: all cores).
+ * Each case alternates passes (the eight prompts twice) with speculation off on its own engine, and keeps the best of
+ * five after a warm-up, so the shared machine's load hits both sides alike. Environment: RILL_BENCH_THREADS (default:
+ * all cores).
  */
 import { join } from "node:path";
 import type { EngineChunk } from "../engine/engine.ts";
 import { loadModel } from "../formats/load_model.ts";
-import { openEngine, type OpenEngineOptions } from "../engine/open_engine.ts";
+import { openEngine } from "../engine/open_engine.ts";
 import { contextLength } from "../model/model_dir.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
@@ -34,7 +36,8 @@ const QUESTIONS = [
   "How many grams is 3 kg?",
   "What is 64 km in miles?",
 ];
-const PASSES = 3;
+const PASSES = 5;
+const ROUNDS_PER_PASS = 2;
 
 type Method =
   | { readonly kind: "none" }
@@ -170,11 +173,11 @@ async function measure(name: string): Promise<Row[]> {
   const prompts = QUESTIONS.map((q) =>
     model.format.render({ messages: [{ role: "user", content: q }], tools: [], toolChoice: "auto" })
   );
-  const wave = async (method: Method, batch: number): Promise<Wave> => {
+  const open = async (method: Method, batch: number) => {
     let draftModelDir: string | undefined;
     if (method.kind === "draft") draftModelDir = await layerSkipDraft(dir, name, method.layers);
     if (method.kind === "eagle3") draftModelDir = head;
-    const options: OpenEngineOptions = {
+    return await openEngine({
       modelDir: dir,
       model,
       modelId: "bench",
@@ -189,51 +192,57 @@ async function measure(name: string): Promise<Row[]> {
       maxNumSeqs: batch,
       speculative: method.kind,
       ...(method.kind === "none" ? {} : { numSpeculativeTokens: method.k }),
-    };
-    const engine = await openEngine(options);
-    try {
-      let best: Wave | undefined;
-      for (let pass = 0; pass <= PASSES; pass++) {
-        const one = (promptTokens: number[], i: number) =>
-          generate(engine.generate({
-            id: `e3-${pass}-${i}`,
-            promptTokens,
-            sampling: {
-              temperature: 0,
-              topP: 1,
-              topK: 0,
-              maxTokens: 160,
-              stopTokens: model.format.stopTokens,
-              stopStrings: [],
-              logprobs: -1,
-            },
-          }));
-        const gens: Generation[] = [];
-        if (batch === 1) {
-          for (const [i, p] of prompts.entries()) gens.push(await one(p, i));
-        } else {
-          gens.push(...await Promise.all(prompts.map(one)));
-        }
-        const w = summarise(gens, batch);
-        if (pass > 0 && (best === undefined || w.tokensPerS > best.tokensPerS)) best = w;
+    });
+  };
+  /** One pass: the prompts ROUNDS_PER_PASS times over, one at a time (batch 1) or all at once (batch 8). */
+  const pass = async (engine: Awaited<ReturnType<typeof open>>, batch: number, tag: string): Promise<Wave> => {
+    const one = (promptTokens: number[], i: number) =>
+      generate(engine.generate({
+        id: `${tag}-${i}`,
+        promptTokens,
+        sampling: {
+          temperature: 0,
+          topP: 1,
+          topK: 0,
+          maxTokens: 160,
+          stopTokens: model.format.stopTokens,
+          stopStrings: [],
+          logprobs: -1,
+        },
+      }));
+    const gens: Generation[] = [];
+    for (let r = 0; r < ROUNDS_PER_PASS; r++) {
+      if (batch === 1) {
+        for (const [i, p] of prompts.entries()) gens.push(await one(p, r * prompts.length + i));
+      } else {
+        gens.push(...await Promise.all(prompts.map((p, i) => one(p, r * prompts.length + i))));
       }
-      return best!;
-    } finally {
-      await engine.close();
     }
+    return summarise(gens, batch);
   };
   const rows: Row[] = [];
   for (const batch of [1, 8]) {
-    const off = await wave({ kind: "none" }, batch);
     for (const method of METHODS) {
-      let on: Wave;
-      try {
-        on = await wave(method, batch);
-      } catch (e) {
+      // Off and on alternate pass by pass, so a burst of other work on the shared machine hits both alike; the best
+      // pass of each after a warm-up counts.
+      let off: Wave | undefined, on: Wave | undefined;
+      const engines = await Promise.all([open({ kind: "none" }, batch), open(method, batch)]).catch((e) => {
         console.log(`eagle3 ${name} x${batch} ${methodName(method)}: ${e instanceof Error ? e.message : e}`);
-        continue;
+        return undefined;
+      });
+      if (engines === undefined) continue;
+      try {
+        for (let p = 0; p <= PASSES; p++) {
+          const a = await pass(engines[0], batch, `off-${p}`);
+          const b = await pass(engines[1], batch, `on-${p}`);
+          if (p === 0) continue;
+          if (off === undefined || a.tokensPerS > off.tokensPerS) off = a;
+          if (on === undefined || b.tokensPerS > on.tokensPerS) on = b;
+        }
+      } finally {
+        await Promise.all(engines.map((e) => e.close()));
       }
-      const row = { model: name, batch, method, off, on };
+      const row = { model: name, batch, method, off: off!, on: on! };
       console.log(`eagle3 ${name} x${batch}: ${line(row)}`);
       rows.push(row);
     }
