@@ -12,6 +12,9 @@
  *   tokens over the wall time from the last prefill to the last token) against speculation off in the same run, and
  *   whether the output is token for token the same as with speculation off.
  *
+ * Before the engine runs, ffi/bench/bench_eagle3_step.c times single `rill_step` calls (fed 1..4 tokens, with and
+ * without 3 proposals), the costs that bound any speedup on a model.
+ *
  * Each case alternates passes (the eight prompts twice) with speculation off on its own engine, and keeps the best of
  * five after a warm-up, so the shared machine's load hits both sides alike. Environment: RILL_BENCH_THREADS (default:
  * all cores).
@@ -270,8 +273,36 @@ export async function run(): Promise<void> {
     return;
   }
   console.log(`eagle3: threads ${THREADS}`);
+  const tool = join(OUT, "bin", "bench_eagle3_step");
+  await Deno.mkdir(join(OUT, "bin"), { recursive: true });
+  const cc = await new Deno.Command(Deno.env.get("CC") || "cc", {
+    args: [
+      "-std=c17",
+      "-O2",
+      "-Wall",
+      "-Wextra",
+      "-Werror",
+      "-pthread",
+      `-I${ROOT}ffi/include`,
+      `${ROOT}ffi/bench/bench_eagle3_step.c`,
+      `-L${ROOT}build/ffi`,
+      "-lrill",
+      `-Wl,-rpath,${ROOT}build/ffi`,
+      "-o",
+      tool,
+    ],
+  }).output();
   const rows: Row[] = [];
-  for (const name of MODELS) rows.push(...await measure(name));
+  for (const name of MODELS) {
+    const head = join(ROOT, "models", `${name}-eagle3`);
+    if (cc.success && await exists(join(head, "model.safetensors"))) {
+      const out = await new Deno.Command(tool, {
+        args: [join(ROOT, "models", name), head, "--threads", String(THREADS)],
+      }).output();
+      for (const l of new TextDecoder().decode(out.stdout).trim().split("\n")) console.log(`eagle3 ${name} step: ${l}`);
+    }
+    rows.push(...await measure(name));
+  }
   console.log(
     "\n| model | batch | speculation | K | tokens/step | off → on tok/s | speedup | decode off → on tok/s | decode speedup | output |",
   );
