@@ -277,6 +277,11 @@ static rill_status engine_create(const char *model_dir, const rill_options *o, r
   bool bf16_only = (o->dtype == NULL || strcmp(o->dtype, "bf16") == 0) &&
                    (o->kv_dtype == NULL || strcmp(o->kv_dtype, "bf16") == 0);
   if (want_cuda && !bf16_only && strcmp(o->device, "auto") == 0) want_cuda = false;
+  /* Only the CPU device captures the hidden states an EAGLE-3 head reads: "auto" with a head runs on the CPU. */
+  if (want_cuda && strcmp(o->device, "auto") == 0 && o->draft_model_dir != NULL &&
+      rill_eagle3_is_head(o->draft_model_dir)) {
+    want_cuda = false;
+  }
   if (want_cuda && !bf16_only) {
     free(e);
     return set_global(RILL_ERR_UNSUPPORTED, "device cuda: holds bf16 weights and a bf16 KV cache only");
