@@ -58,8 +58,8 @@ export interface ServeConfig {
   readonly shutdownTimeout: number;
   readonly logFormat: LogFormat;
   readonly logLevel: "debug" | "info" | "warn" | "error";
-  readonly speculative: "ngram" | "draft" | "none";
-  /** Checkpoint of the draft model (`--speculative draft`, native backend only). */
+  readonly speculative: "ngram" | "draft" | "eagle3" | "none";
+  /** Checkpoint of the draft model or EAGLE-3 head (`--speculative draft|eagle3`, native backend only). */
   readonly draftModel: string | undefined;
   readonly numSpeculativeTokens: number;
   /** ONNX sessions one step is split across (main thread + workers), or "auto" (see resolveShards). */
@@ -275,8 +275,9 @@ const SPECS: readonly OptionSpec[] = [
   {
     flag: "speculative",
     env: "RILL_SPECULATIVE",
-    value: "ngram|draft|none",
-    help: "Speculative decoding method: prompt-lookup n-gram drafts, or a draft model (--draft-model).",
+    value: "ngram|draft|eagle3|none",
+    help: "Speculative decoding method: prompt-lookup n-gram drafts, a draft model, or an EAGLE-3 head reading the " +
+      "target's hidden states (both --draft-model, native backend).",
     fallback: "none",
   },
   {
@@ -284,7 +285,8 @@ const SPECS: readonly OptionSpec[] = [
     env: "RILL_DRAFT_MODEL",
     value: "DIR",
     help: "Checkpoint directory of a smaller model with the same tokenizer that proposes the drafts of " +
-      "--speculative draft (native backend).",
+      "--speculative draft, or of an EAGLE-3 head (LlamaForCausalLMEagle3 layout) for --speculative eagle3 " +
+      "(native backend).",
     fallback: undefined,
   },
   {
@@ -425,13 +427,16 @@ export function parseServeArgs(
   const numKvBlocks = get("num-kv-blocks");
   const gpuMemoryFraction = get("gpu-memory-fraction");
   const port = integer("port", get("port")!, 0);
-  const speculative = choice("speculative", get("speculative")!, ["ngram", "draft", "none"] as const);
+  const speculative = choice("speculative", get("speculative")!, ["ngram", "draft", "eagle3", "none"] as const);
   const draftModel = get("draft-model");
-  if (speculative === "draft" && draftModel === undefined) {
-    throw new CliError("--speculative draft needs --draft-model DIR");
+  const withDraft = speculative === "draft" || speculative === "eagle3";
+  if (withDraft && draftModel === undefined) {
+    throw new CliError(`--speculative ${speculative} needs --draft-model DIR`);
   }
-  if (speculative !== "draft" && draftModel !== undefined) {
-    throw new CliError(`--draft-model is used only with --speculative draft (got --speculative ${speculative})`);
+  if (!withDraft && draftModel !== undefined) {
+    throw new CliError(
+      `--draft-model is used only with --speculative draft or eagle3 (got --speculative ${speculative})`,
+    );
   }
   if (port > 65535) throw new CliError(`--port must be at most 65535, got ${port}`);
   return {

@@ -149,7 +149,10 @@ async function openServedEngine(
       prefixCache: config.prefixCache,
       ...(config.numKvBlocks === undefined ? {} : { numKvBlocks: config.numKvBlocks }),
       ...(config.gpuMemoryFraction === undefined ? {} : { gpuMemoryFraction: config.gpuMemoryFraction }),
-      ...(config.draftModel === undefined ? {} : { draftModelDir: config.draftModel }),
+      ...(config.draftModel === undefined ? {} : {
+        draftModelDir: config.draftModel,
+        draftKind: config.speculative === "eagle3" ? "eagle3" as const : "model" as const,
+      }),
       ...(modelBytes === undefined ? {} : { modelBytes }),
     },
   }).finally(() => source.release());

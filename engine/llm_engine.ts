@@ -41,8 +41,9 @@ export interface EngineOptions {
   readonly maxQueue?: number;
   /** Context length; defaults to, and is capped by, the backend's maxPositions. */
   readonly maxModelLen?: number;
-  /** "draft" needs a backend with a draft model (`info.proposesDrafts`). */
-  readonly speculative?: "ngram" | "draft" | "none";
+  /** "draft" and "eagle3" need a backend that proposes drafts inside its step (`info.proposesDrafts`): a draft
+   * model or an EAGLE-3 head; the engine treats both alike. */
+  readonly speculative?: "ngram" | "draft" | "eagle3" | "none";
   /** Drafts per step when speculating (default 4, capped by the backend's maxDrafts). */
   readonly numSpeculativeTokens?: number;
   readonly ngram?: NgramProposerOptions;
@@ -203,7 +204,12 @@ export class LlmEngine implements Engine {
     if (speculative === "draft" && !info.proposesDrafts) {
       throw new RangeError("speculative draft needs a backend with a draft model (--backend native --draft-model DIR)");
     }
-    this.#draft = speculative === "draft" && this.#k > 0;
+    if (speculative === "eagle3" && !info.proposesDrafts) {
+      throw new RangeError(
+        "speculative eagle3 needs a backend with an EAGLE-3 head (--backend native --draft-model DIR)",
+      );
+    }
+    this.#draft = (speculative === "draft" || speculative === "eagle3") && this.#k > 0;
   }
 
   generate(request: GenerateRequest): ReadableStream<EngineChunk> {

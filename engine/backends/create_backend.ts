@@ -63,6 +63,11 @@ export interface BackendOptions {
    * proposes drafts inside each step (the engine's `speculative: "draft"`). ONNX refuses it.
    */
   readonly draftModelDir?: string;
+  /**
+   * What draftModelDir holds (default "model"): a draft model, or an EAGLE-3 head (`speculative: "eagle3"`), which
+   * the native library recognises by its config.json; a directory of the other kind is refused in one line.
+   */
+  readonly draftKind?: "model" | "eagle3";
   /** The ONNX graph's bytes instead of reading onnxPath (a self-contained model embedded in a binary). */
   readonly modelBytes?: Uint8Array;
   /** Cores to plan threads for (default navigator.hardwareConcurrency). */
@@ -120,7 +125,11 @@ async function createOnnxBackend(model: BackendModel, options: BackendOptions): 
     throw new BackendUnavailableError("--backend onnx runs on the CPU only; use --device cpu or auto");
   }
   if (options.draftModelDir !== undefined) {
-    throw new BackendUnavailableError("--speculative draft needs --backend native (ONNX runs no draft model)");
+    throw new BackendUnavailableError(
+      options.draftKind === "eagle3"
+        ? "--speculative eagle3 needs --backend native (ONNX runs no EAGLE-3 head)"
+        : "--speculative draft needs --backend native (ONNX runs no draft model)",
+    );
   }
   const dtype = options.dtype ?? "auto";
   if (dtype !== "auto") {
@@ -180,6 +189,7 @@ async function createNativeBackend(model: BackendModel, options: BackendOptions)
   const device = options.device ?? "auto";
   const threads = options.threads === "auto" || options.threads === undefined ? 0 : options.threads;
   const dtype = options.dtype === undefined || options.dtype === "auto" ? undefined : options.dtype;
+  if (options.draftModelDir !== undefined) await checkDraftKind(options.draftModelDir, options.draftKind ?? "model");
   let backend: NativeBackend;
   try {
     backend = await NativeBackend.create(model.dir, {
@@ -207,9 +217,38 @@ async function createNativeBackend(model: BackendModel, options: BackendOptions)
     `native ${i.device} (${i.isa}), ${i.dtype} weights, ${i.kvDtype} KV, ${i.threads} thread${
       i.threads === 1 ? "" : "s"
     }` +
-      (i.draftWeightBytes > 0 ? `, draft model ${options.draftModelDir} (${i.draftWeightBytes} weight bytes)` : ""),
+      (i.draftWeightBytes > 0
+        ? `, ${options.draftKind === "eagle3" ? "EAGLE-3 head" : "draft model"} ${options.draftModelDir} ` +
+          `(${i.draftWeightBytes} weight bytes)`
+        : ""),
   );
   return backend;
+}
+
+/** True when dir/config.json names an EAGLE-3 architecture (as the native library decides); false when unreadable. */
+export async function isEagle3Head(dir: string): Promise<boolean> {
+  try {
+    const config: unknown = JSON.parse(await Deno.readTextFile(`${dir}/config.json`));
+    const archs = typeof config === "object" && config !== null && "architectures" in config
+      ? config.architectures
+      : undefined;
+    return Array.isArray(archs) && archs.some((a) => typeof a === "string" && a.includes("Eagle3"));
+  } catch {
+    return false;
+  }
+}
+
+/** The native library loads whichever kind the directory holds; the user's --speculative must name the same. */
+async function checkDraftKind(dir: string, kind: "model" | "eagle3"): Promise<void> {
+  const head = await isEagle3Head(dir);
+  if (kind === "eagle3" && !head) {
+    throw new BackendUnavailableError(
+      `--speculative eagle3: ${dir} is not an EAGLE-3 head (its config.json names no *Eagle3 architecture)`,
+    );
+  }
+  if (kind === "model" && head) {
+    throw new BackendUnavailableError(`--speculative draft: ${dir} is an EAGLE-3 head; use --speculative eagle3`);
+  }
 }
 
 async function isFile(path: string): Promise<boolean> {

@@ -45,7 +45,8 @@ typedef struct rill_options {
   const char *device;          /* "cpu" (default), "cuda", "auto" */
   const char *dtype;           /* weights: "fp32", "bf16", "int8"; NULL = bf16 for bf16 checkpoints, else fp32 */
   const char *kv_dtype;        /* "fp32" (default on cpu) or "bf16" */
-  const char *draft_model_dir; /* a smaller checkpoint with the target's vocabulary that proposes drafts; NULL = none */
+  const char *draft_model_dir; /* a smaller checkpoint with the target's vocabulary that proposes drafts, or an EAGLE-3
+                                  head (config.json architectures *Eagle3; CPU device); NULL = none */
   int32_t threads;             /* CPU threads; 0 = all cores */
   int32_t block_size;          /* tokens per KV block; 0 = 16 */
   int32_t num_blocks;          /* KV pool size in blocks; 0 = from kv_bytes */
@@ -152,6 +153,9 @@ RILL_API rill_status rill_engine_info(const rill_engine *engine, rill_info *out)
  * feeds the last accepted token at position P = context_lens[i] - draft_counts[i] + counts[i] - 1 and proposes k
  * greedy tokens autoregressively (all such sequences batched), writing draft KV at positions P .. P + k - 1, which
  * the block table must cover (the caller allocates k lookahead slots). Rollback stays implicit.
+ * With an EAGLE-3 head instead, the target's forward pass keeps its residual stream at the head's tapped layers; the
+ * head stores their projection and its own KV per position in pools addressed by the same block tables, and proposes
+ * the same way (k greedy tokens from the last accepted token at P, head KV slots P .. P + k - 1).
  */
 RILL_API rill_status rill_step(rill_engine *engine, const rill_step_batch *batch, rill_step_result *result);
 

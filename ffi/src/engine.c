@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "draft.h"
+#include "eagle3.h"
 #include "rope.h"
 #include "safetensors.h"
 #include "sample.h"
@@ -69,6 +70,7 @@ RILL_API void rill_engine_destroy(rill_engine *e) {
   if (e == NULL) return;
   rill_cuda_destroy(e->cuda);
   rill_engine_destroy(e->draft);
+  rill_eagle3_destroy(e->eagle3);
   if (e->owns_pool) rill_pool_destroy(e->pool);
   rill_kv_pool_destroy(&e->kv);
   rill_model_weights_free(&e->w);
@@ -184,6 +186,7 @@ static rill_status read_options(const rill_options *o, rill_engine *e) {
 }
 
 static rill_status attach_draft(rill_engine *e, const char *dir, const rill_options *o);
+static rill_status attach_eagle3(rill_engine *e, const char *dir);
 
 /* What every device reports the same way; device, isa, dtypes and byte counts are the caller's. */
 static void fill_info(rill_engine *e, int threads) {
@@ -243,7 +246,8 @@ static rill_status create_on_cuda(rill_engine *e, const rill_options *o, int thr
 /* The end of engine_create on every device: the draft model, if any, then the handle. */
 static rill_status finish_create(rill_engine *e, const rill_options *o, rill_engine **out) {
   if (o->draft_model_dir != NULL) {
-    rill_status s = attach_draft(e, o->draft_model_dir, o);
+    rill_status s = rill_eagle3_is_head(o->draft_model_dir) ? attach_eagle3(e, o->draft_model_dir)
+                                                             : attach_draft(e, o->draft_model_dir, o);
     if (s != RILL_OK) {
       rill_engine_destroy(e);
       return s;
@@ -279,6 +283,11 @@ static rill_status engine_create(const char *model_dir, const rill_options *o, r
   bool bf16_only = (o->dtype == NULL || strcmp(o->dtype, "bf16") == 0) &&
                    (o->kv_dtype == NULL || strcmp(o->kv_dtype, "bf16") == 0);
   if (want_cuda && !bf16_only && strcmp(o->device, "auto") == 0) want_cuda = false;
+  /* Only the CPU device captures the hidden states an EAGLE-3 head reads: "auto" with a head runs on the CPU. */
+  if (want_cuda && strcmp(o->device, "auto") == 0 && o->draft_model_dir != NULL &&
+      rill_eagle3_is_head(o->draft_model_dir)) {
+    want_cuda = false;
+  }
   if (want_cuda && !bf16_only) {
     free(e);
     return set_global(RILL_ERR_UNSUPPORTED, "device cuda: holds bf16 weights and a bf16 KV cache only");
@@ -421,6 +430,20 @@ static rill_status attach_draft(rill_engine *e, const char *dir, const rill_opti
   return RILL_OK;
 }
 
+/* An EAGLE-3 head reads the target's hidden states, which only the CPU device's forward pass captures. */
+static rill_status attach_eagle3(rill_engine *e, const char *dir) {
+  if (e->cuda != NULL) {
+    return set_global(RILL_ERR_UNSUPPORTED, "eagle3 head: the CUDA device does not capture the target's hidden "
+                                            "states yet (use device cpu)");
+  }
+  char msg[RILL_ERR_CAP];
+  rill_status s = rill_eagle3_create(e, dir, &e->eagle3, msg, sizeof msg);
+  if (s != RILL_OK) return set_global(s, "eagle3 head %.200s: %.280s", dir, msg);
+  e->info.draft_weight_bytes = (int64_t)rill_eagle3_weight_bytes(e->eagle3);
+  e->info.kv_bytes += (int64_t)rill_eagle3_state_bytes(e->eagle3);
+  return RILL_OK;
+}
+
 RILL_API rill_status rill_engine_create(const char *model_dir, const rill_options *options, rill_engine **out) {
   global_err[0] = '\0';
   if (out == NULL) return set_global(RILL_ERR_INVALID_ARGUMENT, "out: NULL");
@@ -457,7 +480,7 @@ RILL_API rill_status rill_step(rill_engine *e, const rill_step_batch *b, rill_st
   if (s != RILL_OK) return s;
   if (b->propose_counts != NULL) {
     for (int32_t i = 0; i < b->num_seqs; i++) {
-      if (b->propose_counts[i] > 0 && e->draft == NULL) {
+      if (b->propose_counts[i] > 0 && e->draft == NULL && e->eagle3 == NULL) {
         snprintf(e->err, sizeof e->err, "propose_counts[%d] = %d: this engine has no draft model", i,
                  b->propose_counts[i]);
         return RILL_ERR_INVALID_ARGUMENT;
@@ -481,6 +504,7 @@ RILL_API rill_status rill_step(rill_engine *e, const rill_step_batch *b, rill_st
   }
   if (s != RILL_OK) return s;
   if (e->draft != NULL) return rill_draft_propose(e, b, r);
+  if (e->eagle3 != NULL) return rill_eagle3_propose(e, b, r);
   if (b->propose_counts != NULL) memset(r->proposed_counts, 0, (size_t)b->num_seqs * sizeof(int32_t));
   return RILL_OK;
 }
@@ -497,8 +521,9 @@ RILL_API rill_status rill_forward_logits(rill_engine *e, const rill_step_batch *
   int32_t rows = 0;
   s = e->cuda != NULL ? rill_cuda_forward(e->cuda, b, 1, logits_out, NULL, &rows, e->err, sizeof e->err)
                       : rill_forward(e, b, RILL_ROWS_ALL, logits_out, &rows);
-  if (s != RILL_OK || e->draft == NULL) return s;
-  return rill_draft_follow(e, b);
+  if (s != RILL_OK) return s;
+  if (e->eagle3 != NULL) return rill_eagle3_follow(e, b);
+  return e->draft == NULL ? RILL_OK : rill_draft_follow(e, b);
 }
 
 RILL_API rill_status rill_release(rill_engine *e, int32_t seq_id) {

@@ -61,6 +61,9 @@ struct rill_engine {
   int32_t *dr_cur_tok; /* the token the next round feeds */
   int32_t *dr_cur_pos; /* position of the last accepted token */
 
+  /* The EAGLE-3 head (NULL without one; never together with a draft model): see eagle3.h. */
+  struct rill_eagle3 *eagle3;
+
   char err[RILL_ERR_CAP];
 };
 

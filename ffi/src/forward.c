@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "eagle3.h"
 #include "engine.h"
 #include "matrix.h"
 #include "moe.h"
@@ -349,6 +350,8 @@ rill_status rill_forward(rill_engine *e, const rill_step_batch *b, rill_rows mod
                      e->rope_sin + (size_t)t * half);
   }
 
+  /* EAGLE-3: the head keeps the residual stream at its tapped layer inputs (0 = the embeddings). */
+  if (e->eagle3 != NULL) rill_eagle3_capture(e->eagle3, 0, e->x, T);
   for (int l = 0; l < c->num_layers; l++) {
     const rill_layer_weights *L = &e->w.layers[l];
     norm_all(e, e->x, (size_t)H, L->attn_norm, T, NULL, e->xn, (size_t)H);
@@ -372,6 +375,7 @@ rill_status rill_forward(rill_engine *e, const rill_step_batch *b, rill_rows mod
     rill_pool_run(e->pool, silu_task, &sj, tasks_for(T, TOKENS_PER_TASK));
     linear(e, &L->down, e->act, (size_t)I, T, e->proj, (size_t)H);
     residual(e, T, NULL);
+    if (e->eagle3 != NULL) rill_eagle3_capture(e->eagle3, l + 1, e->x, T);
   }
 
   *num_rows = R;

@@ -74,6 +74,13 @@ Deno.test("--speculative draft --draft-model DIR (RILL_SPECULATIVE, RILL_DRAFT_M
   assert.match(serveHelp(), /RILL_DRAFT_MODEL/);
 });
 
+Deno.test("--speculative eagle3 --draft-model DIR", () => {
+  const c = parseServeArgs(["--speculative", "eagle3", "--draft-model", "models/head"], noEnv);
+  assert.ok(c !== "help");
+  assert.deepEqual([c.speculative, c.draftModel], ["eagle3", "models/head"]);
+  assert.match(serveHelp(), /ngram\|draft\|eagle3\|none/);
+});
+
 Deno.test("--shards: a positive integer or auto (RILL_SHARDS)", () => {
   const c = parseServeArgs(["--shards", "3"], noEnv);
   assert.ok(c !== "help");
@@ -109,7 +116,8 @@ Deno.test("parseServeArgs: bad values are one-line CliErrors naming the option",
     [["--backend", "cuda"], /--backend/],
     [["--speculative", "eagle"], /--speculative/],
     [["--speculative", "draft"], /--speculative draft needs --draft-model DIR/],
-    [["--draft-model", "models/x"], /--draft-model is used only with --speculative draft/],
+    [["--speculative", "eagle3"], /--speculative eagle3 needs --draft-model DIR/],
+    [["--draft-model", "models/x"], /--draft-model is used only with --speculative draft or eagle3/],
     [["--speculative", "ngram", "--draft-model", "models/x"], /--draft-model is used only with --speculative draft/],
     [["--max-num-seqs", "0"], /--max-num-seqs/],
     [["--shards", "0"], /--shards must be 'auto' or an integer/],

@@ -45,7 +45,8 @@ function outputText(r: Completed): string {
 
 const ROOT = new URL("../../", import.meta.url).pathname;
 
-/** Each model on ONNX, on the native library, and on the native library with the other bundled model as its draft. */
+/** Each model on ONNX, on the native library, on the native library with the other bundled model as its draft, and
+ * with its own trained EAGLE-3 head. */
 const RUNS = BUNDLED_MODELS.flatMap((n) => {
   const other = BUNDLED_MODELS.find((m) => m !== n)!;
   return [
@@ -58,6 +59,14 @@ const RUNS = BUNDLED_MODELS.flatMap((n) => {
       "draft",
       "--draft-model",
       `${ROOT}models/${other}`,
+    ]],
+    [n, "native, EAGLE-3 head", [
+      "--backend",
+      "native",
+      "--speculative",
+      "eagle3",
+      "--draft-model",
+      `${ROOT}models/${n}-eagle3`,
     ]],
   ] as const;
 });

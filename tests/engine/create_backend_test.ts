@@ -11,6 +11,7 @@ import { OnnxBackend } from "../../engine/backends/onnx_backend.ts";
 
 const MODEL = new URL("../../models/rill-tiny-harmony", import.meta.url).pathname;
 const CHECKPOINT = new URL("../fixtures/checkpoints/llama3-fp32", import.meta.url).pathname;
+const EAGLE3_HEAD = new URL("../fixtures/eagle3/head-a", import.meta.url).pathname;
 
 Deno.test("createBackend onnx: host-sampled ONNX sized from the engine's options", async () => {
   const m = await readModelDir(MODEL);
@@ -72,6 +73,15 @@ Deno.test("createBackend refuses what it cannot do with a one-line BackendUnavai
     [{ ...base, device: "cuda" }, /CPU only/],
     [{ ...base, dtype: "float16" }, /--dtype float16/],
     [{ ...base, draftModelDir: MODEL }, /--speculative draft needs --backend native/],
+    [{ ...base, draftModelDir: EAGLE3_HEAD, draftKind: "eagle3" }, /--speculative eagle3 needs --backend native/],
+    // The directory must hold what --speculative names.
+    [{ ...base, kind: "native", draftModelDir: EAGLE3_HEAD }, /is an EAGLE-3 head; use --speculative eagle3/],
+    [{ ...base, kind: "native", draftModelDir: MODEL, draftKind: "eagle3" }, /is not an EAGLE-3 head/],
+    // A head for another target: the native library names the vocabulary.
+    [
+      { ...base, kind: "native", draftModelDir: EAGLE3_HEAD, draftKind: "eagle3" },
+      /^native backend: eagle3 head .*vocab_size 96, the target's has 1024/,
+    ],
     // A draft model must share the target's tokenizer: a 96-token checkpoint cannot draft for a 1024-token model.
     [{ ...base, kind: "native", draftModelDir: CHECKPOINT }, /vocabulary of 96 tokens, the target's has 1024/],
     [{ ...base, kind: "native", draftModelDir: "/nonexistent/draft" }, /draft model: .*nonexistent/],

@@ -176,6 +176,18 @@ Deno.test("draft-model speculation: greedy output equals plain decoding under ba
   assert.ok((other.backend as ProposingBackend).proposed > 0);
 });
 
+Deno.test("speculative eagle3 needs a backend with an EAGLE-3 head", () => {
+  assert.throws(
+    () =>
+      createEngine(markovBackend().sampled(), {
+        tokenizer: new ToyTokenizer(),
+        speculative: "eagle3",
+        eosTokenIds: [],
+      }),
+    /speculative eagle3 needs a backend with an EAGLE-3 head/,
+  );
+});
+
 Deno.test("speculative draft needs a backend with a draft model", () => {
   assert.throws(
     () =>

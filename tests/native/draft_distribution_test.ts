@@ -1,6 +1,7 @@
 /**
- * Draft-model speculation keeps the target's sampling distribution on the native library: a random 96-token
- * checkpoint drafting for itself, at temperature 1, through the engine, three tokens per request. The second
+ * Draft-model and EAGLE-3 speculation keep the target's sampling distribution on the native library: a random 96-token
+ * checkpoint drafting for itself, or the committed random EAGLE-3 head (tests/fixtures/eagle3/head-a) drafting for
+ * it, at temperature 1, through the engine, three tokens per request. The second
  * generated token is the one drafts decide (the prefill samples the first and proposes the draft the next step
  * verifies against the second; a third token would be past the request's end, so none is proposed for it), so its
  * empirical distribution over 3000 seeds is compared by chi-square with the exact marginal
@@ -14,6 +15,7 @@ import { ToyTokenizer } from "../../testing/toy_tokenizer.ts";
 import { prefillBatch } from "./step_batches.ts";
 
 const DIR = new URL("../fixtures/checkpoints/llama3-fp32", import.meta.url).pathname;
+const HEAD = new URL("../fixtures/eagle3/head-a", import.meta.url).pathname;
 const PROMPT = [5, 17, 42, 8, 91, 23, 60];
 
 function softmax(row: Float32Array): Float64Array {
@@ -45,7 +47,13 @@ async function exactSecond(): Promise<Float64Array> {
   }
 }
 
-Deno.test("native draft-model speculation keeps the sampled distribution (chi-square, 96 tokens)", async () => {
+for (const method of ["draft", "eagle3"] as const) {
+  Deno.test(`native ${method} speculation keeps the sampled distribution (chi-square, 96 tokens)`, async () => {
+    await checkSecond(method, method === "draft" ? DIR : HEAD);
+  });
+}
+
+async function checkSecond(method: "draft" | "eagle3", draftModelDir: string): Promise<void> {
   const expected = await exactSecond();
   const backend = await NativeBackend.create(DIR, {
     threads: 2,
@@ -53,13 +61,13 @@ Deno.test("native draft-model speculation keeps the sampled distribution (chi-sq
     maxBatchTokens: 512,
     numBlocks: 96,
     maxDrafts: 2,
-    draftModelDir: DIR,
+    draftModelDir,
   });
   const engine = createEngine(backend, {
     tokenizer: new ToyTokenizer(),
     maxNumSeqs: 64,
     maxQueue: 4000,
-    speculative: "draft",
+    speculative: method,
     numSpeculativeTokens: 2,
     eosTokenIds: [],
   });
@@ -115,4 +123,4 @@ Deno.test("native draft-model speculation keeps the sampled distribution (chi-sq
   const critical = df * (1 - 2 / (9 * df) + 3.09 * Math.sqrt(2 / (9 * df))) ** 3;
   assert.ok(df >= 5, `enough bins (${bins})`);
   assert.ok(chi < critical, `chi2 ${chi.toFixed(1)} over ${df} degrees of freedom (critical ${critical.toFixed(1)})`);
-});
+}

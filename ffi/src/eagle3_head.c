@@ -1,0 +1,422 @@
+#include "eagle3_head.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+#include "read_file.h"
+#include "safetensors.h"
+
+#define CFG "config.json"
+
+static rill_json_doc *read_config(const char *dir, char *err, size_t err_cap) {
+  size_t plen = strlen(dir) + 16;
+  char *path = malloc(plen);
+  if (path == NULL) {
+    snprintf(err, err_cap, "out of memory");
+    return NULL;
+  }
+  snprintf(path, plen, "%s/" CFG, dir);
+  char *text = NULL;
+  size_t len = 0;
+  rill_status s = rill_read_file(path, path, (size_t)16 << 20, &text, &len, err, err_cap);
+  free(path);
+  if (s != RILL_OK) return NULL;
+  char jerr[192];
+  rill_json_doc *doc = rill_json_parse(text, len, jerr, sizeof jerr);
+  free(text);
+  if (doc == NULL) snprintf(err, err_cap, CFG ": %s", jerr);
+  return doc;
+}
+
+static bool names_eagle3(const rill_json *root) {
+  const rill_json *archs = rill_json_get(root, "architectures");
+  for (size_t i = 0; archs != NULL && archs->kind == RILL_JSON_ARRAY && i < archs->length; i++) {
+    const rill_json *a = rill_json_at(archs, i);
+    if (a != NULL && a->kind == RILL_JSON_STRING && strstr(a->string, "Eagle3") != NULL) return true;
+  }
+  return false;
+}
+
+bool rill_eagle3_is_head(const char *dir) {
+  char err[256];
+  rill_json_doc *doc = read_config(dir, err, sizeof err);
+  if (doc == NULL) return false;
+  bool yes = rill_json_root(doc)->kind == RILL_JSON_OBJECT && names_eagle3(rill_json_root(doc));
+  rill_json_free(doc);
+  return yes;
+}
+
+typedef struct reader {
+  const rill_json *root;
+  char *err;
+  size_t err_cap;
+  bool failed;
+} reader;
+
+/* A positive integer member of obj; missing or null → def (def < 0: required). */
+static int32_t int_field(reader *r, const rill_json *obj, const char *key, int32_t def) {
+  if (r->failed) return 0;
+  const rill_json *v = rill_json_get(obj, key);
+  if (v == NULL || v->kind == RILL_JSON_NULL) {
+    if (def >= 0) return def;
+    snprintf(r->err, r->err_cap, CFG ": missing %s", key);
+    r->failed = true;
+    return 0;
+  }
+  if (v->kind != RILL_JSON_NUMBER || !v->is_integer || v->integer < 1 || v->integer > INT32_MAX) {
+    snprintf(r->err, r->err_cap, CFG ": %s must be a positive integer", key);
+    r->failed = true;
+    return 0;
+  }
+  return (int32_t)v->integer;
+}
+
+static double num_field(reader *r, const rill_json *obj, const char *key, double def) {
+  if (r->failed) return 0;
+  const rill_json *v = rill_json_get(obj, key);
+  if (v == NULL || v->kind == RILL_JSON_NULL) return def;
+  if (v->kind != RILL_JSON_NUMBER || !(v->number > 0)) {
+    snprintf(r->err, r->err_cap, CFG ": %s must be a positive number", key);
+    r->failed = true;
+    return 0;
+  }
+  return v->number;
+}
+
+static bool true_field(const rill_json *obj, const char *key) {
+  const rill_json *v = rill_json_get(obj, key);
+  return v != NULL && v->kind == RILL_JSON_TRUE;
+}
+
+static const char *string_field(const rill_json *obj, const char *key) {
+  const rill_json *v = rill_json_get(obj, key);
+  return v != NULL && v->kind == RILL_JSON_STRING ? v->string : NULL;
+}
+
+/* The head's rope_scaling: default, linear or llama3 (the released gpt-oss heads use llama3, not the target's YaRN). */
+static void read_rope(reader *r, rill_model_config *c) {
+  c->rope_scaling = RILL_ROPE_NONE;
+  const rill_json *rs = rill_json_get(r->root, "rope_scaling");
+  if (r->failed || rs == NULL || rs->kind == RILL_JSON_NULL) return;
+  const char *type = string_field(rs, "rope_type");
+  if (type == NULL) type = string_field(rs, "type");
+  if (rs->kind != RILL_JSON_OBJECT || type == NULL) {
+    snprintf(r->err, r->err_cap, CFG ": rope_scaling must be an object with rope_type");
+    r->failed = true;
+    return;
+  }
+  if (strcmp(type, "default") == 0) return;
+  if (strcmp(type, "linear") == 0) {
+    c->rope_scaling = RILL_ROPE_LINEAR;
+    c->rope_factor = (float)num_field(r, rs, "factor", 1.0);
+  } else if (strcmp(type, "llama3") == 0) {
+    c->rope_scaling = RILL_ROPE_LLAMA3;
+    c->rope_factor = (float)num_field(r, rs, "factor", 1.0);
+    c->rope_low_freq_factor = (float)num_field(r, rs, "low_freq_factor", 1.0);
+    c->rope_high_freq_factor = (float)num_field(r, rs, "high_freq_factor", 4.0);
+    c->rope_original_max_positions = (int32_t)num_field(r, rs, "original_max_position_embeddings", 8192);
+    if (!r->failed && !(c->rope_high_freq_factor > c->rope_low_freq_factor)) {
+      snprintf(r->err, r->err_cap, CFG ": rope_scaling high_freq_factor must exceed low_freq_factor");
+      r->failed = true;
+    }
+  } else {
+    snprintf(r->err, r->err_cap, CFG ": rope_scaling type %.32s is not supported for an EAGLE-3 head (default, "
+                                     "linear, llama3)",
+             type);
+    r->failed = true;
+  }
+}
+
+static int32_t clamp_layer(int32_t v, int32_t L) { return v < 0 ? 0 : v > L ? L : v; }
+
+static void read_taps(reader *r, const rill_model_config *target, rill_eagle3_head *h) {
+  const int32_t L = target->num_layers;
+  const rill_json *ec = rill_json_get(r->root, "eagle_config");
+  const rill_json *ids = ec != NULL && ec->kind == RILL_JSON_OBJECT
+                             ? rill_json_get(ec, "eagle_aux_hidden_state_layer_ids")
+                             : NULL;
+  if (ids == NULL || ids->kind == RILL_JSON_NULL) {
+    h->taps[0] = clamp_layer(2, L);
+    h->taps[1] = clamp_layer(L / 2, L);
+    h->taps[2] = clamp_layer(L - 3, L);
+    return;
+  }
+  if (ids->kind != RILL_JSON_ARRAY || ids->length != 3) {
+    snprintf(r->err, r->err_cap, CFG ": eagle_aux_hidden_state_layer_ids must list 3 target layers");
+    r->failed = true;
+    return;
+  }
+  for (size_t i = 0; i < 3; i++) {
+    const rill_json *v = rill_json_at(ids, i);
+    if (v == NULL || v->kind != RILL_JSON_NUMBER || !v->is_integer || v->integer < 0 || v->integer >= L) {
+      snprintf(r->err, r->err_cap, CFG ": eagle_aux_hidden_state_layer_ids[%zu] must be a layer of the target (0..%d)",
+               i, L - 1);
+      r->failed = true;
+      return;
+    }
+    h->taps[i] = (int32_t)v->integer + 1;
+  }
+}
+
+static rill_status parse(const rill_json *root, const rill_model_config *t, rill_eagle3_head *h, char *err,
+                         size_t err_cap) {
+  if (root->kind != RILL_JSON_OBJECT) {
+    snprintf(err, err_cap, CFG ": not a JSON object");
+    return RILL_ERR_MODEL;
+  }
+  if (!names_eagle3(root)) {
+    snprintf(err, err_cap, CFG ": architectures names no EAGLE-3 head (e.g. LlamaForCausalLMEagle3)");
+    return RILL_ERR_MODEL;
+  }
+  rill_model_config *c = &h->cfg;
+  reader r = {.root = root, .err = err, .err_cap = err_cap, .failed = false};
+  snprintf(c->architecture, sizeof c->architecture, "LlamaForCausalLMEagle3");
+  c->vocab_size = int_field(&r, root, "vocab_size", -1);
+  c->hidden_size = int_field(&r, root, "hidden_size", -1);
+  c->intermediate_size = int_field(&r, root, "intermediate_size", -1);
+  c->num_layers = int_field(&r, root, "num_hidden_layers", 1);
+  c->num_heads = int_field(&r, root, "num_attention_heads", -1);
+  c->num_kv_heads = int_field(&r, root, "num_key_value_heads", c->num_heads);
+  h->draft_vocab = int_field(&r, root, "draft_vocab_size", c->vocab_size);
+  if (r.failed) return RILL_ERR_MODEL;
+  if (c->hidden_size % c->num_heads != 0 && rill_json_get(root, "head_dim") == NULL) {
+    snprintf(err, err_cap, CFG ": hidden_size %d is not a multiple of num_attention_heads %d and no head_dim is given",
+             c->hidden_size, c->num_heads);
+    return RILL_ERR_MODEL;
+  }
+  c->head_dim = int_field(&r, root, "head_dim", c->hidden_size / c->num_heads);
+  c->rms_norm_eps = (float)num_field(&r, root, "rms_norm_eps", 1e-6);
+  c->rope_theta = (float)num_field(&r, root, "rope_theta", 10000.0);
+  c->max_positions = t->max_positions;
+  read_rope(&r, c);
+  read_taps(&r, t, h);
+  if (r.failed) return RILL_ERR_MODEL;
+  if (c->vocab_size != t->vocab_size) {
+    snprintf(err, err_cap,
+             CFG ": vocab_size %d, the target's has %d (an EAGLE-3 head needs the target's tokenizer)", c->vocab_size,
+             t->vocab_size);
+    return RILL_ERR_MODEL;
+  }
+  if (h->draft_vocab > c->vocab_size) {
+    snprintf(err, err_cap, CFG ": draft_vocab_size %d exceeds vocab_size %d", h->draft_vocab, c->vocab_size);
+    return RILL_ERR_MODEL;
+  }
+  if (c->num_layers != 1) {
+    snprintf(err, err_cap, CFG ": num_hidden_layers %d; an EAGLE-3 head has one decoder layer", c->num_layers);
+    return RILL_ERR_MODEL;
+  }
+  if (c->num_heads % c->num_kv_heads != 0) {
+    snprintf(err, err_cap, CFG ": num_attention_heads %d is not a multiple of num_key_value_heads %d", c->num_heads,
+             c->num_kv_heads);
+    return RILL_ERR_MODEL;
+  }
+  if (c->head_dim % 2 != 0 || c->head_dim > 1024) {
+    snprintf(err, err_cap, CFG ": head_dim %d must be even and at most 1024", c->head_dim);
+    return RILL_ERR_MODEL;
+  }
+  const char *act = string_field(root, "hidden_act");
+  if (act != NULL && strcmp(act, "silu") != 0) {
+    snprintf(err, err_cap, CFG ": hidden_act %.32s is not supported (only silu)", act);
+    return RILL_ERR_MODEL;
+  }
+  const rill_json *ec = rill_json_get(root, "eagle_config");
+  if (true_field(root, "attention_bias") || true_field(root, "mlp_bias") || true_field(root, "norm_before_fc") ||
+      (ec != NULL && true_field(ec, "norm_before_fc"))) {
+    snprintf(err, err_cap, CFG ": attention_bias, mlp_bias and norm_before_fc are not supported in an EAGLE-3 head");
+    return RILL_ERR_MODEL;
+  }
+  h->target_hidden = t->hidden_size;
+  return RILL_OK;
+}
+
+typedef struct loader {
+  const rill_checkpoint *ck;
+  const char *ck_name;
+  char *err;
+  size_t err_cap;
+} loader;
+
+static void shape_text(const rill_tensor *t, char *out, size_t cap) {
+  size_t n = (size_t)snprintf(out, cap, "[");
+  for (int d = 0; d < t->ndim && n < cap; d++) {
+    n += (size_t)snprintf(out + n, cap - n, d == 0 ? "%lld" : ", %lld", (long long)t->shape[d]);
+  }
+  if (n < cap) snprintf(out + n, cap - n, "]");
+}
+
+/* The tensor named name with shape [d0] (d1 < 0) or [d0, d1] and a float dtype (integer: I64 or I32), else one line
+ * naming file and tensor. */
+static const rill_tensor *need(loader *l, const char *name, int64_t d0, int64_t d1, bool integer, rill_status *s) {
+  if (*s != RILL_OK) return NULL;
+  const rill_tensor *t = rill_checkpoint_find(l->ck, name);
+  if (t == NULL) {
+    snprintf(l->err, l->err_cap, "%s: missing tensor %s", l->ck_name, name);
+    *s = RILL_ERR_MODEL;
+    return NULL;
+  }
+  bool ok_dtype = integer ? strcmp(t->dtype_name, "I64") == 0 || strcmp(t->dtype_name, "I32") == 0
+                          : t->dtype != RILL_TENSOR_OTHER;
+  if (!ok_dtype) {
+    snprintf(l->err, l->err_cap, "%s: tensor %s has dtype %s; expected %s", t->file, name, t->dtype_name,
+             integer ? "I64 or I32" : "F32, F16 or BF16");
+    *s = RILL_ERR_MODEL;
+    return NULL;
+  }
+  int ndim = d1 < 0 ? 1 : 2;
+  if (t->ndim != ndim || t->shape[0] != d0 || (ndim == 2 && t->shape[1] != d1)) {
+    char got[96];
+    shape_text(t, got, sizeof got);
+    if (ndim == 1) {
+      snprintf(l->err, l->err_cap, "%s: tensor %s has shape %s; expected [%lld]", t->file, name, got, (long long)d0);
+    } else {
+      snprintf(l->err, l->err_cap, "%s: tensor %s has shape %s; expected [%lld, %lld]", t->file, name, got,
+               (long long)d0, (long long)d1);
+    }
+    *s = RILL_ERR_MODEL;
+    return NULL;
+  }
+  return t;
+}
+
+static float *vector(loader *l, const rill_tensor *t, rill_status *s) {
+  if (*s != RILL_OK) return NULL;
+  float *v = malloc((size_t)t->numel * sizeof(float));
+  if (v == NULL) {
+    snprintf(l->err, l->err_cap, "out of memory");
+    *s = RILL_ERR_OUT_OF_MEMORY;
+    return NULL;
+  }
+  for (int64_t i = 0; i < t->numel; i++) v[i] = rill_tensor_get(t, i);
+  return v;
+}
+
+static void matrix(loader *l, rill_matrix *m, rill_wtype type, const rill_tensor *const *parts, int nparts, int cols,
+                   rill_pool *pool, rill_status *s) {
+  if (*s != RILL_OK) return;
+  *s = rill_matrix_load(m, type, parts, nparts, cols, pool);
+  if (*s != RILL_OK) snprintf(l->err, l->err_cap, "out of memory loading %s", parts[0]->name);
+}
+
+static int64_t int_at(const rill_tensor *t, int64_t i) {
+  const unsigned char *p = t->data;
+  if (t->dtype_name[1] == '6') {
+    int64_t v;
+    memcpy(&v, p + (size_t)i * 8, 8);
+    return v;
+  }
+  int32_t v;
+  memcpy(&v, p + (size_t)i * 4, 4);
+  return v;
+}
+
+static rill_status load_weights(const rill_checkpoint *ck, const char *ck_name, rill_pool *pool, rill_eagle3_head *h,
+                                char *err, size_t err_cap) {
+  const rill_model_config *c = &h->cfg;
+  loader l = {.ck = ck, .ck_name = ck_name, .err = err, .err_cap = err_cap};
+  rill_status s = RILL_OK;
+  const int64_t H = c->hidden_size, I = c->intermediate_size, V = c->vocab_size, VD = h->draft_vocab;
+  const int64_t QD = (int64_t)c->num_heads * c->head_dim, KD = (int64_t)c->num_kv_heads * c->head_dim;
+  /* Every tensor is checked before any is converted. */
+  const rill_tensor *fc = need(&l, "fc.weight", H, 3 * (int64_t)h->target_hidden, false, &s);
+  const rill_tensor *in_n = need(&l, "midlayer.input_layernorm.weight", H, -1, false, &s);
+  const rill_tensor *hid_n = need(&l, "midlayer.hidden_norm.weight", H, -1, false, &s);
+  const rill_tensor *q = need(&l, "midlayer.self_attn.q_proj.weight", QD, 2 * H, false, &s);
+  const rill_tensor *k = need(&l, "midlayer.self_attn.k_proj.weight", KD, 2 * H, false, &s);
+  const rill_tensor *v = need(&l, "midlayer.self_attn.v_proj.weight", KD, 2 * H, false, &s);
+  const rill_tensor *o = need(&l, "midlayer.self_attn.o_proj.weight", H, QD, false, &s);
+  const rill_tensor *post_n = need(&l, "midlayer.post_attention_layernorm.weight", H, -1, false, &s);
+  const rill_tensor *gate = need(&l, "midlayer.mlp.gate_proj.weight", I, H, false, &s);
+  const rill_tensor *up = need(&l, "midlayer.mlp.up_proj.weight", I, H, false, &s);
+  const rill_tensor *down = need(&l, "midlayer.mlp.down_proj.weight", H, I, false, &s);
+  const rill_tensor *fin_n = need(&l, "norm.weight", H, -1, false, &s);
+  const rill_tensor *head = need(&l, "lm_head.weight", VD, H, false, &s);
+  const rill_tensor *emb = NULL;
+  if (s == RILL_OK && rill_checkpoint_find(ck, "embed_tokens.weight") != NULL) {
+    emb = need(&l, "embed_tokens.weight", V, H, false, &s);
+  } else if (s == RILL_OK && H != h->target_hidden) {
+    snprintf(err, err_cap,
+             "%s: missing tensor embed_tokens.weight (hidden_size %lld differs from the target's %d, so the target's "
+             "embeddings cannot serve)",
+             ck_name, (long long)H, h->target_hidden);
+    s = RILL_ERR_MODEL;
+  }
+  const rill_tensor *d2t = NULL;
+  if (s == RILL_OK && (VD < V || rill_checkpoint_find(ck, "d2t") != NULL)) {
+    if (VD < V && rill_checkpoint_find(ck, "d2t") == NULL) {
+      snprintf(err, err_cap, "%s: missing tensor d2t (draft_vocab_size %lld is smaller than vocab_size %lld)",
+               ck_name, (long long)VD, (long long)V);
+      s = RILL_ERR_MODEL;
+    }
+    d2t = need(&l, "d2t", VD, -1, true, &s);
+  }
+  if (s != RILL_OK) return s;
+
+  h->d2t = malloc((size_t)VD * sizeof(int32_t));
+  if (h->d2t == NULL) {
+    snprintf(err, err_cap, "out of memory");
+    return RILL_ERR_OUT_OF_MEMORY;
+  }
+  for (int64_t i = 0; i < VD; i++) {
+    int64_t target = d2t != NULL ? i + int_at(d2t, i) : i;
+    if (target < 0 || target >= V) {
+      snprintf(err, err_cap, "%s: d2t[%lld] maps draft token %lld to %lld, outside the vocabulary of %lld",
+               d2t->file, (long long)i, (long long)i, (long long)target, (long long)V);
+      return RILL_ERR_MODEL;
+    }
+    h->d2t[i] = (int32_t)target;
+  }
+  const rill_wtype wt = fc->dtype == RILL_TENSOR_BF16 ? RILL_W_BF16 : RILL_W_F32;
+  h->own_embed = emb != NULL;
+  if (emb != NULL) matrix(&l, &h->embed, wt, &emb, 1, (int)H, pool, &s);
+  matrix(&l, &h->fc, wt, &fc, 1, 3 * h->target_hidden, pool, &s);
+  const rill_tensor *qkv[3] = {q, k, v}, *gu[2] = {gate, up};
+  matrix(&l, &h->qkv, wt, qkv, 3, (int)(2 * H), pool, &s);
+  matrix(&l, &h->o, wt, &o, 1, (int)QD, pool, &s);
+  matrix(&l, &h->gate_up, wt, gu, 2, (int)H, pool, &s);
+  matrix(&l, &h->down, wt, &down, 1, (int)I, pool, &s);
+  matrix(&l, &h->lm_head, wt, &head, 1, (int)H, pool, &s);
+  h->input_norm = vector(&l, in_n, &s);
+  h->hidden_norm = vector(&l, hid_n, &s);
+  h->post_norm = vector(&l, post_n, &s);
+  h->final_norm = vector(&l, fin_n, &s);
+  if (s != RILL_OK) return s;
+  h->bytes = rill_matrix_bytes(&h->fc) + rill_matrix_bytes(&h->qkv) + rill_matrix_bytes(&h->o) +
+             rill_matrix_bytes(&h->gate_up) + rill_matrix_bytes(&h->down) + rill_matrix_bytes(&h->lm_head) +
+             (h->own_embed ? rill_matrix_bytes(&h->embed) : 0);
+  return RILL_OK;
+}
+
+rill_status rill_eagle3_head_load(const char *dir, const rill_model_config *target, rill_pool *pool,
+                                  rill_eagle3_head *h, char *err, size_t err_cap) {
+  memset(h, 0, sizeof *h);
+  rill_json_doc *doc = read_config(dir, err, err_cap);
+  if (doc == NULL) return RILL_ERR_MODEL;
+  rill_status s = parse(rill_json_root(doc), target, h, err, err_cap);
+  rill_json_free(doc);
+  if (s != RILL_OK) return s;
+  rill_checkpoint *ck = NULL;
+  s = rill_checkpoint_open(dir, &ck, err, err_cap);
+  if (s != RILL_OK) return s;
+  s = load_weights(ck, rill_checkpoint_name(ck), pool, h, err, err_cap);
+  rill_checkpoint_close(ck);
+  if (s != RILL_OK) rill_eagle3_head_free(h);
+  return s;
+}
+
+void rill_eagle3_head_free(rill_eagle3_head *h) {
+  rill_matrix_free(&h->embed);
+  rill_matrix_free(&h->fc);
+  rill_matrix_free(&h->qkv);
+  rill_matrix_free(&h->o);
+  rill_matrix_free(&h->gate_up);
+  rill_matrix_free(&h->down);
+  rill_matrix_free(&h->lm_head);
+  free(h->input_norm);
+  free(h->hidden_norm);
+  free(h->post_norm);
+  free(h->final_norm);
+  free(h->d2t);
+  memset(h, 0, sizeof *h);
+}
