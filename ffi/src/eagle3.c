@@ -250,7 +250,7 @@ static void input_task(void *ctx, int64_t task, int thread) {
     rill_matrix_row(x->embed, x->row_tok[r], in + H); /* scratch: the normalised hidden state overwrites it */
     rms_norm(in + H, x->h.input_norm, H, c->rms_norm_eps, in);
     rms_norm(hs, x->h.hidden_norm, H, c->rms_norm_eps, in + H);
-    rill_rope_angles(x->inv_freq, half, pos - 1, x->rope_cos + (size_t)r * half, x->rope_sin + (size_t)r * half);
+    rill_rope_angles(x->inv_freq, half, pos - 1, 1.0f, x->rope_cos + (size_t)r * half, x->rope_sin + (size_t)r * half);
   }
 }
 
