@@ -4,31 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config_json.h"
 #include "json.h"
-#include "read_file.h"
 #include "safetensors.h"
 
 #define CFG "config.json"
-
-static rill_json_doc *read_config(const char *dir, char *err, size_t err_cap) {
-  size_t plen = strlen(dir) + 16;
-  char *path = malloc(plen);
-  if (path == NULL) {
-    snprintf(err, err_cap, "out of memory");
-    return NULL;
-  }
-  snprintf(path, plen, "%s/" CFG, dir);
-  char *text = NULL;
-  size_t len = 0;
-  rill_status s = rill_read_file(path, path, (size_t)16 << 20, &text, &len, err, err_cap);
-  free(path);
-  if (s != RILL_OK) return NULL;
-  char jerr[192];
-  rill_json_doc *doc = rill_json_parse(text, len, jerr, sizeof jerr);
-  free(text);
-  if (doc == NULL) snprintf(err, err_cap, CFG ": %s", jerr);
-  return doc;
-}
 
 static bool names_eagle3(const rill_json *root) {
   const rill_json *archs = rill_json_get(root, "architectures");
@@ -41,8 +21,8 @@ static bool names_eagle3(const rill_json *root) {
 
 bool rill_eagle3_is_head(const char *dir) {
   char err[256];
-  rill_json_doc *doc = read_config(dir, err, sizeof err);
-  if (doc == NULL) return false;
+  rill_json_doc *doc = NULL;
+  if (rill_config_json_read(dir, &doc, err, sizeof err) != RILL_OK) return false;
   bool yes = rill_json_root(doc)->kind == RILL_JSON_OBJECT && names_eagle3(rill_json_root(doc));
   rill_json_free(doc);
   return yes;
@@ -391,8 +371,9 @@ static rill_status load_weights(const rill_checkpoint *ck, const char *ck_name, 
 rill_status rill_eagle3_head_load(const char *dir, const rill_model_config *target, rill_pool *pool,
                                   rill_eagle3_head *h, char *err, size_t err_cap) {
   memset(h, 0, sizeof *h);
-  rill_json_doc *doc = read_config(dir, err, err_cap);
-  if (doc == NULL) return RILL_ERR_MODEL;
+  /* Every failure to read config.json counts as a bad head directory. */
+  rill_json_doc *doc = NULL;
+  if (rill_config_json_read(dir, &doc, err, err_cap) != RILL_OK) return RILL_ERR_MODEL;
   rill_status s = parse(rill_json_root(doc), target, h, err, err_cap);
   rill_json_free(doc);
   if (s != RILL_OK) return s;

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config_json.h"
 #include "json.h"
-#include "read_file.h"
 
 #define CFG "config.json"
 
@@ -295,25 +295,9 @@ static rill_status parse(const rill_json *root, rill_model_config *c, char *err,
 
 rill_status rill_model_config_read(const char *dir, rill_model_config *cfg, char *err, size_t err_cap) {
   memset(cfg, 0, sizeof *cfg);
-  size_t plen = strlen(dir) + 16;
-  char *path = malloc(plen);
-  if (path == NULL) {
-    snprintf(err, err_cap, "out of memory");
-    return RILL_ERR_OUT_OF_MEMORY;
-  }
-  snprintf(path, plen, "%s/" CFG, dir);
-  char *text = NULL;
-  size_t len = 0;
-  rill_status s = rill_read_file(path, path, (size_t)16 << 20, &text, &len, err, err_cap);
-  free(path);
+  rill_json_doc *doc = NULL;
+  rill_status s = rill_config_json_read(dir, &doc, err, err_cap);
   if (s != RILL_OK) return s;
-  char jerr[192];
-  rill_json_doc *doc = rill_json_parse(text, len, jerr, sizeof jerr);
-  free(text);
-  if (doc == NULL) {
-    snprintf(err, err_cap, CFG ": %s", jerr);
-    return RILL_ERR_MODEL;
-  }
   s = parse(rill_json_root(doc), cfg, err, err_cap);
   rill_json_free(doc);
   return s;

@@ -1,0 +1,34 @@
+#include "config_json.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "read_file.h"
+
+#define CFG "config.json"
+
+rill_status rill_config_json_read(const char *dir, rill_json_doc **out, char *err, size_t err_cap) {
+  *out = NULL;
+  size_t plen = strlen(dir) + 16;
+  char *path = malloc(plen);
+  if (path == NULL) {
+    snprintf(err, err_cap, "out of memory");
+    return RILL_ERR_OUT_OF_MEMORY;
+  }
+  snprintf(path, plen, "%s/" CFG, dir);
+  char *text = NULL;
+  size_t len = 0;
+  rill_status s = rill_read_file(path, path, (size_t)16 << 20, &text, &len, err, err_cap);
+  free(path);
+  if (s != RILL_OK) return s;
+  char jerr[192];
+  rill_json_doc *doc = rill_json_parse(text, len, jerr, sizeof jerr);
+  free(text);
+  if (doc == NULL) {
+    snprintf(err, err_cap, CFG ": %s", jerr);
+    return RILL_ERR_MODEL;
+  }
+  *out = doc;
+  return RILL_OK;
+}
