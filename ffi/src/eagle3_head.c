@@ -7,6 +7,7 @@
 #include "config_json.h"
 #include "json.h"
 #include "safetensors.h"
+#include "tensor_shape.h"
 
 #define CFG "config.json"
 
@@ -218,14 +219,6 @@ typedef struct loader {
   size_t err_cap;
 } loader;
 
-static void shape_text(const rill_tensor *t, char *out, size_t cap) {
-  size_t n = (size_t)snprintf(out, cap, "[");
-  for (int d = 0; d < t->ndim && n < cap; d++) {
-    n += (size_t)snprintf(out + n, cap - n, d == 0 ? "%lld" : ", %lld", (long long)t->shape[d]);
-  }
-  if (n < cap) snprintf(out + n, cap - n, "]");
-}
-
 /* The tensor named name with shape [d0] (d1 < 0) or [d0, d1] and a float dtype (integer: I64 or I32), else one line
  * naming file and tensor. */
 static const rill_tensor *need(loader *l, const char *name, int64_t d0, int64_t d1, bool integer, rill_status *s) {
@@ -244,20 +237,8 @@ static const rill_tensor *need(loader *l, const char *name, int64_t d0, int64_t 
     *s = RILL_ERR_MODEL;
     return NULL;
   }
-  int ndim = d1 < 0 ? 1 : 2;
-  if (t->ndim != ndim || t->shape[0] != d0 || (ndim == 2 && t->shape[1] != d1)) {
-    char got[96];
-    shape_text(t, got, sizeof got);
-    if (ndim == 1) {
-      snprintf(l->err, l->err_cap, "%s: tensor %s has shape %s; expected [%lld]", t->file, name, got, (long long)d0);
-    } else {
-      snprintf(l->err, l->err_cap, "%s: tensor %s has shape %s; expected [%lld, %lld]", t->file, name, got,
-               (long long)d0, (long long)d1);
-    }
-    *s = RILL_ERR_MODEL;
-    return NULL;
-  }
-  return t;
+  *s = rill_tensor_check_shape(t, name, d0, d1, l->err, l->err_cap);
+  return *s == RILL_OK ? t : NULL;
 }
 
 static float *vector(loader *l, const rill_tensor *t, rill_status *s) {
