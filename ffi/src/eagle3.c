@@ -254,19 +254,6 @@ static void input_task(void *ctx, int64_t task, int thread) {
   }
 }
 
-static void store_kv(const rill_kv_pool *kv, size_t tile, int32_t slot, const float *k, const float *v) {
-  const int D = kv->head_dim, bs = kv->block_size;
-  if (kv->bf16) {
-    uint16_t *kt = (uint16_t *)kv->k + tile, *vt = (uint16_t *)kv->v + tile + (size_t)slot * D;
-    for (int d = 0; d < D; d++) kt[(size_t)d * bs + slot] = rill_f32_to_bf16(k[d]);
-    for (int d = 0; d < D; d++) vt[d] = rill_f32_to_bf16(v[d]);
-  } else {
-    float *kt = (float *)kv->k + tile, *vt = (float *)kv->v + tile + (size_t)slot * D;
-    for (int d = 0; d < D; d++) kt[(size_t)d * bs + slot] = k[d];
-    memcpy(vt, v, (size_t)D * sizeof(float));
-  }
-}
-
 /* RoPE on q (when with_q) and k, then k and v into the row's slot. */
 static void rope_store_task(void *ctx, int64_t task, int thread) {
   (void)thread;
@@ -285,7 +272,7 @@ static void rope_store_task(void *ctx, int64_t task, int thread) {
     const int32_t block = table_of(j->b, x->row_seq[r])[pos / bs];
     for (int h = 0; h < c->num_kv_heads; h++) {
       rill_rope_apply(k + (size_t)h * D, half, cs, sn);
-      store_kv(&x->kv, rill_kv_tile(&x->kv, 0, block, h), pos % bs, k + (size_t)h * D, v + (size_t)h * D);
+      rill_kv_store(&x->kv, rill_kv_tile(&x->kv, 0, block, h), pos % bs, k + (size_t)h * D, v + (size_t)h * D);
     }
   }
 }

@@ -155,20 +155,6 @@ typedef struct qkv_job {
   int layer, T;
 } qkv_job;
 
-/* Writes one token's key (transposed into its tile) and value (a row of its tile). */
-static void store_kv(const rill_kv_pool *kv, size_t tile, int32_t slot, const float *k, const float *v) {
-  const int D = kv->head_dim, bs = kv->block_size;
-  if (kv->bf16) {
-    uint16_t *kt = (uint16_t *)kv->k + tile, *vt = (uint16_t *)kv->v + tile + (size_t)slot * D;
-    for (int d = 0; d < D; d++) kt[(size_t)d * bs + slot] = rill_f32_to_bf16(k[d]);
-    for (int d = 0; d < D; d++) vt[d] = rill_f32_to_bf16(v[d]);
-  } else {
-    float *kt = (float *)kv->k + tile, *vt = (float *)kv->v + tile + (size_t)slot * D;
-    for (int d = 0; d < D; d++) kt[(size_t)d * bs + slot] = k[d];
-    memcpy(vt, v, (size_t)D * sizeof(float));
-  }
-}
-
 static void qkv_task(void *ctx, int64_t task, int thread) {
   (void)thread;
   const qkv_job *j = ctx;
@@ -193,7 +179,7 @@ static void qkv_task(void *ctx, int64_t task, int thread) {
       if (j->L->k_norm != NULL) rms_norm(kh, j->L->k_norm, D, c->rms_norm_eps, kh);
       rill_rope_apply(kh, half, cs, sn);
       size_t tile = rill_kv_tile(&e->kv, j->layer, (int32_t)e->slot_block[t], h);
-      store_kv(&e->kv, tile, e->slot_in_block[t], kh, v + (size_t)h * D);
+      rill_kv_store(&e->kv, tile, e->slot_in_block[t], kh, v + (size_t)h * D);
     }
   }
 }

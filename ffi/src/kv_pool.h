@@ -34,4 +34,8 @@ static inline size_t rill_kv_tile(const rill_kv_pool *kv, int32_t layer, int32_t
          (size_t)kv->block_size * (size_t)kv->head_dim;
 }
 
+/* Writes one token's key k (transposed into the tile at element offset tile) and value v (a row of that tile) at
+ * slot, each head_dim floats, converted to bf16 when the pool holds bf16. */
+void rill_kv_store(const rill_kv_pool *kv, size_t tile, int32_t slot, const float *k, const float *v);
+
 #endif /* RILL_KV_POOL_H */
