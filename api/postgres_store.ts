@@ -38,16 +38,12 @@ import {
   type StoreOptions,
   TERMINAL_TYPES,
 } from "./response_store.ts";
+import { inputItemsPage } from "./input_items_page.ts";
+import type { QueuedWrite } from "./queued_write.ts";
+import { ResponseListeners } from "./response_listeners.ts";
 import { responseFailed } from "../stream/builders.ts";
 import { Sequencer } from "../stream/sequencer.ts";
 import type { Response } from "../stream/types.ts";
-
-interface QueuedWrite {
-  readonly id: string;
-  readonly events: readonly StoredEvent[];
-  readonly snapshot: Record<string, unknown> | undefined;
-  readonly onError: (error: unknown) => void;
-}
 
 const EVENTS_CHANNEL = "rill_events";
 const CANCEL_CHANNEL = "rill_cancel";
@@ -85,7 +81,7 @@ export class PostgresStore implements ResponseStore {
   readonly #leaseMs: number;
   readonly #ttlSeconds: number;
   readonly #clock: () => number;
-  readonly #listeners = new Map<string, Set<() => void>>();
+  readonly #listeners = new ResponseListeners();
   readonly #cancelListeners: ((id: string) => void)[] = [];
   #queue: QueuedWrite[] = [];
   #flushTimer: ReturnType<typeof setTimeout> | undefined;
@@ -140,10 +136,10 @@ export class PostgresStore implements ResponseStore {
     const events = await this.#sql.listen(EVENTS_CHANNEL, (payload) => {
       const bar = payload.indexOf("|");
       if (payload.slice(0, bar) === this.owner) return;
-      for (const id of payload.slice(bar + 1).split(",")) this.#notifyLocal(id);
+      for (const id of payload.slice(bar + 1).split(",")) this.#listeners.notify(id);
     }, () => {
       // (Re)connected: notifications sent while the connection was down are lost, so every waiting tail looks again.
-      for (const id of [...this.#listeners.keys()]) this.#notifyLocal(id);
+      for (const id of this.#listeners.ids()) this.#listeners.notify(id);
     });
     const cancels = await this.#sql.listen(CANCEL_CHANNEL, (id) => this.#deliverCancel(id), () => {
       this.#pendingCancels().catch(() => {
@@ -284,7 +280,7 @@ export class PostgresStore implements ResponseStore {
         await this.#notifyOthers(sql, [id]);
         return failed;
       });
-      if (failed !== undefined) this.#notifyLocal(id);
+      if (failed !== undefined) this.#listeners.notify(id);
       return failed;
     });
   }
@@ -553,7 +549,7 @@ export class PostgresStore implements ResponseStore {
       await Promise.all(pending);
       return changed;
     });
-    for (const id of changed) this.#notifyLocal(id);
+    for (const id of changed) this.#listeners.notify(id);
   }
 
   /** Inside a transaction: tells the other replicas (on commit) that these responses changed. */
@@ -633,7 +629,7 @@ export class PostgresStore implements ResponseStore {
         await this.#notifyOthers(sql, [id]);
         return true;
       });
-      if (deleted) this.#notifyLocal(id);
+      if (deleted) this.#listeners.notify(id);
       return deleted;
     });
   }
@@ -653,19 +649,7 @@ export class PostgresStore implements ResponseStore {
         item_id: string;
         item: string;
       }[];
-      if (query.order === "desc") rows.reverse();
-      let start = 0;
-      if (query.after !== undefined) {
-        const at = rows.findIndex((row) => row.item_id === query.after);
-        start = at < 0 ? rows.length : at + 1;
-      }
-      const page = rows.slice(start, start + query.limit);
-      return {
-        data: page.map((row) => ({ id: row.item_id, ...JSON.parse(row.item) })),
-        first_id: page[0]?.item_id ?? null,
-        last_id: page.at(-1)?.item_id ?? null,
-        has_more: start + page.length < rows.length,
-      };
+      return inputItemsPage(rows, query);
     });
   }
 
@@ -689,20 +673,7 @@ export class PostgresStore implements ResponseStore {
   }
 
   subscribe(id: string, listener: () => void): () => void {
-    let set = this.#listeners.get(id);
-    if (!set) this.#listeners.set(id, set = new Set());
-    set.add(listener);
-    return () => {
-      set.delete(listener);
-      if (set.size === 0 && this.#listeners.get(id) === set) this.#listeners.delete(id);
-    };
-  }
-
-  #notifyLocal(id: string): void {
-    const set = this.#listeners.get(id);
-    if (!set) return;
-    // Copy: a listener may unsubscribe itself while being called.
-    for (const listener of [...set]) listener();
+    return this.#listeners.subscribe(id, listener);
   }
 
   async requestCancel(id: string): Promise<void> {

@@ -31,17 +31,12 @@ import {
   TERMINAL_TYPES,
 } from "./response_store.ts";
 import { syncPromise } from "./sync_promise.ts";
+import { inputItemsPage } from "./input_items_page.ts";
+import type { QueuedWrite } from "./queued_write.ts";
+import { ResponseListeners } from "./response_listeners.ts";
 import { responseFailed } from "../stream/builders.ts";
 import { Sequencer } from "../stream/sequencer.ts";
 import type { Response } from "../stream/types.ts";
-
-/** A queued `appendLater`: events, the snapshot they changed (if any), where a failure is reported. */
-interface QueuedWrite {
-  readonly id: string;
-  readonly events: readonly StoredEvent[];
-  readonly snapshot: Record<string, unknown> | undefined;
-  readonly onError: (error: unknown) => void;
-}
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS responses (
@@ -92,7 +87,7 @@ const ADDED_COLUMNS: readonly [string, string][] = [
 
 export class SqliteStore implements ResponseStore {
   readonly #db: DatabaseSync;
-  readonly #listeners = new Map<string, Set<() => void>>();
+  readonly #listeners = new ResponseListeners();
   readonly #insertResponse: StatementSync;
   readonly #insertItem: StatementSync;
   readonly #insertEvent: StatementSync;
@@ -326,7 +321,7 @@ export class SqliteStore implements ResponseStore {
       );
       this.#insertEvent.run(id, terminal!.sequence_number, JSON.stringify(terminal));
     });
-    if (failed !== undefined) this.#notify(id);
+    if (failed !== undefined) this.#listeners.notify(id);
     return failed;
   }
 
@@ -410,7 +405,7 @@ export class SqliteStore implements ResponseStore {
       if (terminal) this.#markTerminal.run(id);
     });
     if (terminal) this.#cancelsDelivered.delete(id);
-    this.#notify(id);
+    this.#listeners.notify(id);
   }
 
   /** Also indexes the snapshot's output items by id, so a later request can name them in an `item_reference`. */
@@ -435,7 +430,7 @@ export class SqliteStore implements ResponseStore {
         }
       });
     }
-    this.#notify(id);
+    this.#listeners.notify(id);
   }
 
   /**
@@ -585,7 +580,7 @@ export class SqliteStore implements ResponseStore {
       this.#db.prepare("DELETE FROM output_items WHERE response_id = ?").run(id);
       this.#db.prepare("DELETE FROM events WHERE response_id = ?").run(id);
     });
-    if (deleted) this.#notify(id);
+    if (deleted) this.#listeners.notify(id);
     return deleted;
   }
 
@@ -604,20 +599,7 @@ export class SqliteStore implements ResponseStore {
     this.flushSync();
     if (this.#responseExists.get(id) === undefined) return undefined;
     const rows = this.#selectItems.all(id) as { item_id: string; item: string }[];
-    if (query.order === "desc") rows.reverse();
-    let start = 0;
-    if (query.after !== undefined) {
-      const at = rows.findIndex((row) => row.item_id === query.after);
-      start = at < 0 ? rows.length : at + 1;
-    }
-    const page = rows.slice(start, start + query.limit);
-    const data = page.map((row) => ({ id: row.item_id, ...JSON.parse(row.item) }));
-    return {
-      data,
-      first_id: page[0]?.item_id ?? null,
-      last_id: page.at(-1)?.item_id ?? null,
-      has_more: start + page.length < rows.length,
-    };
+    return inputItemsPage(rows, query);
   }
 
   eventsAfter(id: string, startingAfter: number): Promise<StoredEvent[]> {
@@ -665,20 +647,7 @@ export class SqliteStore implements ResponseStore {
   }
 
   subscribe(id: string, listener: () => void): () => void {
-    let set = this.#listeners.get(id);
-    if (!set) this.#listeners.set(id, set = new Set());
-    set.add(listener);
-    return () => {
-      set.delete(listener);
-      if (set.size === 0 && this.#listeners.get(id) === set) this.#listeners.delete(id);
-    };
-  }
-
-  #notify(id: string): void {
-    const set = this.#listeners.get(id);
-    if (!set) return;
-    // Copy: a listener may unsubscribe itself while being called.
-    for (const listener of [...set]) listener();
+    return this.#listeners.subscribe(id, listener);
   }
 
   /** Nested calls (a batched flush writing through `appendEvents`/`update`) join the outer transaction. */
