@@ -26,6 +26,8 @@
 #define KMAX 4
 #define PER_SEQ (MAXPOS / BS)
 
+#include "spec_step_outputs.h"
+
 /* The model the engines under test serve. */
 static const char *target = TARGET;
 
@@ -74,19 +76,6 @@ static void test_bad_options(void) {
   CHECK(rill_engine_info(e, &info) == RILL_OK);
   CHECK_EQ_INT(info.draft_weight_bytes, 0);
   rill_engine_destroy(e);
-}
-
-typedef struct outputs {
-  int32_t counts[MB_MAX_SEQS], tokens[MB_MAX_SEQS * (KMAX + 1)], proposed_counts[MB_MAX_SEQS],
-      proposed[MB_MAX_SEQS * KMAX];
-  float logprobs[MB_MAX_SEQS * (KMAX + 1)], top_lp[MB_MAX_SEQS * (KMAX + 1) * 20];
-  int32_t top_ids[MB_MAX_SEQS * (KMAX + 1) * 20];
-} outputs;
-
-static rill_step_result result_of(outputs *o) {
-  rill_step_result r = {.counts = o->counts, .tokens = o->tokens, .logprobs = o->logprobs, .top_ids = o->top_ids,
-                        .top_logprobs = o->top_lp, .proposed_counts = o->proposed_counts, .proposed = o->proposed};
-  return r;
 }
 
 static void test_bad_batches(void) {

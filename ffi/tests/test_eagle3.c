@@ -31,6 +31,9 @@
 #define MAXPOS 64
 #define KMAX 4
 #define PER_SEQ (MAXPOS / BS)
+
+#include "spec_step_outputs.h"
+
 #define NUM_BLOCKS (6 * PER_SEQ)
 
 static char tmp_root[256];
@@ -173,19 +176,6 @@ static void test_loader(void) {
   x = head_b();
   x.misshape = "embed_tokens.weight";
   expect_error(&x, "tensor embed_tokens.weight has shape [96, 23]; expected [96, 24]");
-}
-
-typedef struct outputs {
-  int32_t counts[MB_MAX_SEQS], tokens[MB_MAX_SEQS * (KMAX + 1)], proposed_counts[MB_MAX_SEQS],
-      proposed[MB_MAX_SEQS * KMAX];
-  float logprobs[MB_MAX_SEQS * (KMAX + 1)], top_lp[MB_MAX_SEQS * (KMAX + 1) * 20];
-  int32_t top_ids[MB_MAX_SEQS * (KMAX + 1) * 20];
-} outputs;
-
-static rill_step_result result_of(outputs *o) {
-  rill_step_result r = {.counts = o->counts, .tokens = o->tokens, .logprobs = o->logprobs, .top_ids = o->top_ids,
-                        .top_logprobs = o->top_lp, .proposed_counts = o->proposed_counts, .proposed = o->proposed};
-  return r;
 }
 
 typedef struct seq_state {
