@@ -24,13 +24,16 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "expect_model_error.h"
 #include "cpu/kernels.h"
 #include "json.h"
 #include "model_config.h"
 #include "rill.h"
 #include "rope.h"
 #include "safetensors.h"
+#include "safetensors_writer.h"
 #include "test_model_batch.h"
+#include "text_replace.h"
 
 #define DIR "tests/fixtures/checkpoints/gptoss-bf16"
 
@@ -135,46 +138,8 @@ static void check_kernel(const rill_kernels *k, const rill_kernels *ref_k, int r
 
 /* ---- bad checkpoints ---- */
 
-typedef struct tensor_out {
-  char name[160];
-  char dtype[8];
-  int ndim;
-  int64_t shape[4];
-  const void *data;
-  size_t nbytes;
-} tensor_out;
-
-static size_t write_safetensors(const char *path, const tensor_out *ts, int n) {
-  size_t cap = 1 << 20, len = 0, off = 0;
-  char *h = malloc(cap);
-  len += (size_t)snprintf(h + len, cap - len, "{\"__metadata__\":{\"format\":\"pt\"}");
-  for (int i = 0; i < n; i++) {
-    len += (size_t)snprintf(h + len, cap - len, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[", ts[i].name, ts[i].dtype);
-    for (int d = 0; d < ts[i].ndim; d++) {
-      len += (size_t)snprintf(h + len, cap - len, d ? ",%lld" : "%lld", (long long)ts[i].shape[d]);
-    }
-    len += (size_t)snprintf(h + len, cap - len, "],\"data_offsets\":[%zu,%zu]}", off, off + ts[i].nbytes);
-    off += ts[i].nbytes;
-  }
-  len += (size_t)snprintf(h + len, cap - len, "}");
-  while (len % 8 != 0) h[len++] = ' ';
-  FILE *f = fopen(path, "wb");
-  if (f == NULL) {
-    free(h);
-    return 0;
-  }
-  unsigned char hl[8];
-  for (int i = 0; i < 8; i++) hl[i] = (unsigned char)(((uint64_t)len >> (8 * i)) & 0xFF);
-  fwrite(hl, 1, 8, f);
-  fwrite(h, 1, len, f);
-  for (int i = 0; i < n; i++) fwrite(ts[i].data, 1, ts[i].nbytes, f);
-  fclose(f);
-  free(h);
-  return 8 + len + off;
-}
-
 /* Every tensor of the fixture (the index names them), to be edited and written back as one file. */
-static tensor_out *fixture_tensors(rill_checkpoint *ck, int *n) {
+static out_tensor *fixture_tensors(rill_checkpoint *ck, int *n) {
   size_t len = 0;
   char *text = mb_read_file(DIR "/model.safetensors.index.json", &len);
   if (text == NULL) return NULL;
@@ -183,7 +148,7 @@ static tensor_out *fixture_tensors(rill_checkpoint *ck, int *n) {
   free(text);
   if (doc == NULL) return NULL;
   const rill_json *map = rill_json_get(rill_json_root(doc), "weight_map");
-  tensor_out *ts = calloc(map->length, sizeof *ts);
+  out_tensor *ts = calloc(map->length, sizeof *ts);
   int k = 0;
   for (const rill_json *m = map->first; m != NULL; m = m->next, k++) {
     const rill_tensor *t = rill_checkpoint_find(ck, m->key);
@@ -199,7 +164,7 @@ static tensor_out *fixture_tensors(rill_checkpoint *ck, int *n) {
   return ts;
 }
 
-static tensor_out *find_out(tensor_out *ts, int n, const char *name) {
+static out_tensor *find_out(out_tensor *ts, int n, const char *name) {
   for (int i = 0; i < n; i++) {
     if (strcmp(ts[i].name, name) == 0) return &ts[i];
   }
@@ -208,7 +173,7 @@ static tensor_out *find_out(tensor_out *ts, int n, const char *name) {
 
 static char tmp_root[256];
 
-static void write_dir(const char *dir, const char *config, const tensor_out *ts, int n) {
+static void write_dir(const char *dir, const char *config, const out_tensor *ts, int n) {
   mkdir(dir, 0755);
   char path[600];
   snprintf(path, sizeof path, "%s/config.json", dir);
@@ -219,31 +184,6 @@ static void write_dir(const char *dir, const char *config, const tensor_out *ts,
   }
   snprintf(path, sizeof path, "%s/model.safetensors", dir);
   write_safetensors(path, ts, n);
-}
-
-static void expect_error(const char *dir, const char *what, const char *needle1, const char *needle2) {
-  rill_options o = {0};
-  o.num_blocks = 16;
-  o.max_batch_tokens = 64;
-  o.threads = 1;
-  rill_engine *e = NULL;
-  rill_status s = rill_engine_create(dir, &o, &e);
-  const char *msg = rill_global_error();
-  printf("%s -> %s\n", what, msg);
-  CHECK_MSG(s == RILL_ERR_MODEL && e == NULL, "%s: status %d (%s)", what, (int)s, msg);
-  CHECK_MSG(strchr(msg, '\n') == NULL && strlen(msg) > 0, "%s: one line: %s", what, msg);
-  CHECK_MSG(needle1 == NULL || strstr(msg, needle1) != NULL, "%s: '%s' lacks '%s'", what, msg, needle1);
-  CHECK_MSG(needle2 == NULL || strstr(msg, needle2) != NULL, "%s: '%s' lacks '%s'", what, msg, needle2);
-  if (s == RILL_OK) rill_engine_destroy(e);
-}
-
-static char *replace(const char *text, const char *from, const char *to) {
-  const char *at = strstr(text, from);
-  if (at == NULL) return NULL;
-  size_t n = strlen(text) - strlen(from) + strlen(to) + 1;
-  char *out = malloc(n);
-  snprintf(out, n, "%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
-  return out;
 }
 
 static void check_bad_checkpoints(void) {
@@ -259,7 +199,7 @@ static void check_bad_checkpoints(void) {
     return;
   }
   int n = 0;
-  tensor_out *ts = fixture_tensors(ck, &n);
+  out_tensor *ts = fixture_tensors(ck, &n);
   CHECK(ts != NULL && n > 20);
   if (ts == NULL) {
     free(cfg);
@@ -280,14 +220,14 @@ static void check_bad_checkpoints(void) {
   rill_engine_destroy(e);
 
   /* Missing scales: dropped from the file. */
-  tensor_out *scales = find_out(ts, n, "model.layers.1.mlp.experts.down_proj_scales");
+  out_tensor *scales = find_out(ts, n, "model.layers.1.mlp.experts.down_proj_scales");
   CHECK(scales != NULL);
   if (scales == NULL) goto done;
-  tensor_out saved = *scales;
+  out_tensor saved = *scales;
   *scales = ts[n - 1];
   snprintf(dir, sizeof dir, "%s/no-scales", tmp_root);
   write_dir(dir, cfg, ts, n - 1);
-  expect_error(dir, "missing scales", "missing tensor", "model.layers.1.mlp.experts.down_proj_scales");
+  expect_model_error(dir, "missing scales", "missing tensor", "model.layers.1.mlp.experts.down_proj_scales");
   *scales = saved;
 
   /* Scales one block short per row (the data too, so the file itself is consistent). */
@@ -295,26 +235,27 @@ static void check_bad_checkpoints(void) {
   scales->nbytes = (size_t)(scales->shape[0] * scales->shape[1] * scales->shape[2]);
   snprintf(dir, sizeof dir, "%s/short-scales", tmp_root);
   write_dir(dir, cfg, ts, n);
-  expect_error(dir, "scales of the wrong length", "down_proj_scales has shape [6, 96, 2]", "expected [6, 96, 3]");
+  expect_model_error(dir, "scales of the wrong length", "down_proj_scales has shape [6, 96, 2]", "expected [6, 96, 3]");
   *scales = saved;
 
   /* Blocks of 32 bytes (64 values) instead of 16. */
-  tensor_out *blocks = find_out(ts, n, "model.layers.0.mlp.experts.gate_up_proj_blocks");
+  out_tensor *blocks = find_out(ts, n, "model.layers.0.mlp.experts.gate_up_proj_blocks");
   CHECK(blocks != NULL);
   if (blocks == NULL) goto done;
-  tensor_out bsaved = *blocks;
+  out_tensor bsaved = *blocks;
   blocks->shape[2] /= 3;
   blocks->shape[3] = 48;
   snprintf(dir, sizeof dir, "%s/block-shape", tmp_root);
   write_dir(dir, cfg, ts, n);
-  expect_error(dir, "wrong block shape", "gate_up_proj_blocks has shape [6, 192, 1, 48]", "expected [6, 192, 3, 16]");
+  expect_model_error(dir, "wrong block shape", "gate_up_proj_blocks has shape [6, 192, 1, 48]",
+                     "expected [6, 192, 3, 16]");
   /* Blocks stored as BF16. */
   *blocks = bsaved;
   snprintf(blocks->dtype, sizeof blocks->dtype, "BF16");
   blocks->shape[3] = 8;
   snprintf(dir, sizeof dir, "%s/block-dtype", tmp_root);
   write_dir(dir, cfg, ts, n);
-  expect_error(dir, "blocks not U8", "gate_up_proj_blocks has dtype BF16", "expected U8");
+  expect_model_error(dir, "blocks not U8", "gate_up_proj_blocks has dtype BF16", "expected U8");
   *blocks = bsaved;
 
   /* A NaN scale (255). */
@@ -324,7 +265,7 @@ static void check_bad_checkpoints(void) {
   scales->data = nan_scales;
   snprintf(dir, sizeof dir, "%s/nan-scale", tmp_root);
   write_dir(dir, cfg, ts, n);
-  expect_error(dir, "NaN scale", "down_proj_scales: scale byte 255", "row 33, block 1");
+  expect_model_error(dir, "NaN scale", "down_proj_scales: scale byte 255", "row 33, block 1");
   *scales = saved;
   free(nan_scales);
 
@@ -334,18 +275,18 @@ static void check_bad_checkpoints(void) {
   blocks->shape[3] = 8;
   snprintf(dir, sizeof dir, "%s/dense-experts", tmp_root);
   write_dir(dir, cfg, ts, n);
-  expect_error(dir, "unquantized experts", "gate_up_proj holds the experts unquantized (BF16)", "MXFP4");
+  expect_model_error(dir, "unquantized experts", "gate_up_proj holds the experts unquantized (BF16)", "MXFP4");
   *blocks = bsaved;
 
   /* Missing sinks. */
-  tensor_out *sinks = find_out(ts, n, "model.layers.0.self_attn.sinks");
+  out_tensor *sinks = find_out(ts, n, "model.layers.0.self_attn.sinks");
   CHECK(sinks != NULL);
   if (sinks == NULL) goto done;
-  tensor_out ssaved = *sinks;
+  out_tensor ssaved = *sinks;
   *sinks = ts[n - 1];
   snprintf(dir, sizeof dir, "%s/no-sinks", tmp_root);
   write_dir(dir, cfg, ts, n - 1);
-  expect_error(dir, "missing sinks", "missing tensor", "model.layers.0.self_attn.sinks");
+  expect_model_error(dir, "missing sinks", "missing tensor", "model.layers.0.self_attn.sinks");
   *sinks = ssaved;
 
   /* Config fields. */
@@ -369,7 +310,7 @@ static void check_bad_checkpoints(void) {
     snprintf(dir, sizeof dir, "%s/cfg-%zu", tmp_root, i);
     write_dir(dir, c, ts, n);
     free(c);
-    expect_error(dir, edits[i].what, "config.json", edits[i].needle);
+    expect_model_error(dir, edits[i].what, "config.json", edits[i].needle);
   }
 done:
   free(ts);

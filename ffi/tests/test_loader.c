@@ -14,11 +14,14 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "expect_model_error.h"
 #include "json.h"
 #include "matrix.h"
 #include "rill.h"
 #include "safetensors.h"
+#include "safetensors_writer.h"
 #include "test_model_batch.h"
+#include "text_replace.h"
 
 #define SRC_DIR "models/rill-tiny-harmony"
 
@@ -70,49 +73,12 @@ static void test_json(void) {
 
 /* ---- writing checkpoints ---- */
 
-typedef struct out_tensor {
-  char name[128];
-  char dtype[8];
-  int ndim;
-  int64_t shape[4];
-  const void *data;
-  size_t nbytes;
-} out_tensor;
-
 static int write_file(const char *path, const void *data, size_t n) {
   FILE *f = fopen(path, "wb");
   if (f == NULL) return 0;
   size_t w = fwrite(data, 1, n, f);
   fclose(f);
   return w == n;
-}
-
-/* Writes a safetensors file of tensors[0..n); returns its size or 0. */
-static size_t write_safetensors(const char *path, const out_tensor *ts, int n) {
-  size_t cap = 1 << 20, len = 0, off = 0;
-  char *h = malloc(cap);
-  len += (size_t)snprintf(h + len, cap - len, "{\"__metadata__\":{\"format\":\"pt\"}");
-  for (int i = 0; i < n; i++) {
-    len += (size_t)snprintf(h + len, cap - len, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[", ts[i].name, ts[i].dtype);
-    for (int d = 0; d < ts[i].ndim; d++) len += (size_t)snprintf(h + len, cap - len, d ? ",%lld" : "%lld", (long long)ts[i].shape[d]);
-    len += (size_t)snprintf(h + len, cap - len, "],\"data_offsets\":[%zu,%zu]}", off, off + ts[i].nbytes);
-    off += ts[i].nbytes;
-  }
-  len += (size_t)snprintf(h + len, cap - len, "}");
-  while (len % 8 != 0) h[len++] = ' ';
-  FILE *f = fopen(path, "wb");
-  if (f == NULL) {
-    free(h);
-    return 0;
-  }
-  unsigned char hl[8];
-  for (int i = 0; i < 8; i++) hl[i] = (unsigned char)(((uint64_t)len >> (8 * i)) & 0xFF);
-  fwrite(hl, 1, 8, f);
-  fwrite(h, 1, len, f);
-  for (int i = 0; i < n; i++) fwrite(ts[i].data, 1, ts[i].nbytes, f);
-  fclose(f);
-  free(h);
-  return 8 + len + off;
 }
 
 /* The bundled model's tensors, to be edited and written back. */
@@ -154,33 +120,6 @@ static void make_dir(const char *dir, const char *config_text) {
 static char *bundled_config(void) {
   size_t len;
   return mb_read_file(SRC_DIR "/config.json", &len);
-}
-
-/* Creates an engine for dir; expects RILL_ERR_MODEL whose message contains every needle. */
-static void expect_model_error(const char *dir, const char *what, const char *needle1, const char *needle2) {
-  rill_options o = {0};
-  o.num_blocks = 16;
-  o.max_batch_tokens = 64;
-  o.threads = 1;
-  rill_engine *e = (rill_engine *)1;
-  rill_status s = rill_engine_create(dir, &o, &e);
-  const char *msg = rill_global_error();
-  printf("%s -> %s\n", what, msg);
-  CHECK_MSG(s == RILL_ERR_MODEL, "%s: status %d (%s)", what, (int)s, msg);
-  CHECK_MSG(e == NULL, "%s: engine not NULL", what);
-  CHECK_MSG(strchr(msg, '\n') == NULL && strlen(msg) > 0, "%s: one line: %s", what, msg);
-  CHECK_MSG(needle1 == NULL || strstr(msg, needle1) != NULL, "%s: '%s' lacks '%s'", what, msg, needle1);
-  CHECK_MSG(needle2 == NULL || strstr(msg, needle2) != NULL, "%s: '%s' lacks '%s'", what, msg, needle2);
-  if (s == RILL_OK) rill_engine_destroy(e);
-}
-
-static char *replace(const char *text, const char *from, const char *to) {
-  const char *at = strstr(text, from);
-  if (at == NULL) return NULL;
-  size_t n = strlen(text) - strlen(from) + strlen(to) + 1;
-  char *out = malloc(n);
-  snprintf(out, n, "%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
-  return out;
 }
 
 static void test_malformed(void) {
