@@ -20,10 +20,12 @@
  * all cores).
  */
 import { join } from "node:path";
-import type { EngineChunk } from "../engine/engine.ts";
 import { loadModel } from "../formats/load_model.ts";
 import { openEngine } from "../engine/open_engine.ts";
 import { contextLength } from "../model/model_dir.ts";
+import { exists } from "./exists.ts";
+import { nativeToolArgs } from "./native_tool_args.ts";
+import { readSteps, type StepStream } from "./step_stream.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 const OUT = join(ROOT, "build/bench");
@@ -69,29 +71,6 @@ function methodName(m: Method): string {
   }
 }
 
-interface Generation {
-  readonly tokens: number[];
-  readonly steps: number;
-  readonly firstTokens: number;
-  /** performance.now() at the request, its first step's chunk, its last chunk. */
-  readonly start: number;
-  readonly first: number;
-  readonly end: number;
-}
-
-async function generate(stream: ReadableStream<EngineChunk>): Promise<Generation> {
-  const start = performance.now();
-  let first = NaN, steps = 0, firstTokens = 0;
-  const tokens: number[] = [];
-  for await (const c of stream) {
-    if (c.type !== "step") continue;
-    if (steps === 0) [first, firstTokens] = [performance.now(), c.tokens.length];
-    tokens.push(...c.tokens);
-    steps++;
-  }
-  return { tokens, steps, firstTokens, start, first, end: performance.now() };
-}
-
 interface Wave {
   readonly tokensPerS: number;
   readonly decodePerS: number;
@@ -100,7 +79,7 @@ interface Wave {
   readonly outputs: readonly (readonly number[])[];
 }
 
-function summarise(gens: readonly Generation[], batch: number): Wave {
+function summarise(gens: readonly StepStream[], batch: number): Wave {
   const tokens = gens.reduce((a, g) => a + g.tokens.length, 0);
   const decodeTokens = gens.reduce((a, g) => a + g.tokens.length - g.firstTokens, 0);
   const decodeSteps = gens.reduce((a, g) => a + g.steps - 1, 0);
@@ -119,15 +98,6 @@ function summarise(gens: readonly Generation[], batch: number): Wave {
     perStep: decodeTokens / Math.max(1, decodeSteps),
     outputs: gens.map((g) => g.tokens),
   };
-}
-
-async function exists(path: string): Promise<boolean> {
-  try {
-    await Deno.stat(path);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /** The target's first `layers` layers with its embeddings, final norm and head, written once into build/bench/. */
@@ -200,7 +170,7 @@ async function measure(name: string): Promise<Row[]> {
   /** One pass: the prompts ROUNDS_PER_PASS times over, one at a time (batch 1) or all at once (batch 8). */
   const pass = async (engine: Awaited<ReturnType<typeof open>>, batch: number, tag: string): Promise<Wave> => {
     const one = (promptTokens: number[], i: number) =>
-      generate(engine.generate({
+      readSteps(engine.generate({
         id: `${tag}-${i}`,
         promptTokens,
         sampling: {
@@ -213,7 +183,7 @@ async function measure(name: string): Promise<Row[]> {
           logprobs: -1,
         },
       }));
-    const gens: Generation[] = [];
+    const gens: StepStream[] = [];
     for (let r = 0; r < ROUNDS_PER_PASS; r++) {
       if (batch === 1) {
         for (const [i, p] of prompts.entries()) gens.push(await one(p, r * prompts.length + i));
@@ -276,21 +246,7 @@ export async function run(): Promise<void> {
   const tool = join(OUT, "bin", "bench_eagle3_step");
   await Deno.mkdir(join(OUT, "bin"), { recursive: true });
   const cc = await new Deno.Command(Deno.env.get("CC") || "cc", {
-    args: [
-      "-std=c17",
-      "-O2",
-      "-Wall",
-      "-Wextra",
-      "-Werror",
-      "-pthread",
-      `-I${ROOT}ffi/include`,
-      `${ROOT}ffi/bench/bench_eagle3_step.c`,
-      `-L${ROOT}build/ffi`,
-      "-lrill",
-      `-Wl,-rpath,${ROOT}build/ffi`,
-      "-o",
-      tool,
-    ],
+    args: nativeToolArgs("bench_eagle3_step.c", tool),
   }).output();
   const rows: Row[] = [];
   for (const name of MODELS) {

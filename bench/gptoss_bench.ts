@@ -12,6 +12,9 @@
  */
 import { join } from "node:path";
 import { type GptOssShape, writeGptOssCheckpoint } from "../testing/gptoss_checkpoint.ts";
+import { exec } from "./exec.ts";
+import { exists } from "./exists.ts";
+import { nativeToolArgs } from "./native_tool_args.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 const OUT = join(ROOT, "build/bench");
@@ -31,23 +34,6 @@ const SHAPE_20B: GptOssShape = {
   slidingWindow: 128,
 };
 const VOCAB = 201088;
-
-async function exec(cmd: string, args: readonly string[]): Promise<string> {
-  const { code, stdout, stderr } = await new Deno.Command(cmd, { args: [...args], stdout: "piped", stderr: "piped" })
-    .output();
-  const text = new TextDecoder().decode(stdout) + new TextDecoder().decode(stderr);
-  if (code !== 0) throw new Error(`${cmd} ${args.join(" ")} failed (${code}): ${text.trim()}`);
-  return text;
-}
-
-async function exists(path: string): Promise<boolean> {
-  try {
-    await Deno.stat(path);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 /** Bytes of the checkpoint: MXFP4 experts (17 bytes per 32 weights), everything else BF16. */
 function checkpointBytes(s: GptOssShape): number {
@@ -90,21 +76,7 @@ export async function run(): Promise<void> {
   const tool = join(OUT, "bin", "bench_decode");
   await Deno.mkdir(join(OUT, "bin"), { recursive: true });
   const cc = Deno.env.get("CC") || "cc";
-  await exec(cc, [
-    "-std=c17",
-    "-O2",
-    "-Wall",
-    "-Wextra",
-    "-Werror",
-    "-pthread",
-    `-I${ROOT}ffi/include`,
-    `${ROOT}ffi/bench/bench_decode.c`,
-    `-L${ROOT}build/ffi`,
-    "-lrill",
-    `-Wl,-rpath,${ROOT}build/ffi`,
-    "-o",
-    tool,
-  ]);
+  await exec(cc, nativeToolArgs("bench_decode.c", tool));
   const out = await exec(tool, [dir, "--dtype", "bf16", "--threads", String(THREADS), "--prompt", "128"]);
   const num = (re: RegExp) => Number(re.exec(out)?.[1] ?? NaN);
   const load = num(/load ([\d.]+) s/), prefill = num(/prefill 128: ([\d.]+) tok\/s/);

@@ -28,6 +28,10 @@ import type { EngineChunk } from "../engine/engine.ts";
 import { loadModel } from "../formats/load_model.ts";
 import { openEngine, type OpenEngineOptions } from "../engine/open_engine.ts";
 import { neutralStepFields } from "../testing/neutral_step_fields.ts";
+import { exec } from "./exec.ts";
+import { exists } from "./exists.ts";
+import { nativeToolArgs } from "./native_tool_args.ts";
+import { readSteps } from "./step_stream.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 const OUT = join(ROOT, "build/bench");
@@ -92,23 +96,6 @@ function fmt(x: number, digits = 1): string {
   return Number.isFinite(x) ? x.toFixed(digits) : "—";
 }
 
-async function exec(cmd: string, args: readonly string[]): Promise<string> {
-  const { code, stdout, stderr } = await new Deno.Command(cmd, { args: [...args], stdout: "piped", stderr: "piped" })
-    .output();
-  const text = new TextDecoder().decode(stdout) + new TextDecoder().decode(stderr);
-  if (code !== 0) throw new Error(`${cmd} ${args.join(" ")} failed (${code}): ${text.trim()}`);
-  return text;
-}
-
-async function exists(path: string): Promise<boolean> {
-  try {
-    await Deno.stat(path);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /** The C helpers: the bandwidth probe (bench_decode --bandwidth) and the sampling-stage timer. */
 async function buildTools(): Promise<{ decode: string; sample: string }> {
   const bin = join(OUT, "bin");
@@ -116,15 +103,7 @@ async function buildTools(): Promise<{ decode: string; sample: string }> {
   const cc = Deno.env.get("CC") || "cc";
   const flags = ["-std=c17", "-O2", "-Wall", "-Wextra", "-Werror", "-pthread", `-I${ROOT}ffi/include`];
   const decode = join(bin, "bench_decode");
-  await exec(cc, [
-    ...flags,
-    `${ROOT}ffi/bench/bench_decode.c`,
-    `-L${ROOT}build/ffi`,
-    "-lrill",
-    `-Wl,-rpath,${ROOT}build/ffi`,
-    "-o",
-    decode,
-  ]);
+  await exec(cc, nativeToolArgs("bench_decode.c", decode));
   const sample = join(bin, "bench_sample");
   const src = ["sample.c", "thread_pool.c", "philox.c"].map((f) => `${ROOT}ffi/src/${f}`);
   await exec(cc, [...flags, `-I${ROOT}ffi/src`, `${ROOT}ffi/bench/bench_sample.c`, ...src, "-lm", "-o", sample]);
@@ -320,17 +299,8 @@ interface Generation {
 }
 
 async function generate(stream: ReadableStream<EngineChunk>): Promise<Generation> {
-  const t0 = performance.now();
-  let first = NaN, steps = 0, firstTokens = 0;
-  const tokens: number[] = [];
-  for await (const c of stream) {
-    if (c.type !== "step") continue;
-    if (steps === 0) [first, firstTokens] = [performance.now(), c.tokens.length];
-    tokens.push(...c.tokens);
-    steps++;
-  }
-  const end = performance.now();
-  return { tokens, steps, seconds: (end - t0) / 1000, decodeSeconds: (end - first) / 1000, firstTokens };
+  const { tokens, steps, firstTokens, start, first, end } = await readSteps(stream);
+  return { tokens, steps, seconds: (end - start) / 1000, decodeSeconds: (end - first) / 1000, firstTokens };
 }
 
 /** A draft model made from the target's own weights by scripts/bench/make_draft_checkpoint.py. */
