@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config_fields.h"
 #include "config_json.h"
 #include "json.h"
 #include "safetensors.h"
@@ -29,51 +30,11 @@ bool rill_eagle3_is_head(const char *dir) {
   return yes;
 }
 
-typedef struct reader {
-  const rill_json *root;
-  char *err;
-  size_t err_cap;
-  bool failed;
-} reader;
-
-/* A positive integer member of obj; missing or null → def (def < 0: required). */
-static int32_t int_field(reader *r, const rill_json *obj, const char *key, int32_t def) {
-  if (r->failed) return 0;
-  const rill_json *v = rill_json_get(obj, key);
-  if (v == NULL || v->kind == RILL_JSON_NULL) {
-    if (def >= 0) return def;
-    snprintf(r->err, r->err_cap, CFG ": missing %s", key);
-    r->failed = true;
-    return 0;
-  }
-  if (v->kind != RILL_JSON_NUMBER || !v->is_integer || v->integer < 1 || v->integer > INT32_MAX) {
-    snprintf(r->err, r->err_cap, CFG ": %s must be a positive integer", key);
-    r->failed = true;
-    return 0;
-  }
-  return (int32_t)v->integer;
-}
-
-static double num_field(reader *r, const rill_json *obj, const char *key, double def) {
-  if (r->failed) return 0;
-  const rill_json *v = rill_json_get(obj, key);
-  if (v == NULL || v->kind == RILL_JSON_NULL) return def;
-  if (v->kind != RILL_JSON_NUMBER || !(v->number > 0)) {
-    snprintf(r->err, r->err_cap, CFG ": %s must be a positive number", key);
-    r->failed = true;
-    return 0;
-  }
-  return v->number;
-}
+typedef rill_config_reader reader;
 
 static bool true_field(const rill_json *obj, const char *key) {
   const rill_json *v = rill_json_get(obj, key);
   return v != NULL && v->kind == RILL_JSON_TRUE;
-}
-
-static const char *string_field(const rill_json *obj, const char *key) {
-  const rill_json *v = rill_json_get(obj, key);
-  return v != NULL && v->kind == RILL_JSON_STRING ? v->string : NULL;
 }
 
 /* The head's rope_scaling: default, linear or llama3 (the released gpt-oss heads use llama3, not the target's YaRN). */
@@ -81,8 +42,8 @@ static void read_rope(reader *r, rill_model_config *c) {
   c->rope_scaling = RILL_ROPE_NONE;
   const rill_json *rs = rill_json_get(r->root, "rope_scaling");
   if (r->failed || rs == NULL || rs->kind == RILL_JSON_NULL) return;
-  const char *type = string_field(rs, "rope_type");
-  if (type == NULL) type = string_field(rs, "type");
+  const char *type = rill_config_string(rs, "rope_type");
+  if (type == NULL) type = rill_config_string(rs, "type");
   if (rs->kind != RILL_JSON_OBJECT || type == NULL) {
     snprintf(r->err, r->err_cap, CFG ": rope_scaling must be an object with rope_type");
     r->failed = true;
@@ -91,13 +52,14 @@ static void read_rope(reader *r, rill_model_config *c) {
   if (strcmp(type, "default") == 0) return;
   if (strcmp(type, "linear") == 0) {
     c->rope_scaling = RILL_ROPE_LINEAR;
-    c->rope_factor = (float)num_field(r, rs, "factor", 1.0);
+    c->rope_factor = (float)rill_config_number(r, rs, "factor", 1.0, false);
   } else if (strcmp(type, "llama3") == 0) {
     c->rope_scaling = RILL_ROPE_LLAMA3;
-    c->rope_factor = (float)num_field(r, rs, "factor", 1.0);
-    c->rope_low_freq_factor = (float)num_field(r, rs, "low_freq_factor", 1.0);
-    c->rope_high_freq_factor = (float)num_field(r, rs, "high_freq_factor", 4.0);
-    c->rope_original_max_positions = (int32_t)num_field(r, rs, "original_max_position_embeddings", 8192);
+    c->rope_factor = (float)rill_config_number(r, rs, "factor", 1.0, false);
+    c->rope_low_freq_factor = (float)rill_config_number(r, rs, "low_freq_factor", 1.0, false);
+    c->rope_high_freq_factor = (float)rill_config_number(r, rs, "high_freq_factor", 4.0, false);
+    c->rope_original_max_positions =
+        (int32_t)rill_config_number(r, rs, "original_max_position_embeddings", 8192, false);
     if (!r->failed && !(c->rope_high_freq_factor > c->rope_low_freq_factor)) {
       snprintf(r->err, r->err_cap, CFG ": rope_scaling high_freq_factor must exceed low_freq_factor");
       r->failed = true;
@@ -154,22 +116,22 @@ static rill_status parse(const rill_json *root, const rill_model_config *t, rill
   rill_model_config *c = &h->cfg;
   reader r = {.root = root, .err = err, .err_cap = err_cap, .failed = false};
   snprintf(c->architecture, sizeof c->architecture, "LlamaForCausalLMEagle3");
-  c->vocab_size = int_field(&r, root, "vocab_size", -1);
-  c->hidden_size = int_field(&r, root, "hidden_size", -1);
-  c->intermediate_size = int_field(&r, root, "intermediate_size", -1);
-  c->num_layers = int_field(&r, root, "num_hidden_layers", 1);
-  c->num_heads = int_field(&r, root, "num_attention_heads", -1);
-  c->num_kv_heads = int_field(&r, root, "num_key_value_heads", c->num_heads);
-  h->draft_vocab = int_field(&r, root, "draft_vocab_size", c->vocab_size);
+  c->vocab_size = rill_config_int(&r, root, "vocab_size", -1);
+  c->hidden_size = rill_config_int(&r, root, "hidden_size", -1);
+  c->intermediate_size = rill_config_int(&r, root, "intermediate_size", -1);
+  c->num_layers = rill_config_int(&r, root, "num_hidden_layers", 1);
+  c->num_heads = rill_config_int(&r, root, "num_attention_heads", -1);
+  c->num_kv_heads = rill_config_int(&r, root, "num_key_value_heads", c->num_heads);
+  h->draft_vocab = rill_config_int(&r, root, "draft_vocab_size", c->vocab_size);
   if (r.failed) return RILL_ERR_MODEL;
   if (c->hidden_size % c->num_heads != 0 && rill_json_get(root, "head_dim") == NULL) {
     snprintf(err, err_cap, CFG ": hidden_size %d is not a multiple of num_attention_heads %d and no head_dim is given",
              c->hidden_size, c->num_heads);
     return RILL_ERR_MODEL;
   }
-  c->head_dim = int_field(&r, root, "head_dim", c->hidden_size / c->num_heads);
-  c->rms_norm_eps = (float)num_field(&r, root, "rms_norm_eps", 1e-6);
-  c->rope_theta = (float)num_field(&r, root, "rope_theta", 10000.0);
+  c->head_dim = rill_config_int(&r, root, "head_dim", c->hidden_size / c->num_heads);
+  c->rms_norm_eps = (float)rill_config_number(&r, root, "rms_norm_eps", 1e-6, false);
+  c->rope_theta = (float)rill_config_number(&r, root, "rope_theta", 10000.0, false);
   c->max_positions = t->max_positions;
   read_rope(&r, c);
   read_taps(&r, t, h);
@@ -197,7 +159,7 @@ static rill_status parse(const rill_json *root, const rill_model_config *t, rill
     snprintf(err, err_cap, CFG ": head_dim %d must be even and at most 1024", c->head_dim);
     return RILL_ERR_MODEL;
   }
-  const char *act = string_field(root, "hidden_act");
+  const char *act = rill_config_string(root, "hidden_act");
   if (act != NULL && strcmp(act, "silu") != 0) {
     snprintf(err, err_cap, CFG ": hidden_act %.32s is not supported (only silu)", act);
     return RILL_ERR_MODEL;

@@ -5,52 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config_fields.h"
 #include "config_json.h"
 #include "json.h"
 
 #define CFG "config.json"
 
-typedef struct reader {
-  const rill_json *root;
-  char *err;
-  size_t err_cap;
-  bool failed;
-} reader;
-
-/* A positive integer field; missing → def (def < 0: required). */
-static int32_t int_field(reader *r, const char *key, int32_t def) {
-  if (r->failed) return 0;
-  const rill_json *v = rill_json_get(r->root, key);
-  if (v == NULL || v->kind == RILL_JSON_NULL) {
-    if (def >= 0) return def;
-    snprintf(r->err, r->err_cap, CFG ": missing %s", key);
-    r->failed = true;
-    return 0;
-  }
-  if (v->kind != RILL_JSON_NUMBER || !v->is_integer || v->integer < 1 || v->integer > INT32_MAX) {
-    snprintf(r->err, r->err_cap, CFG ": %s must be a positive integer", key);
-    r->failed = true;
-    return 0;
-  }
-  return (int32_t)v->integer;
-}
-
-static double num_field(reader *r, const rill_json *obj, const char *key, double def, bool required) {
-  if (r->failed) return 0;
-  const rill_json *v = rill_json_get(obj, key);
-  if (v == NULL || v->kind == RILL_JSON_NULL) {
-    if (!required) return def;
-    snprintf(r->err, r->err_cap, CFG ": missing %s", key);
-    r->failed = true;
-    return 0;
-  }
-  if (v->kind != RILL_JSON_NUMBER || !(v->number > 0)) {
-    snprintf(r->err, r->err_cap, CFG ": %s must be a positive number", key);
-    r->failed = true;
-    return 0;
-  }
-  return v->number;
-}
+typedef rill_config_reader reader;
 
 static bool bool_field(reader *r, const char *key, bool def) {
   if (r->failed) return def;
@@ -64,11 +25,6 @@ static bool bool_field(reader *r, const char *key, bool def) {
   return v->kind == RILL_JSON_TRUE;
 }
 
-static const char *string_field(const rill_json *obj, const char *key) {
-  const rill_json *v = rill_json_get(obj, key);
-  return v != NULL && v->kind == RILL_JSON_STRING ? v->string : NULL;
-}
-
 static rill_status fail(reader *r, const char *msg) {
   snprintf(r->err, r->err_cap, CFG ": %s", msg);
   r->failed = true;
@@ -80,10 +36,10 @@ static rill_status fail(reader *r, const char *msg) {
  * is false; cos and sin scaled by attention_factor, else 0.1 · ln(factor) + 1. */
 static rill_status parse_yarn(reader *r, const rill_json *rs, rill_model_config *c) {
   c->rope_scaling = RILL_ROPE_YARN;
-  c->rope_factor = (float)num_field(r, rs, "factor", 1.0, true);
-  c->rope_original_max_positions = (int32_t)num_field(r, rs, "original_max_position_embeddings", 4096, true);
-  c->rope_beta_fast = (float)num_field(r, rs, "beta_fast", 32.0, false);
-  c->rope_beta_slow = (float)num_field(r, rs, "beta_slow", 1.0, false);
+  c->rope_factor = (float)rill_config_number(r, rs, "factor", 1.0, true);
+  c->rope_original_max_positions = (int32_t)rill_config_number(r, rs, "original_max_position_embeddings", 4096, true);
+  c->rope_beta_fast = (float)rill_config_number(r, rs, "beta_fast", 32.0, false);
+  c->rope_beta_slow = (float)rill_config_number(r, rs, "beta_slow", 1.0, false);
   if (r->failed) return RILL_ERR_MODEL;
   if (rill_json_get(rs, "mscale") != NULL || rill_json_get(rs, "mscale_all_dim") != NULL) {
     return fail(r, "rope_scaling yarn with mscale / mscale_all_dim is not supported");
@@ -96,7 +52,7 @@ static rill_status parse_yarn(reader *r, const rill_json *rs, rill_model_config 
   if (!(c->rope_beta_fast > c->rope_beta_slow)) return fail(r, "rope_scaling beta_fast must exceed beta_slow");
   if (!(c->rope_factor >= 1.0f)) return fail(r, "rope_scaling yarn factor must be at least 1");
   const double factor = c->rope_factor;
-  double attn = num_field(r, rs, "attention_factor", factor > 1.0 ? 0.1 * log(factor) + 1.0 : 1.0, false);
+  double attn = rill_config_number(r, rs, "attention_factor", factor > 1.0 ? 0.1 * log(factor) + 1.0 : 1.0, false);
   if (r->failed) return RILL_ERR_MODEL;
   c->rope_attn_factor = (float)attn;
   return RILL_OK;
@@ -106,11 +62,11 @@ static rill_status parse_yarn(reader *r, const rill_json *rs, rill_model_config 
  * Widths must be whole MXFP4 blocks (32 values). */
 static rill_status parse_gpt_oss(reader *r, rill_model_config *c) {
   const rill_json *root = r->root;
-  c->num_experts = int_field(r, "num_local_experts", -1);
+  c->num_experts = rill_config_int(r, r->root, "num_local_experts", -1);
   const bool has_tok = rill_json_get(root, "num_experts_per_tok") != NULL;
   const bool has_token = rill_json_get(root, "experts_per_token") != NULL;
-  int32_t per_tok = has_tok ? int_field(r, "num_experts_per_tok", -1) : 0;
-  int32_t per_token = has_token ? int_field(r, "experts_per_token", -1) : 0;
+  int32_t per_tok = has_tok ? rill_config_int(r, r->root, "num_experts_per_tok", -1) : 0;
+  int32_t per_token = has_token ? rill_config_int(r, r->root, "experts_per_token", -1) : 0;
   if (r->failed) return RILL_ERR_MODEL;
   if (!has_tok && !has_token) return fail(r, "missing num_experts_per_tok");
   if (has_tok && has_token && per_tok != per_token) {
@@ -119,7 +75,7 @@ static rill_status parse_gpt_oss(reader *r, rill_model_config *c) {
   c->experts_per_tok = has_tok ? per_tok : per_token;
   if (c->experts_per_tok > c->num_experts) return fail(r, "num_experts_per_tok exceeds num_local_experts");
   if (c->num_experts > 4096) return fail(r, "num_local_experts over 4096 is not supported");
-  c->swiglu_limit = (float)num_field(r, root, "swiglu_limit", 7.0, false);
+  c->swiglu_limit = (float)rill_config_number(r, root, "swiglu_limit", 7.0, false);
   if (r->failed) return RILL_ERR_MODEL;
   if (c->hidden_size % 32 != 0 || c->intermediate_size % 32 != 0) {
     return fail(r, "gpt-oss hidden_size and intermediate_size must be multiples of 32 (whole MXFP4 blocks)");
@@ -127,14 +83,14 @@ static rill_status parse_gpt_oss(reader *r, rill_model_config *c) {
   c->attn_sinks = true;
   const rill_json *q = rill_json_get(root, "quantization_config");
   if (q != NULL && q->kind != RILL_JSON_NULL) {
-    const char *method = string_field(q, "quant_method");
+    const char *method = rill_config_string(q, "quant_method");
     if (q->kind != RILL_JSON_OBJECT || method == NULL || strcmp(method, "mxfp4") != 0) {
       return fail(r, "gpt-oss quantization_config.quant_method must be mxfp4 (the release layout)");
     }
   }
   if (c->num_layers > RILL_MAX_TYPED_LAYERS) return fail(r, "num_hidden_layers over 1024 is not supported for gpt-oss");
   const rill_json *sw = rill_json_get(root, "sliding_window");
-  if (sw != NULL && sw->kind != RILL_JSON_NULL) c->sliding_window = int_field(r, "sliding_window", -1);
+  if (sw != NULL && sw->kind != RILL_JSON_NULL) c->sliding_window = rill_config_int(r, r->root, "sliding_window", -1);
   if (r->failed) return RILL_ERR_MODEL;
   const rill_json *types = rill_json_get(root, "layer_types");
   if (types != NULL && types->kind != RILL_JSON_NULL) {
@@ -169,7 +125,7 @@ static rill_status parse(const rill_json *root, rill_model_config *c, char *err,
   const rill_json *archs = rill_json_get(root, "architectures");
   const rill_json *a0 = rill_json_at(archs, 0);
   const char *arch = a0 != NULL && a0->kind == RILL_JSON_STRING ? a0->string : NULL;
-  const char *model_type = string_field(root, "model_type");
+  const char *model_type = rill_config_string(root, "model_type");
   if (arch == NULL) {
     /* Older configs name only the model type. */
     static const char *const by_type[][2] = {{"llama", "LlamaForCausalLM"},
@@ -196,22 +152,22 @@ static rill_status parse(const rill_json *root, rill_model_config *c, char *err,
     return RILL_ERR_MODEL;
   }
   snprintf(c->architecture, sizeof c->architecture, "%s", arch);
-  c->vocab_size = int_field(&r, "vocab_size", -1);
-  c->hidden_size = int_field(&r, "hidden_size", -1);
-  c->intermediate_size = int_field(&r, "intermediate_size", -1);
-  c->num_layers = int_field(&r, "num_hidden_layers", -1);
-  c->num_heads = int_field(&r, "num_attention_heads", -1);
-  c->num_kv_heads = int_field(&r, "num_key_value_heads", c->num_heads);
-  c->max_positions = int_field(&r, "max_position_embeddings", 2048);
+  c->vocab_size = rill_config_int(&r, root, "vocab_size", -1);
+  c->hidden_size = rill_config_int(&r, root, "hidden_size", -1);
+  c->intermediate_size = rill_config_int(&r, root, "intermediate_size", -1);
+  c->num_layers = rill_config_int(&r, root, "num_hidden_layers", -1);
+  c->num_heads = rill_config_int(&r, root, "num_attention_heads", -1);
+  c->num_kv_heads = rill_config_int(&r, root, "num_key_value_heads", c->num_heads);
+  c->max_positions = rill_config_int(&r, root, "max_position_embeddings", 2048);
   if (r.failed) return RILL_ERR_MODEL;
   if (c->hidden_size % c->num_heads != 0 && rill_json_get(root, "head_dim") == NULL) {
     snprintf(err, err_cap, CFG ": hidden_size %d is not a multiple of num_attention_heads %d and no head_dim is given",
              c->hidden_size, c->num_heads);
     return RILL_ERR_MODEL;
   }
-  c->head_dim = int_field(&r, "head_dim", c->hidden_size / c->num_heads);
-  c->rms_norm_eps = (float)num_field(&r, root, "rms_norm_eps", 1e-6, false);
-  c->rope_theta = (float)num_field(&r, root, "rope_theta", 10000.0, false);
+  c->head_dim = rill_config_int(&r, root, "head_dim", c->hidden_size / c->num_heads);
+  c->rms_norm_eps = (float)rill_config_number(&r, root, "rms_norm_eps", 1e-6, false);
+  c->rope_theta = (float)rill_config_number(&r, root, "rope_theta", 10000.0, false);
   c->tie_word_embeddings = bool_field(&r, "tie_word_embeddings", false);
   bool attention_bias = bool_field(&r, "attention_bias", false);
   bool mlp_bias = bool_field(&r, "mlp_bias", false);
@@ -229,7 +185,7 @@ static rill_status parse(const rill_json *root, rill_model_config *c, char *err,
     snprintf(err, err_cap, CFG ": mlp_bias true is not supported");
     return RILL_ERR_MODEL;
   }
-  const char *act = string_field(root, "hidden_act");
+  const char *act = rill_config_string(root, "hidden_act");
   if (act != NULL && strcmp(act, "silu") != 0) {
     snprintf(err, err_cap, CFG ": hidden_act %.32s is not supported (only silu)", act);
     return RILL_ERR_MODEL;
@@ -255,12 +211,12 @@ static rill_status parse(const rill_json *root, rill_model_config *c, char *err,
     /* Newer transformers write the same settings, rope_theta included, as rope_parameters. */
     rs = rill_json_get(root, "rope_parameters");
     if (rs != NULL && rs->kind == RILL_JSON_OBJECT && rill_json_get(rs, "rope_theta") != NULL) {
-      c->rope_theta = (float)num_field(&r, rs, "rope_theta", 10000.0, true);
+      c->rope_theta = (float)rill_config_number(&r, rs, "rope_theta", 10000.0, true);
     }
   }
   if (rs != NULL && rs->kind != RILL_JSON_NULL) {
-    const char *type = string_field(rs, "rope_type");
-    if (type == NULL) type = string_field(rs, "type");
+    const char *type = rill_config_string(rs, "rope_type");
+    if (type == NULL) type = rill_config_string(rs, "type");
     if (rs->kind != RILL_JSON_OBJECT || type == NULL) {
       snprintf(err, err_cap, CFG ": rope_scaling must be an object with rope_type");
       return RILL_ERR_MODEL;
@@ -269,13 +225,13 @@ static rill_status parse(const rill_json *root, rill_model_config *c, char *err,
       c->rope_scaling = RILL_ROPE_NONE;
     } else if (strcmp(type, "linear") == 0) {
       c->rope_scaling = RILL_ROPE_LINEAR;
-      c->rope_factor = (float)num_field(&r, rs, "factor", 1.0, true);
+      c->rope_factor = (float)rill_config_number(&r, rs, "factor", 1.0, true);
     } else if (strcmp(type, "llama3") == 0) {
       c->rope_scaling = RILL_ROPE_LLAMA3;
-      c->rope_factor = (float)num_field(&r, rs, "factor", 1.0, true);
-      c->rope_low_freq_factor = (float)num_field(&r, rs, "low_freq_factor", 1.0, true);
-      c->rope_high_freq_factor = (float)num_field(&r, rs, "high_freq_factor", 4.0, true);
-      double orig = num_field(&r, rs, "original_max_position_embeddings", 8192, true);
+      c->rope_factor = (float)rill_config_number(&r, rs, "factor", 1.0, true);
+      c->rope_low_freq_factor = (float)rill_config_number(&r, rs, "low_freq_factor", 1.0, true);
+      c->rope_high_freq_factor = (float)rill_config_number(&r, rs, "high_freq_factor", 4.0, true);
+      double orig = rill_config_number(&r, rs, "original_max_position_embeddings", 8192, true);
       c->rope_original_max_positions = (int32_t)orig;
       if (!r.failed && !(c->rope_high_freq_factor > c->rope_low_freq_factor)) {
         snprintf(err, err_cap, CFG ": rope_scaling high_freq_factor must exceed low_freq_factor");
