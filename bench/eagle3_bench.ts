@@ -23,6 +23,7 @@ import { join } from "node:path";
 import { loadModel } from "../formats/load_model.ts";
 import { openEngine } from "../engine/open_engine.ts";
 import { contextLength } from "../model/model_dir.ts";
+import { buildNativeLibrary } from "./build_native_library.ts";
 import { exists } from "./exists.ts";
 import { nativeToolArgs } from "./native_tool_args.ts";
 import { readSteps, type StepStream } from "./step_stream.ts";
@@ -233,12 +234,7 @@ function line(r: Row): string {
 }
 
 export async function run(): Promise<void> {
-  const build = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "--allow-run", "--allow-read", "--allow-write", "--allow-env", join(ROOT, "scripts/build_ffi.ts")],
-    stdout: "inherit",
-    stderr: "inherit",
-  }).output();
-  if (!build.success || !(await exists(join(ROOT, "build/ffi/librill.so")))) {
+  if (!(await buildNativeLibrary())) {
     console.log("eagle3: the native library is not built (no C compiler?), nothing to measure");
     return;
   }

@@ -29,6 +29,7 @@ import { loadModel } from "../formats/load_model.ts";
 import { openEngine, type OpenEngineOptions } from "../engine/open_engine.ts";
 import { neutralStepFields } from "../testing/neutral_step_fields.ts";
 import { exec } from "./exec.ts";
+import { buildNativeLibrary } from "./build_native_library.ts";
 import { exists } from "./exists.ts";
 import { nativeToolArgs } from "./native_tool_args.ts";
 import { readSteps } from "./step_stream.ts";
@@ -504,13 +505,7 @@ function loadAverage(): string {
 
 export async function run(): Promise<void> {
   const t0 = performance.now();
-  // The library build (scripts/build_ffi.ts) runs as its own process: the bench layer does not import scripts/.
-  const build = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "--allow-run", "--allow-read", "--allow-write", "--allow-env", join(ROOT, "scripts/build_ffi.ts")],
-    stdout: "inherit",
-    stderr: "inherit",
-  }).output();
-  if (!build.success || !(await exists(join(ROOT, "build/ffi/librill.so")))) {
+  if (!(await buildNativeLibrary())) {
     console.log("native: the native library is not built (no C compiler?), nothing to measure");
     return;
   }
