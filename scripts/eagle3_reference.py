@@ -36,6 +36,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_checkpoints import rope_inv_freq, rotate  # noqa: E402
+from safetensors_file import write_safetensors_file  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TARGET = os.path.join(ROOT, "tests/fixtures/checkpoints/llama3-fp32")
@@ -68,27 +69,17 @@ def read_safetensors(path):
     return out
 
 
+def encoded(t):
+    """(dtype, shape, bytes) of t in the layout of the released heads: I64 d2t, BOOL t2d, F32 weights."""
+    if t.dtype == torch.int64:
+        return "I64", t.shape, t.contiguous().numpy().astype("<i8").tobytes()
+    if t.dtype == torch.bool:
+        return "BOOL", t.shape, t.contiguous().numpy().astype("u1").tobytes()
+    return "F32", t.shape, t.contiguous().to(torch.float32).numpy().astype("<f4").tobytes()
+
+
 def write_safetensors(path, tensors):
-    header, blobs, offset = {}, [], 0
-    for name in sorted(tensors):
-        t = tensors[name]
-        if t.dtype == torch.int64:
-            data, dtype = t.contiguous().numpy().astype("<i8").tobytes(), "I64"
-        elif t.dtype == torch.bool:
-            data, dtype = t.contiguous().numpy().astype("u1").tobytes(), "BOOL"
-        else:
-            data, dtype = t.contiguous().to(torch.float32).numpy().astype("<f4").tobytes(), "F32"
-        header[name] = {"dtype": dtype, "shape": list(t.shape), "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    header["__metadata__"] = {"format": "pt"}
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * ((8 - len(text) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for b in blobs:
-            f.write(b)
+    write_safetensors_file(path, {n: encoded(t) for n, t in tensors.items()})
 
 
 def rms_norm(x, weight, eps):

@@ -38,10 +38,11 @@ about 3 (a flat distribution would hide errors in the sampling tests).
 import json
 import math
 import os
-import struct
 import sys
 
 import torch
+
+from safetensors_file import write_safetensors_file
 
 VOCAB = 96
 HIDDEN = 32
@@ -190,22 +191,7 @@ def tensor_bytes(t, dtype):
 
 
 def write_safetensors(path, tensors, dtype):
-    header = {}
-    blobs = []
-    offset = 0
-    for name in sorted(tensors):
-        data = tensor_bytes(tensors[name], dtype)
-        header[name] = {"dtype": dtype, "shape": list(tensors[name].shape), "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    header["__metadata__"] = {"format": "pt"}
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * ((8 - len(text) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for b in blobs:
-            f.write(b)
+    write_safetensors_file(path, {n: (dtype, t.shape, tensor_bytes(t, dtype)) for n, t in tensors.items()})
 
 
 def config_json(a, dtype):
@@ -465,22 +451,9 @@ def write_gptoss(out):
 
 def write_safetensors_mixed(path, bf16, u8):
     """A safetensors file of BF16 tensors (float values that are bf16) and U8 tensors."""
-    tensors = {n: ("BF16", tensor_bytes(t, "BF16"), list(t.shape)) for n, t in bf16.items()}
-    tensors.update({n: ("U8", t.contiguous().numpy().tobytes(), list(t.shape)) for n, t in u8.items()})
-    header, blobs, offset = {}, [], 0
-    for name in sorted(tensors):
-        dtype, data, shape = tensors[name]
-        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    header["__metadata__"] = {"format": "pt"}
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * ((8 - len(text) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for b in blobs:
-            f.write(b)
+    tensors = {n: ("BF16", t.shape, tensor_bytes(t, "BF16")) for n, t in bf16.items()}
+    tensors.update({n: ("U8", t.shape, t.contiguous().numpy().tobytes()) for n, t in u8.items()})
+    write_safetensors_file(path, tensors)
 
 
 def main():
