@@ -35,7 +35,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_checkpoints import rope_inv_freq, rotate  # noqa: E402
+from make_checkpoints import rope_inv_freq, rope_tables, rotate  # noqa: E402
 from safetensors_file import write_safetensors_file  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -103,9 +103,7 @@ def target_forward(cfg, w, ids):
     a = {"head_dim": D, "rope_theta": cfg["rope_theta"], "rope_scaling": cfg.get("rope_scaling")}
     n = len(ids)
     x = w["model.embed_tokens.weight"][torch.tensor(ids)]
-    angles = torch.arange(n, dtype=torch.float64)[:, None] * rope_inv_freq(a)[None, :]
-    cos = torch.cat((angles.cos(), angles.cos()), dim=-1)[:, None, :]
-    sin = torch.cat((angles.sin(), angles.sin()), dim=-1)[:, None, :]
+    cos, sin = rope_tables(a, n)
     causal = torch.full((n, n), float("-inf"), dtype=torch.float64).triu(1)
     resid = [x]
     for i in range(cfg["num_hidden_layers"]):

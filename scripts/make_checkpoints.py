@@ -143,15 +143,21 @@ def rotate(x, cos, sin):
     return x * cos + rotated * sin
 
 
+def rope_tables(a, n):
+    """cos and sin [n, 1, head_dim] in float64 for positions 0..n-1, laid out for rotate (each half repeated)."""
+    angles = torch.arange(n, dtype=torch.float64)[:, None] * rope_inv_freq(a)[None, :]
+    cos = torch.cat((angles.cos(), angles.cos()), dim=-1)[:, None, :]
+    sin = torch.cat((angles.sin(), angles.sin()), dim=-1)[:, None, :]
+    return cos, sin
+
+
 def forward(a, w, ids):
     """Logits [n, VOCAB] of a prompt run from position 0, in float64."""
     w = {k: v.to(torch.float64) for k, v in w.items()}
     H, KV, D = a["heads"], a["kv_heads"], a["head_dim"]
     n = len(ids)
     x = w["model.embed_tokens.weight"][torch.tensor(ids)]
-    angles = torch.arange(n, dtype=torch.float64)[:, None] * rope_inv_freq(a)[None, :]
-    cos = torch.cat((angles.cos(), angles.cos()), dim=-1)[:, None, :]
-    sin = torch.cat((angles.sin(), angles.sin()), dim=-1)[:, None, :]
+    cos, sin = rope_tables(a, n)
     causal = torch.full((n, n), float("-inf"), dtype=torch.float64).triu(1)
     for i in range(LAYERS):
         p = f"model.layers.{i}."
