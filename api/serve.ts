@@ -48,12 +48,10 @@ export async function loadServedModel(config: ServeConfig, logger: Logger): Prom
       await nativeLibraryBuilt(),
     );
     let engine: LlmEngine | undefined;
-    let kind: BackendKind | undefined;
     for (const [i, candidate] of candidates.entries()) {
       logger.info(`backend: ${candidate.kind} (${candidate.why})`);
       try {
         engine = await openServedEngine(config, loaded, candidate.kind, logger);
-        kind = candidate.kind;
         break;
       } catch (error) {
         const next = candidates[i + 1];
@@ -61,7 +59,7 @@ export async function loadServedModel(config: ServeConfig, logger: Logger): Prom
         logger.warn(`${candidate.kind} backend cannot serve this model, trying ${next.kind}: ${error.message}`);
       }
     }
-    if (engine === undefined || kind === undefined) throw new CliError(`Cannot load model '${config.modelDir}'`);
+    if (engine === undefined) throw new CliError(`Cannot load model '${config.modelDir}'`);
     // The backend may know a shorter limit than config.json (the graph's own position bound).
     if (config.maxModelLen !== undefined && config.maxModelLen > engine.maxModelLen) {
       await engine.close();

@@ -14,7 +14,6 @@ import type { LogitsBackend } from "./logits_backend.ts";
 import { parameterCount, resolveThreading } from "./threading.ts";
 
 export type BackendKind = "onnx" | "native";
-export const BACKEND_KINDS: readonly BackendKind[] = ["onnx", "native"];
 export type DeviceKind = "cpu" | "cuda" | "auto";
 
 /** A backend cannot be made as asked (unknown device, missing native library): a one-line message for the user. */
