@@ -31,7 +31,7 @@ export interface LoadedModel {
   readonly formatName: ChatFormatName;
   /** The weight files found (each backend reads only its own). */
   readonly weights: WeightFiles;
-  /** Longest prompt + output the model takes: the smaller of max_position_embeddings and model_max_length. */
+  /** Longest prompt + output the model takes (contextLength in model/model_dir.ts). */
   readonly maxModelLen: number;
   /** EOS ids from generation_config.json and config.json (the format's stopTokens may add more). */
   readonly eosTokenIds: readonly number[];
