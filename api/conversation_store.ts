@@ -88,3 +88,22 @@ export function firstDuplicate(
   }
   return undefined;
 }
+
+/**
+ * What an append of `items` writes: with `held: "refuse"`, all of them, or the first duplicate (an id repeated
+ * within `items` or already held); with `"skip"`, the first of each id that is not held.
+ */
+export function itemsToAppend(
+  items: readonly Record<string, unknown>[],
+  held: "refuse" | "skip",
+  isHeld: (itemId: string) => boolean,
+): readonly Record<string, unknown>[] | Duplicate {
+  const seen = new Set<string>();
+  const fresh = held === "refuse" ? items : items.filter((item) => {
+    const key = conversationItemId(item);
+    const keep = !seen.has(key) && !isHeld(key);
+    seen.add(key);
+    return keep;
+  });
+  return firstDuplicate(fresh, isHeld) ?? fresh;
+}

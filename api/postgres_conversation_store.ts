@@ -14,6 +14,7 @@ import {
   type ConversationStore,
   type Duplicate,
   firstDuplicate,
+  itemsToAppend,
 } from "./conversation_store.ts";
 import type { Sql, TxSql } from "./postgres_sql.ts";
 import { textArray } from "./postgres_text_array.ts";
@@ -85,15 +86,8 @@ export class PostgresConversationStore implements ConversationStore {
         SELECT item_id FROM rill_conversation_items
         WHERE conversation_id = ${id} AND item_id = ANY(${textArray(sql, ids)})`;
       const heldIds = new Set(heldRows.map((row) => row.item_id as string));
-      const seen = new Set<string>();
-      const fresh = held === "refuse" ? items : items.filter((item) => {
-        const key = conversationItemId(item);
-        const keep = !seen.has(key) && !heldIds.has(key);
-        seen.add(key);
-        return keep;
-      });
-      const duplicate = firstDuplicate(fresh, (key) => heldIds.has(key));
-      if (duplicate !== undefined) return duplicate;
+      const fresh = itemsToAppend(items, held, (key) => heldIds.has(key));
+      if ("kind" in fresh) return fresh;
       const [last] = await sql`
         SELECT MAX(position) AS position FROM rill_conversation_items WHERE conversation_id = ${id}`;
       const next = last?.position === null || last?.position === undefined ? 0 : Number(last.position) + 1;

@@ -16,6 +16,7 @@ import {
   type ConversationStore,
   type Duplicate,
   firstDuplicate,
+  itemsToAppend,
 } from "./conversation_store.ts";
 import { syncPromise } from "./sync_promise.ts";
 
@@ -165,17 +166,9 @@ export class SqliteConversationStore implements ConversationStore {
         outcome = { kind: "no_conversation" };
         return;
       }
-      const isHeld = (key: string) => this.#itemExists.get(id, key) !== undefined;
-      const seen = new Set<string>();
-      const fresh = held === "refuse" ? items : items.filter((item) => {
-        const key = itemId(item);
-        const keep = !seen.has(key) && !isHeld(key);
-        seen.add(key);
-        return keep;
-      });
-      const duplicate = firstDuplicate(fresh, isHeld);
-      if (duplicate !== undefined) {
-        outcome = duplicate;
+      const fresh = itemsToAppend(items, held, (key) => this.#itemExists.get(id, key) !== undefined);
+      if ("kind" in fresh) {
+        outcome = fresh;
         return;
       }
       this.#insertItems(id, fresh);
