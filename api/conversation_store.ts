@@ -107,3 +107,17 @@ export function itemsToAppend(
   });
   return firstDuplicate(fresh, isHeld) ?? fresh;
 }
+
+/** A page of at most `limit` items from rows read one past it (the extra row tells whether there are more). */
+export function conversationItemsPage(
+  rows: readonly { readonly item_id: string; readonly item: string }[],
+  limit: number,
+): ConversationItemsPage {
+  const page = rows.slice(0, limit);
+  return {
+    data: page.map((row) => JSON.parse(row.item)),
+    first_id: page[0]?.item_id ?? null,
+    last_id: page.at(-1)?.item_id ?? null,
+    has_more: rows.length > limit,
+  };
+}

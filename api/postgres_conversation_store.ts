@@ -11,6 +11,7 @@ import {
   type Conversation,
   conversationItemId,
   type ConversationItemsPage,
+  conversationItemsPage,
   type ConversationStore,
   type Duplicate,
   firstDuplicate,
@@ -141,13 +142,7 @@ export class PostgresConversationStore implements ConversationStore {
       : await this.#sql`
         SELECT item_id, item FROM rill_conversation_items WHERE conversation_id = ${id} AND position < ${from}
         ORDER BY position DESC LIMIT ${query.limit + 1}`;
-    const page = rows.slice(0, query.limit);
-    return {
-      data: page.map((row) => JSON.parse(row.item as string)),
-      first_id: (page[0]?.item_id as string | undefined) ?? null,
-      last_id: (page.at(-1)?.item_id as string | undefined) ?? null,
-      has_more: rows.length > query.limit,
-    };
+    return conversationItemsPage(rows as unknown as { item_id: string; item: string }[], query.limit);
   }
 }
 

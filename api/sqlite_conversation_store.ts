@@ -13,6 +13,7 @@ import {
   type Conversation,
   conversationItemId as itemId,
   type ConversationItemsPage,
+  conversationItemsPage,
   type ConversationStore,
   type Duplicate,
   firstDuplicate,
@@ -245,13 +246,7 @@ export class SqliteConversationStore implements ConversationStore {
     const statement = query.order === "asc" ? this.#pageAsc : this.#pageDesc;
     // One row more than the page tells whether there are more.
     const rows = statement.all(id, from, query.limit + 1) as { item_id: string; item: string }[];
-    const page = rows.slice(0, query.limit);
-    return {
-      data: page.map((row) => JSON.parse(row.item)),
-      first_id: page[0]?.item_id ?? null,
-      last_id: page.at(-1)?.item_id ?? null,
-      has_more: rows.length > query.limit,
-    };
+    return conversationItemsPage(rows, query.limit);
   }
 
   /** Inside a transaction: the items after the conversation's last one, in order. */
