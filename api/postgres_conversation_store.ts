@@ -17,6 +17,7 @@ import {
   firstDuplicate,
   itemsToAppend,
 } from "./conversation_store.ts";
+import type postgres from "postgres";
 import type { Sql, TxSql } from "./postgres_sql.ts";
 import { textArray } from "./postgres_text_array.ts";
 
@@ -46,24 +47,14 @@ export class PostgresConversationStore implements ConversationStore {
 
   async get(id: string): Promise<Conversation | undefined> {
     const [row] = await this.#sql`SELECT id, created_at, metadata FROM rill_conversations WHERE id = ${id}`;
-    return row === undefined ? undefined : {
-      id: row.id as string,
-      object: "conversation",
-      created_at: Number(row.created_at),
-      metadata: JSON.parse(row.metadata as string),
-    };
+    return row === undefined ? undefined : conversationOf(row);
   }
 
   async updateMetadata(id: string, metadata: Record<string, string>): Promise<Conversation | undefined> {
     const [row] = await this.#sql`
       UPDATE rill_conversations SET metadata = ${JSON.stringify(metadata)} WHERE id = ${id}
       RETURNING id, created_at, metadata`;
-    return row === undefined ? undefined : {
-      id: row.id as string,
-      object: "conversation",
-      created_at: Number(row.created_at),
-      metadata: JSON.parse(row.metadata as string),
-    };
+    return row === undefined ? undefined : conversationOf(row);
   }
 
   async delete(id: string): Promise<boolean> {
@@ -161,4 +152,14 @@ async function insertItems(
       ${textArray(sql, items.map(conversationItemId))},
       ${textArray(sql, items.map((item) => JSON.stringify(item)))}
     ) WITH ORDINALITY AS x(item_id, item, position)`;
+}
+
+/** A `rill_conversations` row (id, created_at, metadata) as the API's object. */
+function conversationOf(row: postgres.Row): Conversation {
+  return {
+    id: row.id as string,
+    object: "conversation",
+    created_at: Number(row.created_at),
+    metadata: JSON.parse(row.metadata as string),
+  };
 }
