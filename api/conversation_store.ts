@@ -88,3 +88,36 @@ export function firstDuplicate(
   }
   return undefined;
 }
+
+/**
+ * What an append of `items` writes: with `held: "refuse"`, all of them, or the first duplicate (an id repeated
+ * within `items` or already held); with `"skip"`, the first of each id that is not held.
+ */
+export function itemsToAppend(
+  items: readonly Record<string, unknown>[],
+  held: "refuse" | "skip",
+  isHeld: (itemId: string) => boolean,
+): readonly Record<string, unknown>[] | Duplicate {
+  const seen = new Set<string>();
+  const fresh = held === "refuse" ? items : items.filter((item) => {
+    const key = conversationItemId(item);
+    const keep = !seen.has(key) && !isHeld(key);
+    seen.add(key);
+    return keep;
+  });
+  return firstDuplicate(fresh, isHeld) ?? fresh;
+}
+
+/** A page of at most `limit` items from rows read one past it (the extra row tells whether there are more). */
+export function conversationItemsPage(
+  rows: readonly { readonly item_id: string; readonly item: string }[],
+  limit: number,
+): ConversationItemsPage {
+  const page = rows.slice(0, limit);
+  return {
+    data: page.map((row) => JSON.parse(row.item)),
+    first_id: page[0]?.item_id ?? null,
+    last_id: page.at(-1)?.item_id ?? null,
+    has_more: rows.length > limit,
+  };
+}

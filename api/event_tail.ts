@@ -27,7 +27,8 @@ function notFinishedIfUnavailable(error: unknown): boolean {
 /** Whether anyone may still append to the log (a live generation, here or on another live server). */
 export type IsLive = (id: string) => Promise<boolean>;
 
-async function finished(store: ResponseStore, id: string, isLive: IsLive): Promise<boolean> {
+/** Whether nobody will append to `id`'s log any more: gone, terminal, settled, or its generation dead. */
+export async function logEnded(store: ResponseStore, id: string, isLive: IsLive): Promise<boolean> {
   if (await store.isTerminal(id)) return true;
   const stored = await store.get(id);
   if (stored === undefined) return true;
@@ -85,7 +86,7 @@ export function tailEvents(
           controller.enqueue(encoder.encode(events as unknown as ResponseStreamEvent[]));
           return;
         }
-        if (unsubscribe === null || await finished(store, id, isLive).catch(notFinishedIfUnavailable)) {
+        if (unsubscribe === null || await logEnded(store, id, isLive).catch(notFinishedIfUnavailable)) {
           stop();
           controller.close();
           return;

@@ -11,10 +11,13 @@ import {
   type Conversation,
   conversationItemId,
   type ConversationItemsPage,
+  conversationItemsPage,
   type ConversationStore,
   type Duplicate,
   firstDuplicate,
+  itemsToAppend,
 } from "./conversation_store.ts";
+import type postgres from "postgres";
 import type { Sql, TxSql } from "./postgres_sql.ts";
 import { textArray } from "./postgres_text_array.ts";
 
@@ -44,24 +47,14 @@ export class PostgresConversationStore implements ConversationStore {
 
   async get(id: string): Promise<Conversation | undefined> {
     const [row] = await this.#sql`SELECT id, created_at, metadata FROM rill_conversations WHERE id = ${id}`;
-    return row === undefined ? undefined : {
-      id: row.id as string,
-      object: "conversation",
-      created_at: Number(row.created_at),
-      metadata: JSON.parse(row.metadata as string),
-    };
+    return row === undefined ? undefined : conversationOf(row);
   }
 
   async updateMetadata(id: string, metadata: Record<string, string>): Promise<Conversation | undefined> {
     const [row] = await this.#sql`
       UPDATE rill_conversations SET metadata = ${JSON.stringify(metadata)} WHERE id = ${id}
       RETURNING id, created_at, metadata`;
-    return row === undefined ? undefined : {
-      id: row.id as string,
-      object: "conversation",
-      created_at: Number(row.created_at),
-      metadata: JSON.parse(row.metadata as string),
-    };
+    return row === undefined ? undefined : conversationOf(row);
   }
 
   async delete(id: string): Promise<boolean> {
@@ -85,15 +78,8 @@ export class PostgresConversationStore implements ConversationStore {
         SELECT item_id FROM rill_conversation_items
         WHERE conversation_id = ${id} AND item_id = ANY(${textArray(sql, ids)})`;
       const heldIds = new Set(heldRows.map((row) => row.item_id as string));
-      const seen = new Set<string>();
-      const fresh = held === "refuse" ? items : items.filter((item) => {
-        const key = conversationItemId(item);
-        const keep = !seen.has(key) && !heldIds.has(key);
-        seen.add(key);
-        return keep;
-      });
-      const duplicate = firstDuplicate(fresh, (key) => heldIds.has(key));
-      if (duplicate !== undefined) return duplicate;
+      const fresh = itemsToAppend(items, held, (key) => heldIds.has(key));
+      if ("kind" in fresh) return fresh;
       const [last] = await sql`
         SELECT MAX(position) AS position FROM rill_conversation_items WHERE conversation_id = ${id}`;
       const next = last?.position === null || last?.position === undefined ? 0 : Number(last.position) + 1;
@@ -147,13 +133,7 @@ export class PostgresConversationStore implements ConversationStore {
       : await this.#sql`
         SELECT item_id, item FROM rill_conversation_items WHERE conversation_id = ${id} AND position < ${from}
         ORDER BY position DESC LIMIT ${query.limit + 1}`;
-    const page = rows.slice(0, query.limit);
-    return {
-      data: page.map((row) => JSON.parse(row.item as string)),
-      first_id: (page[0]?.item_id as string | undefined) ?? null,
-      last_id: (page.at(-1)?.item_id as string | undefined) ?? null,
-      has_more: rows.length > query.limit,
-    };
+    return conversationItemsPage(rows as unknown as { item_id: string; item: string }[], query.limit);
   }
 }
 
@@ -172,4 +152,14 @@ async function insertItems(
       ${textArray(sql, items.map(conversationItemId))},
       ${textArray(sql, items.map((item) => JSON.stringify(item)))}
     ) WITH ORDINALITY AS x(item_id, item, position)`;
+}
+
+/** A `rill_conversations` row (id, created_at, metadata) as the API's object. */
+function conversationOf(row: postgres.Row): Conversation {
+  return {
+    id: row.id as string,
+    object: "conversation",
+    created_at: Number(row.created_at),
+    metadata: JSON.parse(row.metadata as string),
+  };
 }

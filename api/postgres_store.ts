@@ -28,9 +28,11 @@ import { textArray } from "./postgres_text_array.ts";
 import { isConnectionError, StoreUnavailableError } from "./store_unavailable_error.ts";
 import {
   chainItems,
+  inputItemId,
   type InputItemsPage,
   ORPHANED,
   previousOf,
+  referenceableOutputItems,
   responseId,
   type ResponseStore,
   type StoredConversationRow,
@@ -306,9 +308,7 @@ export class PostgresStore implements ResponseStore {
   ): Promise<void> {
     return await this.#guard(async () => {
       const id = responseId(response);
-      const itemIds = inputItems.map((item, position) =>
-        typeof item.id === "string" && item.id !== "" ? item.id : `${id}_item_${position}`
-      );
+      const itemIds = inputItems.map((item, position) => inputItemId(id, item, position));
       const items = inputItems.map((item) => JSON.stringify(item));
       // One statement, so one implicit transaction and one round trip: the row and its items, or nothing.
       await this.#sql`
@@ -524,12 +524,8 @@ export class PostgresStore implements ResponseStore {
           WHERE r.id = x.id`);
         const items: { item_id: string; id: string; item: string }[] = [];
         for (const [id, response] of snapshots) {
-          const output = Array.isArray(response.output) ? response.output as unknown[] : [];
-          for (const item of output) {
-            const itemId = (item as { id?: unknown } | null)?.id;
-            if (typeof itemId === "string" && itemId !== "") {
-              items.push({ item_id: itemId, id, item: JSON.stringify(item) });
-            }
+          for (const { itemId, item } of referenceableOutputItems(response)) {
+            items.push({ item_id: itemId, id, item: JSON.stringify(item) });
           }
         }
         if (items.length > 0) {

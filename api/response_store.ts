@@ -146,6 +146,22 @@ export function responseId(response: Record<string, unknown>): string {
   return id;
 }
 
+/** The id an input item is stored under: its own, else one made from the response id and its position. */
+export function inputItemId(responseId: string, item: Record<string, unknown>, position: number): string {
+  return typeof item.id === "string" && item.id !== "" ? item.id : `${responseId}_item_${position}`;
+}
+
+/** A snapshot's output items that have an id, which `item_reference` can name; in output order. */
+export function referenceableOutputItems(response: Record<string, unknown>): { itemId: string; item: unknown }[] {
+  const output = Array.isArray(response.output) ? response.output as unknown[] : [];
+  const items: { itemId: string; item: unknown }[] = [];
+  for (const item of output) {
+    const itemId = (item as { id?: unknown } | null)?.id;
+    if (typeof itemId === "string" && itemId !== "") items.push({ itemId, item });
+  }
+  return items;
+}
+
 /** The id of the response a stored conversation continues (null for v1 rows and chain starts). */
 export function previousOf(conversation: unknown): string | null {
   const row = conversation as { version?: unknown; previous?: unknown } | null;

@@ -26,7 +26,7 @@ import type { Metrics } from "./metrics.ts";
 import { ResponseRecorder } from "./response_recorder.ts";
 import { asConversationItem } from "./conversations_service.ts";
 import type { ResponseStore } from "./response_store.ts";
-import { tailEvents } from "./event_tail.ts";
+import { logEnded, tailEvents } from "./event_tail.ts";
 import { RequestTrace } from "./request_trace.ts";
 import { CreateResponseSchema, InputTokensSchema } from "./responses_schema.ts";
 import {
@@ -408,19 +408,11 @@ export class ResponsesService {
       return;
     }
     // Only background generations are stopped this way; a foreground one belongs to its own request.
-    if ((await this.#o.store.get(id))?.response.background !== true || await this.#ended(id)) return;
+    if (
+      (await this.#o.store.get(id))?.response.background !== true || await logEnded(this.#o.store, id, this.#isLive)
+    ) return;
     await this.#o.store.requestCancel(id);
     await this.#waitEnded(id, CANCEL_WAIT_MS);
-  }
-
-  /** Whether nobody will append to `id`'s log any more: gone, terminal, settled, or its generation dead. */
-  async #ended(id: string): Promise<boolean> {
-    const store = this.#o.store;
-    if (await store.isTerminal(id)) return true;
-    const stored = await store.get(id);
-    if (stored === undefined) return true;
-    const status = stored.response.status;
-    return (status !== "queued" && status !== "in_progress") || !await this.#isLive(id);
   }
 
   /** Resolves once `id` ended, or after `ms`: woken by the store's notifications, polling where it has none. */
@@ -433,7 +425,7 @@ export class ResponsesService {
       wake?.();
     });
     try {
-      while (!await this.#ended(id)) {
+      while (!await logEnded(this.#o.store, id, this.#isLive)) {
         const left = deadline - performance.now();
         if (left <= 0) return;
         if (changed) {

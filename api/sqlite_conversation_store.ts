@@ -13,9 +13,11 @@ import {
   type Conversation,
   conversationItemId as itemId,
   type ConversationItemsPage,
+  conversationItemsPage,
   type ConversationStore,
   type Duplicate,
   firstDuplicate,
+  itemsToAppend,
 } from "./conversation_store.ts";
 import { syncPromise } from "./sync_promise.ts";
 
@@ -165,17 +167,9 @@ export class SqliteConversationStore implements ConversationStore {
         outcome = { kind: "no_conversation" };
         return;
       }
-      const isHeld = (key: string) => this.#itemExists.get(id, key) !== undefined;
-      const seen = new Set<string>();
-      const fresh = held === "refuse" ? items : items.filter((item) => {
-        const key = itemId(item);
-        const keep = !seen.has(key) && !isHeld(key);
-        seen.add(key);
-        return keep;
-      });
-      const duplicate = firstDuplicate(fresh, isHeld);
-      if (duplicate !== undefined) {
-        outcome = duplicate;
+      const fresh = itemsToAppend(items, held, (key) => this.#itemExists.get(id, key) !== undefined);
+      if ("kind" in fresh) {
+        outcome = fresh;
         return;
       }
       this.#insertItems(id, fresh);
@@ -252,13 +246,7 @@ export class SqliteConversationStore implements ConversationStore {
     const statement = query.order === "asc" ? this.#pageAsc : this.#pageDesc;
     // One row more than the page tells whether there are more.
     const rows = statement.all(id, from, query.limit + 1) as { item_id: string; item: string }[];
-    const page = rows.slice(0, query.limit);
-    return {
-      data: page.map((row) => JSON.parse(row.item)),
-      first_id: page[0]?.item_id ?? null,
-      last_id: page.at(-1)?.item_id ?? null,
-      has_more: rows.length > query.limit,
-    };
+    return conversationItemsPage(rows, query.limit);
   }
 
   /** Inside a transaction: the items after the conversation's last one, in order. */

@@ -20,9 +20,11 @@ import { DatabaseSync, type StatementSync } from "node:sqlite";
 import { SqliteConversationStore } from "./sqlite_conversation_store.ts";
 import {
   chainItems,
+  inputItemId,
   type InputItemsPage,
   ORPHANED,
   previousOf,
+  referenceableOutputItems,
   responseId,
   type ResponseStore,
   type StoredConversationRow,
@@ -374,8 +376,7 @@ export class SqliteStore implements ResponseStore {
         previous,
       );
       inputItems.forEach((item, position) => {
-        const itemId = typeof item.id === "string" && item.id !== "" ? item.id : `${id}_item_${position}`;
-        this.#insertItem.run(id, position, itemId, JSON.stringify(item));
+        this.#insertItem.run(id, position, inputItemId(id, item, position), JSON.stringify(item));
       });
     });
   }
@@ -417,17 +418,14 @@ export class SqliteStore implements ResponseStore {
   }
 
   #update(id: string, response: Record<string, unknown>): void {
-    const output = Array.isArray(response.output) ? response.output as unknown[] : [];
-    if (output.length === 0) {
+    const items = referenceableOutputItems(response);
+    if (items.length === 0) {
       this.#updateResponse.run(JSON.stringify(response), id, this.owner);
     } else {
       this.#transaction(() => {
         // No row updated: the response was deleted, and its items must not become referenceable again.
         if (Number(this.#updateResponse.run(JSON.stringify(response), id, this.owner).changes) === 0) return;
-        for (const item of output) {
-          const itemId = (item as { id?: unknown } | null)?.id;
-          if (typeof itemId === "string" && itemId !== "") this.#upsertOutputItem.run(itemId, id, JSON.stringify(item));
-        }
+        for (const { itemId, item } of items) this.#upsertOutputItem.run(itemId, id, JSON.stringify(item));
       });
     }
     this.#listeners.notify(id);
