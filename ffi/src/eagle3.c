@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "argmax.h"
 #include "rope.h"
 
 /* Rows per task for the per-row stages. */
@@ -398,15 +399,6 @@ rill_status rill_eagle3_follow(rill_engine *e, const rill_step_batch *b) {
   return RILL_OK;
 }
 
-/* Greedy choice: the largest logit, ties to the lowest id. */
-static int32_t argmax(const float *v, int32_t n) {
-  int32_t best = 0;
-  for (int32_t i = 1; i < n; i++) {
-    if (v[i] > v[best]) best = i;
-  }
-  return best;
-}
-
 /* One proposal round over n rows (row_* and hs set): the layer, norm and lm_head into logits. */
 static void head_round(rill_engine *e, rill_eagle3 *x, const rill_step_batch *b, int n) {
   const rill_model_config *c = &x->h.cfg;
@@ -465,7 +457,7 @@ rill_status rill_eagle3_propose(rill_engine *e, const rill_step_batch *b, rill_s
     for (int q = 0; q < n; q++) {
       const int32_t i = x->row_seq[q];
       memcpy(x->hprev + (size_t)i * H, x->hs + (size_t)q * H, H * sizeof(float));
-      const int32_t tok = x->h.d2t[argmax(x->logits + (size_t)q * (size_t)VD, VD)];
+      const int32_t tok = x->h.d2t[rill_argmax(x->logits + (size_t)q * (size_t)VD, VD)];
       r->proposed[(size_t)i * KD + (size_t)j] = tok;
       r->proposed_counts[i] = j + 1;
       x->cur_tok[i] = tok;
