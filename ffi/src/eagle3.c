@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "aligned_buffer.h"
 #include "argmax.h"
 #include "rope.h"
 
@@ -49,11 +50,6 @@ struct rill_eagle3 {
   float *hprev;                         /* [max_seqs × hidden]: each sequence's last pre-norm hidden state */
   int32_t *left, *cur_tok, *cur_pos;    /* [max_seqs] */
 };
-
-static void *alloc_floats(size_t n) {
-  size_t bytes = (n * sizeof(float) + 63) & ~(size_t)63;
-  return aligned_alloc(64, bytes == 0 ? 64 : bytes);
-}
 
 void rill_eagle3_destroy(rill_eagle3 *x) {
   if (x == NULL) return;
@@ -119,23 +115,23 @@ rill_status rill_eagle3_create(rill_engine *e, const char *dir, rill_eagle3 **ou
   }
   x->feat = f;
   const size_t threads = (size_t)rill_pool_threads(e->pool);
-  x->tap = alloc_floats(T * 3 * (size_t)x->h.target_hidden);
-  x->g = alloc_floats(T * H);
-  x->hs = alloc_floats(R * H);
-  x->in = alloc_floats(R * 2 * H);
-  x->qkv = alloc_floats(R * (size_t)x->qkv_dim);
-  x->attn = alloc_floats(S * (size_t)x->qd);
-  x->proj = alloc_floats(S * H);
-  x->xn = alloc_floats(S * H);
-  x->gu = alloc_floats(S * 2 * I);
-  x->act = alloc_floats(S * I);
-  x->logits = alloc_floats(S * (size_t)x->h.draft_vocab);
-  x->inv_freq = alloc_floats(D / 2);
-  x->rope_cos = alloc_floats(R * D / 2);
-  x->rope_sin = alloc_floats(R * D / 2);
+  x->tap = rill_alloc_floats(T * 3 * (size_t)x->h.target_hidden);
+  x->g = rill_alloc_floats(T * H);
+  x->hs = rill_alloc_floats(R * H);
+  x->in = rill_alloc_floats(R * 2 * H);
+  x->qkv = rill_alloc_floats(R * (size_t)x->qkv_dim);
+  x->attn = rill_alloc_floats(S * (size_t)x->qd);
+  x->proj = rill_alloc_floats(S * H);
+  x->xn = rill_alloc_floats(S * H);
+  x->gu = rill_alloc_floats(S * 2 * I);
+  x->act = rill_alloc_floats(S * I);
+  x->logits = rill_alloc_floats(S * (size_t)x->h.draft_vocab);
+  x->inv_freq = rill_alloc_floats(D / 2);
+  x->rope_cos = rill_alloc_floats(R * D / 2);
+  x->rope_sin = rill_alloc_floats(R * D / 2);
   x->att_stride = (G * (size_t)x->max_positions + G * D + 15) & ~(size_t)15;
-  x->att_scratch = alloc_floats(threads * x->att_stride);
-  x->hprev = alloc_floats(S * H);
+  x->att_scratch = rill_alloc_floats(threads * x->att_stride);
+  x->hprev = rill_alloc_floats(S * H);
   x->row_tok = malloc(R * sizeof(int32_t));
   x->row_pos = malloc(R * sizeof(int32_t));
   x->row_seq = malloc(R * sizeof(int32_t));
