@@ -10,6 +10,7 @@
 
 #include "aligned_buffer.h"
 #include "argmax.h"
+#include "rms_norm.h"
 #include "rope.h"
 
 /* Rows per task for the per-row stages. */
@@ -203,13 +204,6 @@ static void linear(rill_engine *e, const rill_matrix *m, const float *x, size_t 
   linear_rows(e, m, x, ldx, T, 0, m->rows, y, ldy);
 }
 
-static void rms_norm(const float *x, const float *w, int n, float eps, float *out) {
-  double ss = 0.0;
-  for (int i = 0; i < n; i++) ss += (double)x[i] * (double)x[i];
-  float inv = (float)(1.0 / sqrt(ss / n + (double)eps));
-  for (int i = 0; i < n; i++) out[i] = w[i] * (x[i] * inv);
-}
-
 /* The head's KV slot of a position through a sequence's block table (validated by the caller's batch checks). */
 static size_t slot_of(const rill_eagle3 *x, const int32_t *table, int32_t pos) {
   const int bs = x->kv.block_size;
@@ -245,8 +239,8 @@ static void input_task(void *ctx, int64_t task, int thread) {
       memcpy(hs, x->feat + slot_of(x, table_of(j->b, x->row_seq[r]), pos - 1) * (size_t)H, (size_t)H * sizeof(float));
     }
     rill_matrix_row(x->embed, x->row_tok[r], in + H); /* scratch: the normalised hidden state overwrites it */
-    rms_norm(in + H, x->h.input_norm, H, c->rms_norm_eps, in);
-    rms_norm(hs, x->h.hidden_norm, H, c->rms_norm_eps, in + H);
+    rill_rms_norm(in + H, x->h.input_norm, H, c->rms_norm_eps, in);
+    rill_rms_norm(hs, x->h.hidden_norm, H, c->rms_norm_eps, in + H);
     rill_rope_angles(x->inv_freq, half, pos - 1, 1.0f, x->rope_cos + (size_t)r * half, x->rope_sin + (size_t)r * half);
   }
 }
@@ -340,7 +334,7 @@ static void add_norm_task(void *ctx, int64_t task, int thread) {
     float *hs = x->hs + (size_t)r * H;
     const float *p = x->proj + (size_t)r * H;
     for (int i = 0; i < H; i++) hs[i] += p[i];
-    rms_norm(hs, w, H, x->h.cfg.rms_norm_eps, x->xn + (size_t)r * H);
+    rill_rms_norm(hs, w, H, x->h.cfg.rms_norm_eps, x->xn + (size_t)r * H);
   }
 }
 
