@@ -3,14 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Greedy choice: the largest logit, ties to the lowest id (the sampling rule at temperature 0). */
-static int32_t argmax(const float *x, int32_t n) {
-  int32_t best = 0;
-  for (int32_t i = 1; i < n; i++) {
-    if (x[i] > x[best]) best = i;
-  }
-  return best;
-}
+#include "argmax.h"
 
 static rill_status draft_failed(rill_engine *e, rill_status s) {
   snprintf(e->err, sizeof e->err, "draft model: %.480s", e->draft->err);
@@ -70,7 +63,7 @@ rill_status rill_draft_propose(rill_engine *e, const rill_step_batch *b, rill_st
     int32_t row = 0;
     for (int32_t i = 0; i < B; i++) {
       if (e->dr_left[i] <= j) continue;
-      int32_t tok = argmax(d->logits + (size_t)row * (size_t)V, V);
+      int32_t tok = rill_argmax(d->logits + (size_t)row * (size_t)V, V);
       row++;
       r->proposed[(size_t)i * KD + (size_t)j] = tok;
       r->proposed_counts[i] = j + 1;

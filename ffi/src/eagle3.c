@@ -8,6 +8,9 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "aligned_buffer.h"
+#include "argmax.h"
+#include "rms_norm.h"
 #include "rope.h"
 
 /* Rows per task for the per-row stages. */
@@ -48,11 +51,6 @@ struct rill_eagle3 {
   float *hprev;                         /* [max_seqs × hidden]: each sequence's last pre-norm hidden state */
   int32_t *left, *cur_tok, *cur_pos;    /* [max_seqs] */
 };
-
-static void *alloc_floats(size_t n) {
-  size_t bytes = (n * sizeof(float) + 63) & ~(size_t)63;
-  return aligned_alloc(64, bytes == 0 ? 64 : bytes);
-}
 
 void rill_eagle3_destroy(rill_eagle3 *x) {
   if (x == NULL) return;
@@ -118,23 +116,23 @@ rill_status rill_eagle3_create(rill_engine *e, const char *dir, rill_eagle3 **ou
   }
   x->feat = f;
   const size_t threads = (size_t)rill_pool_threads(e->pool);
-  x->tap = alloc_floats(T * 3 * (size_t)x->h.target_hidden);
-  x->g = alloc_floats(T * H);
-  x->hs = alloc_floats(R * H);
-  x->in = alloc_floats(R * 2 * H);
-  x->qkv = alloc_floats(R * (size_t)x->qkv_dim);
-  x->attn = alloc_floats(S * (size_t)x->qd);
-  x->proj = alloc_floats(S * H);
-  x->xn = alloc_floats(S * H);
-  x->gu = alloc_floats(S * 2 * I);
-  x->act = alloc_floats(S * I);
-  x->logits = alloc_floats(S * (size_t)x->h.draft_vocab);
-  x->inv_freq = alloc_floats(D / 2);
-  x->rope_cos = alloc_floats(R * D / 2);
-  x->rope_sin = alloc_floats(R * D / 2);
+  x->tap = rill_alloc_floats(T * 3 * (size_t)x->h.target_hidden);
+  x->g = rill_alloc_floats(T * H);
+  x->hs = rill_alloc_floats(R * H);
+  x->in = rill_alloc_floats(R * 2 * H);
+  x->qkv = rill_alloc_floats(R * (size_t)x->qkv_dim);
+  x->attn = rill_alloc_floats(S * (size_t)x->qd);
+  x->proj = rill_alloc_floats(S * H);
+  x->xn = rill_alloc_floats(S * H);
+  x->gu = rill_alloc_floats(S * 2 * I);
+  x->act = rill_alloc_floats(S * I);
+  x->logits = rill_alloc_floats(S * (size_t)x->h.draft_vocab);
+  x->inv_freq = rill_alloc_floats(D / 2);
+  x->rope_cos = rill_alloc_floats(R * D / 2);
+  x->rope_sin = rill_alloc_floats(R * D / 2);
   x->att_stride = (G * (size_t)x->max_positions + G * D + 15) & ~(size_t)15;
-  x->att_scratch = alloc_floats(threads * x->att_stride);
-  x->hprev = alloc_floats(S * H);
+  x->att_scratch = rill_alloc_floats(threads * x->att_stride);
+  x->hprev = rill_alloc_floats(S * H);
   x->row_tok = malloc(R * sizeof(int32_t));
   x->row_pos = malloc(R * sizeof(int32_t));
   x->row_seq = malloc(R * sizeof(int32_t));
@@ -206,13 +204,6 @@ static void linear(rill_engine *e, const rill_matrix *m, const float *x, size_t 
   linear_rows(e, m, x, ldx, T, 0, m->rows, y, ldy);
 }
 
-static void rms_norm(const float *x, const float *w, int n, float eps, float *out) {
-  double ss = 0.0;
-  for (int i = 0; i < n; i++) ss += (double)x[i] * (double)x[i];
-  float inv = (float)(1.0 / sqrt(ss / n + (double)eps));
-  for (int i = 0; i < n; i++) out[i] = w[i] * (x[i] * inv);
-}
-
 /* The head's KV slot of a position through a sequence's block table (validated by the caller's batch checks). */
 static size_t slot_of(const rill_eagle3 *x, const int32_t *table, int32_t pos) {
   const int bs = x->kv.block_size;
@@ -248,8 +239,8 @@ static void input_task(void *ctx, int64_t task, int thread) {
       memcpy(hs, x->feat + slot_of(x, table_of(j->b, x->row_seq[r]), pos - 1) * (size_t)H, (size_t)H * sizeof(float));
     }
     rill_matrix_row(x->embed, x->row_tok[r], in + H); /* scratch: the normalised hidden state overwrites it */
-    rms_norm(in + H, x->h.input_norm, H, c->rms_norm_eps, in);
-    rms_norm(hs, x->h.hidden_norm, H, c->rms_norm_eps, in + H);
+    rill_rms_norm(in + H, x->h.input_norm, H, c->rms_norm_eps, in);
+    rill_rms_norm(hs, x->h.hidden_norm, H, c->rms_norm_eps, in + H);
     rill_rope_angles(x->inv_freq, half, pos - 1, 1.0f, x->rope_cos + (size_t)r * half, x->rope_sin + (size_t)r * half);
   }
 }
@@ -343,7 +334,7 @@ static void add_norm_task(void *ctx, int64_t task, int thread) {
     float *hs = x->hs + (size_t)r * H;
     const float *p = x->proj + (size_t)r * H;
     for (int i = 0; i < H; i++) hs[i] += p[i];
-    rms_norm(hs, w, H, x->h.cfg.rms_norm_eps, x->xn + (size_t)r * H);
+    rill_rms_norm(hs, w, H, x->h.cfg.rms_norm_eps, x->xn + (size_t)r * H);
   }
 }
 
@@ -396,15 +387,6 @@ rill_status rill_eagle3_follow(rill_engine *e, const rill_step_batch *b) {
   /* Every feature is stored before any row reads g_{pos-1}, which may be this step's. */
   head_kv(e, x, b, n, true, true);
   return RILL_OK;
-}
-
-/* Greedy choice: the largest logit, ties to the lowest id. */
-static int32_t argmax(const float *v, int32_t n) {
-  int32_t best = 0;
-  for (int32_t i = 1; i < n; i++) {
-    if (v[i] > v[best]) best = i;
-  }
-  return best;
 }
 
 /* One proposal round over n rows (row_* and hs set): the layer, norm and lm_head into logits. */
@@ -465,7 +447,7 @@ rill_status rill_eagle3_propose(rill_engine *e, const rill_step_batch *b, rill_s
     for (int q = 0; q < n; q++) {
       const int32_t i = x->row_seq[q];
       memcpy(x->hprev + (size_t)i * H, x->hs + (size_t)q * H, H * sizeof(float));
-      const int32_t tok = x->h.d2t[argmax(x->logits + (size_t)q * (size_t)VD, VD)];
+      const int32_t tok = x->h.d2t[rill_argmax(x->logits + (size_t)q * (size_t)VD, VD)];
       r->proposed[(size_t)i * KD + (size_t)j] = tok;
       r->proposed_counts[i] = j + 1;
       x->cur_tok[i] = tok;

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "aligned_buffer.h"
 #include "draft.h"
 #include "eagle3.h"
 #include "rope.h"
@@ -28,11 +29,6 @@ static rill_status set_global(rill_status s, const char *fmt, ...) {
   vsnprintf(global_err, sizeof global_err, fmt, ap);
   va_end(ap);
   return s;
-}
-
-static void *alloc_floats(size_t n) {
-  size_t bytes = (n * sizeof(float) + 63) & ~(size_t)63;
-  return aligned_alloc(64, bytes == 0 ? 64 : bytes);
 }
 
 static void free_buffers(rill_engine *e) {
@@ -88,32 +84,32 @@ static rill_status alloc_buffers(rill_engine *e) {
   const size_t wblocks = (widest + RILL_Q8_BLOCK - 1) / RILL_Q8_BLOCK;
   const size_t G = (size_t)(c->num_heads / c->num_kv_heads);
   const size_t threads = (size_t)rill_pool_threads(e->pool);
-  e->x = alloc_floats(T * H);
-  e->xn = alloc_floats(T * H);
-  e->qkv = alloc_floats(T * (size_t)e->qkv_dim);
-  e->attn = alloc_floats(T * QD);
-  e->proj = alloc_floats(T * H);
+  e->x = rill_alloc_floats(T * H);
+  e->xn = rill_alloc_floats(T * H);
+  e->qkv = rill_alloc_floats(T * (size_t)e->qkv_dim);
+  e->attn = rill_alloc_floats(T * QD);
+  e->proj = rill_alloc_floats(T * H);
   /* A mixture of experts keeps its per-expert buffers in e->moe instead of the dense MLP's. */
   const size_t mlp_T = c->num_experts > 0 ? 1 : T;
-  e->gu = alloc_floats(mlp_T * 2 * I);
-  e->act = alloc_floats(mlp_T * I);
+  e->gu = rill_alloc_floats(mlp_T * 2 * I);
+  e->act = rill_alloc_floats(mlp_T * I);
   if (c->num_experts > 0 && rill_moe_scratch_alloc(&e->moe, c, e->lim.max_batch_tokens) != RILL_OK) {
     return RILL_ERR_OUT_OF_MEMORY;
   }
-  e->rope_cos = alloc_floats(T * D / 2);
-  e->rope_sin = alloc_floats(T * D / 2);
+  e->rope_cos = rill_alloc_floats(T * D / 2);
+  e->rope_sin = rill_alloc_floats(T * D / 2);
   e->slot_block = malloc(T * sizeof(int64_t));
   e->slot_in_block = malloc(T * sizeof(int32_t));
   e->tok_seq = malloc(T * sizeof(int32_t));
   e->xq = aligned_alloc(64, (T * wblocks * RILL_Q8_BLOCK + 63) & ~(size_t)63);
-  e->xs = alloc_floats(T * wblocks);
-  e->inv_freq = alloc_floats(D / 2);
+  e->xs = rill_alloc_floats(T * wblocks);
+  e->inv_freq = rill_alloc_floats(D / 2);
   /* Scores of G heads over the longest context, then G output rows. */
   e->att_scratch_stride = (G * (size_t)e->lim.max_positions + G * D + 15) & ~(size_t)15;
-  e->att_scratch = alloc_floats(threads * e->att_scratch_stride);
+  e->att_scratch = rill_alloc_floats(threads * e->att_scratch_stride);
   e->rows = malloc(T * sizeof(int32_t));
-  e->row_hidden = alloc_floats((size_t)e->max_rows * H);
-  e->logits = alloc_floats((size_t)e->max_rows * (size_t)c->vocab_size);
+  e->row_hidden = rill_alloc_floats((size_t)e->max_rows * H);
+  e->logits = rill_alloc_floats((size_t)e->max_rows * (size_t)c->vocab_size);
   size_t sb = rill_sample_pool_scratch_bytes(c->vocab_size, (int)threads, e->lim.max_seqs);
   e->sample_scratch = sb == 0 ? NULL : aligned_alloc(64, (sb + 63) & ~(size_t)63);
   if (e->x == NULL || e->xn == NULL || e->qkv == NULL || e->attn == NULL || e->proj == NULL || e->gu == NULL ||
@@ -217,7 +213,7 @@ static rill_status create_on_cuda(rill_engine *e, const rill_options *o, int thr
   rill_cuda_setup setup = {.cfg = &e->cfg, .w = &e->w, .inv_freq = NULL, .lim = &e->lim, .num_blocks = o->num_blocks,
                            .kv_bytes = o->kv_bytes, .gpu_memory_fraction = o->gpu_memory_fraction,
                            .max_rows = e->max_rows};
-  e->inv_freq = alloc_floats((size_t)e->cfg.head_dim / 2);
+  e->inv_freq = rill_alloc_floats((size_t)e->cfg.head_dim / 2);
   size_t sb = rill_sample_pool_scratch_bytes(e->cfg.vocab_size, rill_pool_threads(e->pool), e->lim.max_seqs);
   e->sample_scratch = sb == 0 ? NULL : aligned_alloc(64, (sb + 63) & ~(size_t)63);
   if (e->inv_freq == NULL || e->sample_scratch == NULL) {

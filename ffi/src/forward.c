@@ -13,6 +13,7 @@
 #include "engine.h"
 #include "matrix.h"
 #include "moe.h"
+#include "rms_norm.h"
 #include "rope.h"
 
 /* Tokens per task for the per-token stages (norms, RoPE, activation). */
@@ -112,13 +113,6 @@ static void linear(rill_engine *e, const rill_matrix *m, const float *x, size_t 
 
 /* ---- RMSNorm ---- */
 
-static void rms_norm(const float *x, const float *w, int n, float eps, float *out) {
-  double ss = 0.0;
-  for (int i = 0; i < n; i++) ss += (double)x[i] * (double)x[i];
-  float inv = (float)(1.0 / sqrt(ss / n + (double)eps));
-  for (int i = 0; i < n; i++) out[i] = w[i] * (x[i] * inv);
-}
-
 typedef struct norm_job {
   const float *x;
   size_t ldx;
@@ -136,7 +130,7 @@ static void norm_task(void *ctx, int64_t task, int thread) {
   int t0 = (int)task * TOKENS_PER_TASK, t1 = t0 + TOKENS_PER_TASK < j->T ? t0 + TOKENS_PER_TASK : j->T;
   for (int t = t0; t < t1; t++) {
     size_t src = j->rows != NULL ? (size_t)j->rows[t] : (size_t)t;
-    rms_norm(j->x + src * j->ldx, j->w, j->n, j->eps, j->out + (size_t)t * j->ldo);
+    rill_rms_norm(j->x + src * j->ldx, j->w, j->n, j->eps, j->out + (size_t)t * j->ldo);
   }
 }
 
@@ -171,12 +165,12 @@ static void qkv_task(void *ctx, int64_t task, int thread) {
     const float *cs = e->rope_cos + (size_t)t * half, *sn = e->rope_sin + (size_t)t * half;
     for (int h = 0; h < NH; h++) {
       float *qh = q + (size_t)h * D;
-      if (j->L->q_norm != NULL) rms_norm(qh, j->L->q_norm, D, c->rms_norm_eps, qh);
+      if (j->L->q_norm != NULL) rill_rms_norm(qh, j->L->q_norm, D, c->rms_norm_eps, qh);
       rill_rope_apply(qh, half, cs, sn);
     }
     for (int h = 0; h < KH; h++) {
       float *kh = k + (size_t)h * D;
-      if (j->L->k_norm != NULL) rms_norm(kh, j->L->k_norm, D, c->rms_norm_eps, kh);
+      if (j->L->k_norm != NULL) rill_rms_norm(kh, j->L->k_norm, D, c->rms_norm_eps, kh);
       rill_rope_apply(kh, half, cs, sn);
       size_t tile = rill_kv_tile(&e->kv, j->layer, (int32_t)e->slot_block[t], h);
       rill_kv_store(&e->kv, tile, e->slot_in_block[t], kh, v + (size_t)h * D);

@@ -4,12 +4,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "aligned_buffer.h"
+
 /* Pairs or tokens per task in the elementwise stages. */
 #define PAIRS_PER_TASK 16
 /* Rows per expert task: at least this many, a multiple of it. */
 #define MOE_ROW_ALIGN 16
 
-static void *alloc_bytes(size_t n) { return aligned_alloc(64, ((n == 0 ? 1 : n) + 63) & ~(size_t)63); }
 
 rill_status rill_moe_scratch_alloc(rill_moe_scratch *s, const rill_model_config *c, int32_t max_tokens) {
   memset(s, 0, sizeof *s);
@@ -19,17 +20,17 @@ rill_status rill_moe_scratch_alloc(rill_moe_scratch *s, const rill_model_config 
   const size_t P = (size_t)s->chunk * K;
   const size_t widest = 2 * I > H ? 2 * I : H;
   s->max_tasks = (int32_t)(E * ((widest + MOE_ROW_ALIGN - 1) / MOE_ROW_ALIGN));
-  s->logits = alloc_bytes((size_t)max_tokens * E * sizeof(float));
-  s->sel = alloc_bytes(P * sizeof(int32_t));
-  s->weight = alloc_bytes(P * sizeof(float));
-  s->offset = alloc_bytes((E + 1) * sizeof(int32_t));
-  s->pair_token = alloc_bytes(P * sizeof(int32_t));
-  s->pair_of = alloc_bytes(P * sizeof(int32_t));
-  s->x = alloc_bytes(P * H * sizeof(float));
-  s->gu = alloc_bytes(P * 2 * I * sizeof(float));
-  s->act = alloc_bytes(P * I * sizeof(float));
-  s->y = alloc_bytes(P * H * sizeof(float));
-  s->tasks = alloc_bytes((size_t)s->max_tasks * sizeof(rill_moe_task));
+  s->logits = rill_alloc_aligned((size_t)max_tokens * E * sizeof(float));
+  s->sel = rill_alloc_aligned(P * sizeof(int32_t));
+  s->weight = rill_alloc_aligned(P * sizeof(float));
+  s->offset = rill_alloc_aligned((E + 1) * sizeof(int32_t));
+  s->pair_token = rill_alloc_aligned(P * sizeof(int32_t));
+  s->pair_of = rill_alloc_aligned(P * sizeof(int32_t));
+  s->x = rill_alloc_aligned(P * H * sizeof(float));
+  s->gu = rill_alloc_aligned(P * 2 * I * sizeof(float));
+  s->act = rill_alloc_aligned(P * I * sizeof(float));
+  s->y = rill_alloc_aligned(P * H * sizeof(float));
+  s->tasks = rill_alloc_aligned((size_t)s->max_tasks * sizeof(rill_moe_task));
   if (s->logits == NULL || s->sel == NULL || s->weight == NULL || s->offset == NULL || s->pair_token == NULL ||
       s->pair_of == NULL || s->x == NULL || s->gu == NULL || s->act == NULL || s->y == NULL || s->tasks == NULL) {
     rill_moe_scratch_free(s);

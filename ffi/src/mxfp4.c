@@ -5,14 +5,7 @@
 #include <string.h>
 
 #include "matrix.h"
-
-static void shape_text(const int64_t *shape, int ndim, char *out, size_t cap) {
-  size_t n = (size_t)snprintf(out, cap, "[");
-  for (int d = 0; d < ndim && n < cap; d++) {
-    n += (size_t)snprintf(out + n, cap - n, d == 0 ? "%lld" : ", %lld", (long long)shape[d]);
-  }
-  if (n < cap) snprintf(out + n, cap - n, "]");
-}
+#include "tensor_shape.h"
 
 /* The tensor prefix + suffix with the given shape; u8: dtype U8, else F32/F16/BF16. */
 static const rill_tensor *need(const rill_checkpoint *ck, const char *ck_name, const char *prefix, const char *suffix,
@@ -29,16 +22,7 @@ static const rill_tensor *need(const rill_checkpoint *ck, const char *ck_name, c
              u8 ? "U8" : "F32, F16 or BF16");
     return NULL;
   }
-  int same = t->ndim == ndim;
-  for (int d = 0; same && d < ndim; d++) same = t->shape[d] == shape[d];
-  if (!same) {
-    char got[128], want[128];
-    shape_text(t->shape, t->ndim, got, sizeof got);
-    shape_text(shape, ndim, want, sizeof want);
-    snprintf(err, err_cap, "%s: tensor %s has shape %s; expected %s", t->file, name, got, want);
-    return NULL;
-  }
-  return t;
+  return rill_tensor_check_dims(t, name, shape, ndim, err, err_cap) == RILL_OK ? t : NULL;
 }
 
 rill_status rill_mxfp4_experts_check(const rill_checkpoint *ck, const char *ck_name, const char *prefix, int32_t E,

@@ -12,5 +12,8 @@
  * t's file, the tensor, its shape and the expected one. */
 rill_status rill_tensor_check_shape(const rill_tensor *t, const char *name, int64_t d0, int64_t d1, char *err,
                                     size_t err_cap);
+/* The same for any rank: RILL_OK when t has exactly the ndim dimensions of shape. */
+rill_status rill_tensor_check_dims(const rill_tensor *t, const char *name, const int64_t *shape, int ndim, char *err,
+                                   size_t err_cap);
 
 #endif /* RILL_TENSOR_SHAPE_H */
