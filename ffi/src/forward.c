@@ -348,13 +348,14 @@ rill_status rill_forward(rill_engine *e, const rill_step_batch *b, rill_rows mod
     if (c->num_experts > 0) {
       linear(e, &L->router, e->xn, (size_t)H, T, e->moe.logits, (size_t)c->num_experts);
       rill_moe_forward(c, L, e->k, e->pool, &e->moe, e->xn, T, e->x);
-      continue;
+    } else {
+      linear(e, &L->gate_up, e->xn, (size_t)H, T, e->gu, 2 * (size_t)I);
+      elem_job sj = {.e = e, .T = T, .bias = NULL};
+      rill_pool_run(e->pool, silu_task, &sj, tasks_for(T, TOKENS_PER_TASK));
+      linear(e, &L->down, e->act, (size_t)I, T, e->proj, (size_t)H);
+      residual(e, T, NULL);
     }
-    linear(e, &L->gate_up, e->xn, (size_t)H, T, e->gu, 2 * (size_t)I);
-    elem_job sj = {.e = e, .T = T, .bias = NULL};
-    rill_pool_run(e->pool, silu_task, &sj, tasks_for(T, TOKENS_PER_TASK));
-    linear(e, &L->down, e->act, (size_t)I, T, e->proj, (size_t)H);
-    residual(e, T, NULL);
+    /* After either MLP: a head's tap is the layer's output whatever the layer's kind. */
     if (e->eagle3 != NULL) rill_eagle3_capture(e->eagle3, l + 1, e->x, T);
   }
 
