@@ -1,9 +1,9 @@
 /**
  * rill's command line: `rill serve [MODEL_DIR] [OPTIONS]` (see `rill serve --help`).
  */
-import { CliError, parseServeArgs, serveHelp } from "./api/cli_options.ts";
-import { Logger } from "./api/logger.ts";
-import { loadServedModel, serveModel } from "./api/serve.ts";
+import { CliError, parseServeArgs, serveHelp } from "./server/cli_options.ts";
+import { Logger } from "./server/logger.ts";
+import { loadServedModel, serveModel } from "./server/serve.ts";
 
 async function main(args: readonly string[]): Promise<number> {
   const [command, ...rest] = args;

@@ -1,5 +1,5 @@
 /**
- * One engine generation as the HTTP layer sees it: the engine's chunk stream tapped (stream/chunk_tap.ts) so that
+ * One engine generation as the HTTP layer sees it: the engine's chunk stream tapped (events/chunk_tap.ts) so that
  * - cancelling the stream, or `stop()` (a client that went away), aborts the request's signal, so the engine stops at
  *   its next step and frees the sequence's KV memory even if it does not watch stream cancellation;
  * - timing and token counts reach the metrics exactly once, however the generation ends.
@@ -8,7 +8,7 @@
  * any response byte exists (→ 429).
  */
 import type { Engine, EngineChunk, SamplingParams } from "../engine/engine.ts";
-import { tapChunks } from "../stream/chunk_tap.ts";
+import { tapChunks } from "../events/chunk_tap.ts";
 import type { Metrics } from "./metrics.ts";
 import type { GenerationTotals } from "./request_trace.ts";
 import type { TokenConstraint } from "../engine/token_constraint.ts";

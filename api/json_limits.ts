@@ -4,7 +4,7 @@
  * `JSON.stringify` of responses, stored rows and SSE events — then only ever sees bounded nesting, so no request can
  * overflow the stack (a 500) or make rendering cost grow with depth squared.
  */
-import { invalidRequest } from "./errors.ts";
+import { invalidRequest } from "../prompt/errors.ts";
 import { formatParam } from "./validation.ts";
 
 /** Deepest nesting of a request body (objects and arrays). Real requests stay under 20. */

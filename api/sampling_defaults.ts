@@ -4,7 +4,7 @@
  * file's temperature/top_p/top_k apply, and what it leaves out takes the OpenAI defaults (temperature 1, top_p 1)
  * and no top-k cut.
  */
-import { type GenerationConfig, ModelDirError } from "../model/model_dir.ts";
+import { type GenerationConfig, ModelDirError } from "../checkpoint/model_dir.ts";
 
 /** Sampling a request gets for the fields it leaves out. */
 export interface SamplingDefaults {

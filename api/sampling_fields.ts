@@ -6,7 +6,7 @@
  */
 import { z } from "zod";
 import type { SamplingParams } from "../engine/engine.ts";
-import { invalidRequest } from "./errors.ts";
+import { invalidRequest } from "../prompt/errors.ts";
 
 const nullish = <T extends z.ZodType>(schema: T) => schema.nullable().optional();
 

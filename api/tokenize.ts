@@ -12,10 +12,10 @@
  * Bad input is a 400 naming the parameter; a `model` other than the served one is a 404.
  */
 import { z } from "zod";
-import type { ChatFormat } from "../formats/chat_format.ts";
-import type { Tokenizer } from "../model/tokenizer.ts";
-import { ChatCompletionSchema, chatMessages, chatTools } from "./chat_schema.ts";
-import { invalidRequest, modelNotFound } from "./errors.ts";
+import type { ChatFormat } from "../prompt/chat_format.ts";
+import type { Tokenizer } from "../checkpoint/tokenizer.ts";
+import { ChatCompletionSchema, chatMessages, chatTools } from "./chat/chat_schema.ts";
+import { invalidRequest, modelNotFound } from "../prompt/errors.ts";
 import { jsonResponse } from "./http_response.ts";
 import { parseOrThrow } from "./validation.ts";
 

@@ -3,7 +3,7 @@
  * (`input[0].content[1].type`).
  */
 import type { z } from "zod";
-import { ApiError, invalidRequest } from "./errors.ts";
+import { ApiError, invalidRequest } from "../prompt/errors.ts";
 
 export type Path = readonly PropertyKey[];
 

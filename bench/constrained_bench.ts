@@ -8,7 +8,7 @@
 import type { EngineChunk, SamplingParams } from "../engine/engine.ts";
 import { openEngine } from "../engine/open_engine.ts";
 import type { TokenConstraint } from "../engine/token_constraint.ts";
-import { loadModel } from "../formats/load_model.ts";
+import { loadModel } from "../prompt/load_model.ts";
 import { ConstraintCompiler } from "../grammar/constraint_compiler.ts";
 import type { OutputConstraintSpec } from "../grammar/output_constraint.ts";
 

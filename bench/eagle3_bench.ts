@@ -20,9 +20,9 @@
  * all cores).
  */
 import { join } from "node:path";
-import { loadModel } from "../formats/load_model.ts";
+import { loadModel } from "../prompt/load_model.ts";
 import { openEngine } from "../engine/open_engine.ts";
-import { contextLength } from "../model/model_dir.ts";
+import { contextLength } from "../checkpoint/model_dir.ts";
 import { buildNativeLibrary } from "./build_native_library.ts";
 import { exists } from "./exists.ts";
 import { nativeToolArgs } from "./native_tool_args.ts";

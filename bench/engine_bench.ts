@@ -13,7 +13,7 @@
 import * as ort from "onnxruntime-node";
 import type { EngineChunk, GenerateRequest, SamplingParams } from "../engine/engine.ts";
 import type { LlmEngine } from "../engine/llm_engine.ts";
-import { loadModel } from "../formats/load_model.ts";
+import { loadModel } from "../prompt/load_model.ts";
 import { openEngine } from "../engine/open_engine.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;

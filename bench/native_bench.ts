@@ -21,11 +21,11 @@
  */
 import { basename, join } from "node:path";
 import { createBackend } from "../engine/backends/create_backend.ts";
-import { contextLength, readModelDir } from "../model/model_dir.ts";
-import type { ModelConfig } from "../model/model_dir.ts";
+import { contextLength, readModelDir } from "../checkpoint/model_dir.ts";
+import type { ModelConfig } from "../checkpoint/model_dir.ts";
 import type { Backend, StepBatch, StepResult } from "../engine/step_batch.ts";
 import type { EngineChunk } from "../engine/engine.ts";
-import { loadModel } from "../formats/load_model.ts";
+import { loadModel } from "../prompt/load_model.ts";
 import { openEngine, type OpenEngineOptions } from "../engine/open_engine.ts";
 import { neutralStepFields } from "../testing/neutral_step_fields.ts";
 import { exec } from "./exec.ts";

@@ -11,16 +11,16 @@
  */
 import { Metrics } from "../api/metrics.ts";
 import { startGeneration } from "../api/generation.ts";
-import { ResponseRecorder } from "../api/response_recorder.ts";
+import { ResponseRecorder } from "../api/responses/response_recorder.ts";
 import type { EngineChunk } from "../engine/engine.ts";
-import { createHarmonyFormat } from "../formats/harmony_format.ts";
-import { buildResponse } from "../stream/response_template.ts";
+import { createHarmonyFormat } from "../prompt/harmony_format.ts";
+import { buildResponse } from "../events/response_template.ts";
 import { O200kTokenizer } from "../testing/o200k_tokenizer.ts";
 import { PacedEngine, stampedScript } from "../testing/paced_engine.ts";
-import type { Tokenizer } from "../model/tokenizer.ts";
+import type { Tokenizer } from "../checkpoint/tokenizer.ts";
 import type { OutputParser } from "../parsers/segment.ts";
-import { CounterIds } from "../stream/ids.ts";
-import { responseSseStream, type ResponseTemplate } from "../stream/pipeline.ts";
+import { CounterIds } from "../events/ids.ts";
+import { responseSseStream, type ResponseTemplate } from "../events/pipeline.ts";
 import { ChatmlParser } from "../parsers/chatml_parser.ts";
 import { HarmonyParser } from "../parsers/harmony_parser.ts";
 import { ToyTokenizer } from "../testing/toy_tokenizer.ts";

@@ -6,7 +6,7 @@
 import { firstDifference, isIndex, isNonEmptyString, isRecord, type JsonRecord, show } from "./validator_json.ts";
 import type { ViolationLog } from "./validator_report.ts";
 // The lifecycle event types (payload: a full Response object) and the three terminal ones (R4).
-import type { LifecycleEventType as LifecycleType, TerminalEventType as TerminalType } from "../stream/types.ts";
+import type { LifecycleEventType as LifecycleType, TerminalEventType as TerminalType } from "../events/types.ts";
 
 /** The terminal event once seen. */
 export interface Terminal {

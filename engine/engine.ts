@@ -5,7 +5,7 @@
  * sequence, which may carry several tokens when speculation accepts drafts) and exactly one final `finish` chunk.
  * Consumers must never assume one token per chunk.
  */
-import type { Tokenizer } from "../model/tokenizer.ts";
+import type { Tokenizer } from "../checkpoint/tokenizer.ts";
 import type { TokenConstraint } from "./token_constraint.ts";
 
 export type FinishReason =

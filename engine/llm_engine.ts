@@ -30,7 +30,7 @@ import type { Backend } from "./step_batch.ts";
 import { StepBatchBuilder } from "./step_batch_builder.ts";
 import { StopMatcher } from "./stop_matcher.ts";
 import { advanceConstraint } from "./token_constraint.ts";
-import type { Tokenizer } from "../model/tokenizer.ts";
+import type { Tokenizer } from "../checkpoint/tokenizer.ts";
 
 export interface EngineOptions {
   readonly tokenizer: Tokenizer;

@@ -4,8 +4,8 @@
  */
 import { type BackendOptions, createBackend } from "./backends/create_backend.ts";
 import { createEngine, type EngineOptions, type LlmEngine } from "./llm_engine.ts";
-import { contextLength, eosTokenIds, type ModelDir, readModelDir } from "../model/model_dir.ts";
-import type { Tokenizer } from "../model/tokenizer.ts";
+import { contextLength, eosTokenIds, type ModelDir, readModelDir } from "../checkpoint/model_dir.ts";
+import type { Tokenizer } from "../checkpoint/tokenizer.ts";
 
 export interface OpenEngineOptions extends Omit<EngineOptions, "tokenizer" | "eosTokenIds"> {
   readonly modelDir: string;

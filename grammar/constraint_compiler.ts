@@ -10,7 +10,7 @@
  * models: ~16k grammar characters ≈ 120 ms, ~330k ≈ 3 s), so a schema whose grammar exceeds MAX_GRAMMAR_CHARS is
  * refused with a 400 before it is compiled. Each schema compiles once per process (cache).
  */
-import type { HfTokenizer } from "../model/hf_tokenizer.ts";
+import type { HfTokenizer } from "../checkpoint/hf_tokenizer.ts";
 import { compactJsonGrammar } from "./compact_json_grammar.ts";
 import { GrammarConstraint } from "./grammar_constraint.ts";
 import {

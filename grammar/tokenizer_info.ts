@@ -4,7 +4,7 @@
  * for SentencePiece `▁` + `<0xNN>`), and the stop ids. Ids past the tokenizer (padded embedding rows) are empty strings,
  * which xgrammar never allows.
  */
-import type { HfTokenizer } from "../model/hf_tokenizer.ts";
+import type { HfTokenizer } from "../checkpoint/hf_tokenizer.ts";
 import { xgrammar, type XgTokenizerInfo } from "./xgrammar.ts";
 
 export interface TokenizerVocab {

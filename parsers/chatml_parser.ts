@@ -41,7 +41,7 @@
  */
 import type { Logprob } from "./logprob.ts";
 import { clipLogprob } from "./clip_logprob.ts";
-import type { Tokenizer } from "../model/tokenizer.ts";
+import type { Tokenizer } from "../checkpoint/tokenizer.ts";
 import { IncrementalDetokenizer } from "./detokenizer.ts";
 import { MarkerScanner } from "./marker_scanner.ts";
 import type { CloseReason, ItemKind, OutputParser, Segment } from "./segment.ts";

@@ -16,7 +16,7 @@
  * A token id the tokenizer cannot map decodes as U+FFFD (its bytes are unknown), so model output never makes a
  * parser throw.
  */
-import type { Tokenizer } from "../model/tokenizer.ts";
+import type { Tokenizer } from "../checkpoint/tokenizer.ts";
 
 const REPLACEMENT = "\uFFFD";
 const REPLACEMENT_BYTES = new Uint8Array([0xef, 0xbf, 0xbd]);

@@ -14,7 +14,7 @@
  *    text, and are stripped (the UTF-8 decoder is flushed there so bytes cannot join across them).
  */
 import type { Logprob } from "./logprob.ts";
-import type { Tokenizer } from "../model/tokenizer.ts";
+import type { Tokenizer } from "../checkpoint/tokenizer.ts";
 import type { CloseReason, ItemKind, OutputParser, Segment } from "./segment.ts";
 import { type HarmonyHeader, HarmonyHeaderBuilder } from "./harmony_header.ts";
 import { harmonyItemKind } from "./harmony_item_kind.ts";

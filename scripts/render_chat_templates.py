@@ -5,7 +5,7 @@ Run from the repository root after `deno install` (it reads the templates of the
 node_modules/) with Debian's python3-jinja2 (no transformers needed):
     /usr/bin/python3 scripts/render_chat_templates.py
 It writes tests/fixtures/chat_renders/renders.json, which tests/e2e/real_checkpoint_dirs_test.ts and
-tests/formats/chat_template_identity_test.ts compare rill's renders with. Deterministic: no clock, no randomness.
+tests/prompt/chat_template_identity_test.ts compare rill's renders with. Deterministic: no clock, no randomness.
 
 The environment is transformers' (src/transformers/utils/chat_template_utils.py, as documented there):
 ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols]); the `tojson` filter

@@ -1,9 +1,9 @@
 /** Test support: rill's real server (createServer over loadServedModel, as `rill serve` builds it) on a bundled model. */
-import { parseServeArgs, type ServeConfig } from "../api/cli_options.ts";
-import { Logger } from "../api/logger.ts";
-import { SqliteStore } from "../api/sqlite_store.ts";
-import { loadServedModel, type ServedModel } from "../api/serve.ts";
-import { createServer } from "../api/server.ts";
+import { parseServeArgs, type ServeConfig } from "../server/cli_options.ts";
+import { Logger } from "../server/logger.ts";
+import { SqliteStore } from "../api/store/sqlite_store.ts";
+import { loadServedModel, type ServedModel } from "../server/serve.ts";
+import { createServer } from "../server/server.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 

@@ -8,7 +8,7 @@
  */
 import { encode as encodeO200k } from "gpt-tokenizer/encoding/o200k_harmony";
 import bpeRanks from "gpt-tokenizer/bpeRanks/o200k_base";
-import type { Tokenizer } from "../model/tokenizer.ts";
+import type { Tokenizer } from "../checkpoint/tokenizer.ts";
 import { decodeTokens } from "./tokenizer_text.ts";
 
 /** Ids 0..199997 are BPE ranks; 199998.. are specials (harmony.md §1.1). */

@@ -10,7 +10,7 @@
  * each event's latency from the text it receives.
  */
 import type { Engine, EngineChunk, EngineStats, GenerateRequest } from "../engine/engine.ts";
-import type { Tokenizer } from "../model/tokenizer.ts";
+import type { Tokenizer } from "../checkpoint/tokenizer.ts";
 
 /** The answer: `head` as the first step, then `steps` steps of [stamp, filler × (K-1)], then `tail`. */
 export interface StampedScript {

@@ -4,7 +4,7 @@
  * implicitly at the flush. Logprobs of tokens that complete no text ride on the next delta.
  */
 import type { Logprob } from "../parsers/logprob.ts";
-import type { Tokenizer } from "../model/tokenizer.ts";
+import type { Tokenizer } from "../checkpoint/tokenizer.ts";
 import { IncrementalDetokenizer } from "../parsers/detokenizer.ts";
 import type { OutputParser, Segment } from "../parsers/segment.ts";
 

@@ -1,7 +1,7 @@
 /** Shared test values for the events tests: a fixed response template and chunk helpers. */
-import type { ParsedChunk } from "../stream/parsed_chunk.ts";
-import type { ResponseTemplate } from "../stream/response_template.ts";
-import type { Usage } from "../stream/types.ts";
+import type { ParsedChunk } from "../events/parsed_chunk.ts";
+import type { ResponseTemplate } from "../events/response_template.ts";
+import type { Usage } from "../events/types.ts";
 import type { Segment } from "../parsers/segment.ts";
 
 export const template: ResponseTemplate = {

@@ -8,7 +8,7 @@
  * `SentencePieceTokenizer` mimics a SentencePiece vocabulary: pieces use "▁" for a space and `<0xNN>` byte-fallback
  * pieces carry single bytes; `tokenBytes` maps pieces to bytes the way a real SentencePiece tokenizer must.
  */
-import type { Tokenizer } from "../model/tokenizer.ts";
+import type { Tokenizer } from "../checkpoint/tokenizer.ts";
 import { decodeTokens, encodeWithSpecials } from "./tokenizer_text.ts";
 
 const utf8 = new TextEncoder();

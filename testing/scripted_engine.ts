@@ -12,7 +12,7 @@ import {
   QueueFullError,
   type TokenLogprob,
 } from "../engine/engine.ts";
-import type { Tokenizer } from "../model/tokenizer.ts";
+import type { Tokenizer } from "../checkpoint/tokenizer.ts";
 
 /** How tokens are grouped into engine steps: one per step, seeded random sizes in 1..max (default 8), or all in one. */
 export type Chunking = "one" | "all" | { readonly seed: number; readonly max?: number };

@@ -7,11 +7,11 @@
  * bound the scripted engine as they bound the real one. With `RILL_TEST_LONG_WORDS=N`, a request whose last user
  * message contains `[long]` is answered with N words (cross-replica tails and cancellations need a long response).
  */
-import { CliError, parseServeArgs } from "../api/cli_options.ts";
-import { Logger } from "../api/logger.ts";
-import { serveModel } from "../api/serve.ts";
+import { CliError, parseServeArgs } from "../server/cli_options.ts";
+import { Logger } from "../server/logger.ts";
+import { serveModel } from "../server/serve.ts";
 import { OPENAI_DEFAULTS } from "../api/sampling_defaults.ts";
-import { createHarmonyFormat } from "../formats/harmony_format.ts";
+import { createHarmonyFormat } from "../prompt/harmony_format.ts";
 import { answerText, defaultScript, MODEL, tokenizer } from "./test_server.ts";
 import { ScriptedEngine } from "./scripted_engine.ts";
 import { PacedEngine, stampedScript } from "./paced_engine.ts";

@@ -2,9 +2,9 @@
  * Test support: the store implementations behind one factory, for the conformance suite. Each `fresh()` database is
  * empty; `open()` on it may be called several times (several servers on one store).
  */
-import type { ResponseStore, StoreOptions } from "../api/response_store.ts";
-import { SqliteStore } from "../api/sqlite_store.ts";
-import { PostgresStore } from "../api/postgres_store.ts";
+import type { ResponseStore, StoreOptions } from "../api/store/response_store.ts";
+import { SqliteStore } from "../api/store/sqlite_store.ts";
+import { PostgresStore } from "../api/store/postgres_store.ts";
 import { type PostgresServer, startPostgres } from "./postgres_server.ts";
 
 export interface StoreDatabase {

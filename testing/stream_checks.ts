@@ -3,7 +3,7 @@
  * items with matching added/done, the text equality chain, and terminal output == the done items. A subset of the
  * validator's invariants, kept here so the properties do not depend on a single implementation of them.
  */
-import type { OutputItem, ResponseStreamEvent } from "../stream/types.ts";
+import type { OutputItem, ResponseStreamEvent } from "../events/types.ts";
 
 /** Returns the list of problems found (empty when the stream is well-formed). */
 export function structuralProblems(events: readonly ResponseStreamEvent[]): string[] {

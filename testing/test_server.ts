@@ -3,13 +3,13 @@
  * tokenizer. The script answers like a tiny tool-using model: with function tools and no tool result yet it calls
  * the first tool; otherwise it reasons briefly and answers.
  */
-import type { ChatFormat } from "../formats/chat_format.ts";
-import { createHarmonyFormat } from "../formats/harmony_format.ts";
+import type { ChatFormat } from "../prompt/chat_format.ts";
+import { createHarmonyFormat } from "../prompt/harmony_format.ts";
 import { ChatmlParser } from "../parsers/chatml_parser.ts";
 import type { GenerateRequest } from "../engine/engine.ts";
-import type { Tokenizer } from "../model/tokenizer.ts";
-import { createServer, type RillServer, type ServerOptions } from "../api/server.ts";
-import { SqliteStore } from "../api/sqlite_store.ts";
+import type { Tokenizer } from "../checkpoint/tokenizer.ts";
+import { createServer, type RillServer, type ServerOptions } from "../server/server.ts";
+import { SqliteStore } from "../api/store/sqlite_store.ts";
 import { O200kTokenizer } from "./o200k_tokenizer.ts";
 import { type Chunking, ScriptedEngine } from "./scripted_engine.ts";
 

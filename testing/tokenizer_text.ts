@@ -2,7 +2,7 @@
  * The text side shared by the test tokenizers: whole-text encoding around special tokens and whole-id decoding.
  * Each tokenizer keeps its own vocabulary and its own `encodeOrdinary`; these only cut and join around them.
  */
-import type { Tokenizer } from "../model/tokenizer.ts";
+import type { Tokenizer } from "../checkpoint/tokenizer.ts";
 
 /**
  * Encodes `text`, turning every occurrence of a special's text into its id and the plain text between them into

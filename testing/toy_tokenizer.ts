@@ -4,7 +4,7 @@
  * and a handful of multi-byte "word" tokens, some of which deliberately end or start in the middle of a UTF-8
  * character so detokenizers are exercised on splits inside a token as well as between tokens.
  */
-import type { Tokenizer } from "../model/tokenizer.ts";
+import type { Tokenizer } from "../checkpoint/tokenizer.ts";
 import { decodeTokens, encodeWithSpecials } from "./tokenizer_text.ts";
 
 export const TOY_SPECIALS = [

@@ -4,7 +4,7 @@
  * C compiler at build time), or when it refuses the checkpoint (an architecture only the ONNX export covers).
  * A named backend is the only candidate, and a directory without its weights is a one-line error naming them.
  */
-import type { WeightFiles } from "../../model/model_dir.ts";
+import type { WeightFiles } from "../../checkpoint/model_dir.ts";
 import { type BackendKind, BackendUnavailableError } from "./create_backend.ts";
 
 export type BackendRequest = "auto" | BackendKind;

@@ -3,7 +3,7 @@
  * (engine/step_batch.ts): ONNX Runtime wrapped in the host sampler, the native library as it is. The native library
  * is opened only when asked for, so the ONNX path works where it is not built.
  */
-import { DEFAULT_CONTEXT_LENGTH, type ModelConfig, type WeightFiles } from "../../model/model_dir.ts";
+import { DEFAULT_CONTEXT_LENGTH, type ModelConfig, type WeightFiles } from "../../checkpoint/model_dir.ts";
 import { type ModelDims, OnnxBackend } from "./onnx_backend.ts";
 import { createBlockPool } from "./block_pool.ts";
 import type { Backend } from "../step_batch.ts";

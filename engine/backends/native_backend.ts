@@ -15,7 +15,7 @@
  */
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { compiledRoot, isEmbedded } from "../../model/embedded_files.ts";
+import { compiledRoot, isEmbedded } from "../../checkpoint/embedded_files.ts";
 import type { Backend, BackendInfo, StepBatch, StepResult } from "../step_batch.ts";
 
 /** Field offsets and sizes of the ABI structs, in bytes. */

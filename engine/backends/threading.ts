@@ -6,7 +6,7 @@
  * its matrix products split well and a second session costs a second copy of the weights. So small models keep
  * sharding, and models past SMALL_MODEL_PARAMS get one session with every core.
  */
-import type { ModelConfig } from "../../model/model_dir.ts";
+import type { ModelConfig } from "../../checkpoint/model_dir.ts";
 
 /** Below this many parameters, operators are too small for intra-op threads to pay off. */
 export const SMALL_MODEL_PARAMS = 50e6;

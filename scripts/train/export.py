@@ -149,7 +149,7 @@ def golden(model, tok, fmt: str) -> dict:
 
 
 def prompt_input(c: data.Conv) -> dict:
-    """The conversation as rill's PromptInput (formats/conversation.ts), plus the date the system message shows."""
+    """The conversation as rill's PromptInput (prompt/conversation.ts), plus the date the system message shows."""
     msgs: list[dict] = []
     for m in c.messages:
         if m.role == "user":

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { OPENAI_DEFAULTS, readDoSample, samplingDefaults } from "../../api/sampling_defaults.ts";
-import type { GenerationConfig } from "../../model/model_dir.ts";
-import { ModelDirError } from "../../model/model_dir.ts";
+import type { GenerationConfig } from "../../checkpoint/model_dir.ts";
+import { ModelDirError } from "../../checkpoint/model_dir.ts";
 
 const config: GenerationConfig = {
   eosTokenIds: [1],

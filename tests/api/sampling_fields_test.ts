@@ -4,7 +4,7 @@
  * `logit_bias`), and per-choice seeds are deterministic, distinct, and keep the request's seed for choice 0.
  */
 import assert from "node:assert/strict";
-import { ApiError } from "../../api/errors.ts";
+import { ApiError } from "../../prompt/errors.ts";
 import { choiceSeed, LogitBias, samplingFields } from "../../api/sampling_fields.ts";
 
 Deno.test("samplingFields: defaults, vLLM extras and logit_bias", () => {

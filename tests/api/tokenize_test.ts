@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { createHarmonyFormat } from "../../formats/harmony_format.ts";
+import { createHarmonyFormat } from "../../prompt/harmony_format.ts";
 import { MODEL, postJson, startTestServer, tokenizer } from "../../testing/test_server.ts";
 
 Deno.test("tokenize and detokenize, as vLLM serves them", async () => {

@@ -10,17 +10,18 @@ const ROOT = new URL("../../", import.meta.url).pathname;
 
 /** Which folders each layer may import from (its own folder is always allowed). */
 const ALLOWED: Record<string, readonly string[]> = {
-  model: [],
-  engine: ["model"],
-  parsers: ["model"],
-  grammar: ["model", "engine"],
-  formats: ["model", "parsers", "grammar"],
-  stream: ["model", "engine", "parsers", "grammar"],
-  conformance: ["stream"],
-  api: ["model", "engine", "parsers", "formats", "stream", "grammar"],
-  "main.ts": ["api"],
-  testing: ["model", "engine", "parsers", "formats", "stream", "conformance", "api", "grammar"],
-  bench: ["model", "engine", "parsers", "formats", "stream", "conformance", "api", "testing", "grammar"],
+  checkpoint: [],
+  engine: ["checkpoint"],
+  parsers: ["checkpoint"],
+  grammar: ["checkpoint", "engine"],
+  prompt: ["checkpoint", "engine", "parsers", "grammar"],
+  events: ["checkpoint", "engine", "parsers", "grammar"],
+  conformance: ["events"],
+  api: ["checkpoint", "engine", "parsers", "grammar", "prompt", "events"],
+  server: ["checkpoint", "engine", "parsers", "grammar", "prompt", "events", "api"],
+  "main.ts": ["server"],
+  testing: ["checkpoint", "engine", "parsers", "grammar", "prompt", "events", "conformance", "api", "server"],
+  bench: ["checkpoint", "engine", "parsers", "grammar", "prompt", "events", "conformance", "api", "server", "testing"],
 };
 
 const IMPORT =
@@ -133,11 +134,12 @@ Deno.test("layers: no import cycles between modules", async () => {
 
 Deno.test("layers: the checks catch an upward import and a cycle", () => {
   const graph = new Map<string, string[]>([
-    ["engine/a.ts", ["api/server.ts"]],
-    ["api/server.ts", ["stream/x.ts"]],
-    ["stream/x.ts", ["stream/y.ts"]],
-    ["stream/y.ts", ["stream/x.ts"]],
+    ["engine/a.ts", ["server/server.ts"]],
+    ["api/responses/b.ts", ["server/server.ts"]],
+    ["server/server.ts", ["events/x.ts"]],
+    ["events/x.ts", ["events/y.ts"]],
+    ["events/y.ts", ["events/x.ts"]],
   ]);
-  assert.deepEqual(layerViolations(graph), ["engine/a.ts → api/server.ts"]);
-  assert.deepEqual(importCycles(graph), [["stream/x.ts", "stream/y.ts"]]);
+  assert.deepEqual(layerViolations(graph), ["engine/a.ts → server/server.ts", "api/responses/b.ts → server/server.ts"]);
+  assert.deepEqual(importCycles(graph), [["events/x.ts", "events/y.ts"]]);
 });

@@ -3,7 +3,7 @@
  * on both bundled models, with fp32 weights (the golden logits are fp32) and with bf16 weights held.
  */
 import { createBackend } from "../../engine/backends/create_backend.ts";
-import { readModelDir } from "../../model/model_dir.ts";
+import { readModelDir } from "../../checkpoint/model_dir.ts";
 import { backendConformance } from "./conformance.ts";
 
 for (const name of ["rill-tiny-chatml", "rill-tiny-harmony"]) {

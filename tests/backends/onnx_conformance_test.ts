@@ -6,7 +6,7 @@
  */
 import { createBackend, MAX_TOP_LOGPROBS, onnxDims } from "../../engine/backends/create_backend.ts";
 import { HostSampledBackend } from "../../engine/backends/host_sampled_backend.ts";
-import { readModelDir } from "../../model/model_dir.ts";
+import { readModelDir } from "../../checkpoint/model_dir.ts";
 import { OnnxBackend } from "../../engine/backends/onnx_backend.ts";
 import { ShardedBackend, WorkerBackend } from "../../engine/backends/worker_backend.ts";
 import { createBlockPool } from "../../engine/backends/block_pool.ts";

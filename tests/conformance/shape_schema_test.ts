@@ -16,7 +16,7 @@ import {
   socketEventErrors,
   streamEventErrors,
 } from "./openapi_shape_check.ts";
-import { SUMMARY_REQUEST } from "../../api/response_compaction.ts";
+import { SUMMARY_REQUEST } from "../../api/responses/response_compaction.ts";
 import type { GenerateRequest } from "../../engine/engine.ts";
 import {
   answerText,

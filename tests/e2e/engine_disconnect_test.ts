@@ -5,11 +5,11 @@
  * the time the HTTP server needs to notice a closed connection, so "within one step" could not be told apart.
  */
 import assert from "node:assert/strict";
-import { SqliteStore } from "../../api/sqlite_store.ts";
-import { createServer } from "../../api/server.ts";
+import { SqliteStore } from "../../api/store/sqlite_store.ts";
+import { createServer } from "../../server/server.ts";
 import { createBackend } from "../../engine/backends/create_backend.ts";
 import { createEngine } from "../../engine/llm_engine.ts";
-import { loadModel } from "../../formats/load_model.ts";
+import { loadModel } from "../../prompt/load_model.ts";
 import type { Backend, BackendInfo, StepBatch, StepResult } from "../../engine/step_batch.ts";
 
 const FIXTURE = "tests/fixtures/tiny-random";

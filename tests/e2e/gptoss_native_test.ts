@@ -9,7 +9,7 @@
 import assert from "node:assert/strict";
 import OpenAI from "openai";
 import { validateSSE } from "../../conformance/validator.ts";
-import { loadModel } from "../../formats/load_model.ts";
+import { loadModel } from "../../prompt/load_model.ts";
 import { SMALL_GPTOSS, writeGptOssCheckpoint } from "../../testing/gptoss_checkpoint.ts";
 import { spawnServe } from "../../testing/serve_process.ts";
 import { sseTap } from "../../testing/sse_tap.ts";

@@ -4,11 +4,11 @@
  */
 import assert from "node:assert/strict";
 import OpenAI from "openai";
-import { parseServeArgs, type ServeConfig } from "../../api/cli_options.ts";
-import { Logger } from "../../api/logger.ts";
-import { SqliteStore } from "../../api/sqlite_store.ts";
-import { loadServedModel } from "../../api/serve.ts";
-import { createServer } from "../../api/server.ts";
+import { parseServeArgs, type ServeConfig } from "../../server/cli_options.ts";
+import { Logger } from "../../server/logger.ts";
+import { SqliteStore } from "../../api/store/sqlite_store.ts";
+import { loadServedModel } from "../../server/serve.ts";
+import { createServer } from "../../server/server.ts";
 import { validateSSE } from "../../conformance/validator.ts";
 import { sseTap } from "../../testing/sse_tap.ts";
 

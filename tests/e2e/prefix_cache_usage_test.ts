@@ -5,10 +5,10 @@
  * ONNX split across two shards (sessions), which share one pool of prefix blocks.
  */
 import assert from "node:assert/strict";
-import { SqliteStore } from "../../api/sqlite_store.ts";
-import { createServer } from "../../api/server.ts";
+import { SqliteStore } from "../../api/store/sqlite_store.ts";
+import { createServer } from "../../server/server.ts";
 import { createEngine, LlmEngine } from "../../engine/llm_engine.ts";
-import { loadModel } from "../../formats/load_model.ts";
+import { loadModel } from "../../prompt/load_model.ts";
 import { HistoryBackend } from "../../testing/history_backend.ts";
 import { withBundledServer } from "../../testing/bundled_server.ts";
 import { describeBackend } from "../../engine/backends/create_backend.ts";

@@ -21,7 +21,7 @@ import assert from "node:assert/strict";
 import OpenAI from "openai";
 import { validateSSE } from "../../conformance/validator.ts";
 import { NativeBackend } from "../../engine/backends/native_backend.ts";
-import { loadModel } from "../../formats/load_model.ts";
+import { loadModel } from "../../prompt/load_model.ts";
 import { type CheckpointSpec, writeCheckpoint } from "../../testing/hf_checkpoint.ts";
 import { REAL_TOKENIZERS, type RealTokenizerName, type ReferenceTokenizer } from "../../testing/real_tokenizers.ts";
 import { O200kTokenizer } from "../../testing/o200k_tokenizer.ts";

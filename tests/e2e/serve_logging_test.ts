@@ -3,8 +3,8 @@
  * line JSON under --log-format json, health probes only at --log-level debug, and the request lines' fields.
  */
 import assert from "node:assert/strict";
-import { CliError, parseServeArgs } from "../../api/cli_options.ts";
-import { resolveApiKey } from "../../api/serve.ts";
+import { CliError, parseServeArgs } from "../../server/cli_options.ts";
+import { resolveApiKey } from "../../server/serve.ts";
 import { spawnServe } from "../../testing/serve_process.ts";
 
 Deno.test("serve: --api-key-file, JSON on every line, health probes at debug only", async () => {

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
-import { CliError, parseServeArgs, type ServeConfig } from "../../api/cli_options.ts";
-import { Logger } from "../../api/logger.ts";
-import { loadServedModel } from "../../api/serve.ts";
+import { CliError, parseServeArgs, type ServeConfig } from "../../server/cli_options.ts";
+import { Logger } from "../../server/logger.ts";
+import { loadServedModel } from "../../server/serve.ts";
 
 // tests/fixtures/tiny-random declares a 512-token context (config.json and tokenizer_config.json).
 const DIR = "tests/fixtures/tiny-random";

@@ -6,7 +6,7 @@ import {
   describeBackend,
 } from "../../engine/backends/create_backend.ts";
 import type { HostSampledBackend } from "../../engine/backends/host_sampled_backend.ts";
-import { readModelDir } from "../../model/model_dir.ts";
+import { readModelDir } from "../../checkpoint/model_dir.ts";
 import { OnnxBackend } from "../../engine/backends/onnx_backend.ts";
 
 const MODEL = new URL("../../models/rill-tiny-harmony", import.meta.url).pathname;

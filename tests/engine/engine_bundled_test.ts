@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import type { EngineChunk, SamplingParams } from "../../engine/engine.ts";
 import { openEngine } from "../../engine/open_engine.ts";
-import { loadModel } from "../../formats/load_model.ts";
+import { loadModel } from "../../prompt/load_model.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
 const QUESTIONS = [

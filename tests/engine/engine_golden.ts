@@ -5,7 +5,7 @@
  * `scripts/record_engine_golden.ts` rewrites them (only when a change is meant to alter the outputs).
  */
 import type { Engine, EngineChunk, SamplingParams } from "../../engine/engine.ts";
-import { loadModel } from "../../formats/load_model.ts";
+import { loadModel } from "../../prompt/load_model.ts";
 import type { LlmEngine } from "../../engine/llm_engine.ts";
 import { openEngine } from "../../engine/open_engine.ts";
 

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import type { EngineChunk } from "../../engine/engine.ts";
-import { HfTokenizer } from "../../model/hf_tokenizer.ts";
-import { readModelDir } from "../../model/model_dir.ts";
+import { HfTokenizer } from "../../checkpoint/hf_tokenizer.ts";
+import { readModelDir } from "../../checkpoint/model_dir.ts";
 import { openEngine } from "../../engine/open_engine.ts";
 import { withTempDir } from "../../testing/temp_dir.ts";
 

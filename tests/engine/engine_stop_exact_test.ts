@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import fc from "fast-check";
 import type { EngineChunk, SamplingParams, TokenLogprob } from "../../engine/engine.ts";
 import { openEngine } from "../../engine/open_engine.ts";
-import { loadModel } from "../../formats/load_model.ts";
+import { loadModel } from "../../prompt/load_model.ts";
 import { StopMatcher } from "../../engine/stop_matcher.ts";
 
 const enc = new TextEncoder();

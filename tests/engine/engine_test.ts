@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import type { EngineChunk, GenerateRequest, SamplingParams } from "../../engine/engine.ts";
 import { QueueFullError } from "../../engine/engine.ts";
-import { HfTokenizer } from "../../model/hf_tokenizer.ts";
+import { HfTokenizer } from "../../checkpoint/hf_tokenizer.ts";
 import type { LlmEngine } from "../../engine/llm_engine.ts";
 import { openEngine, type OpenEngineOptions } from "../../engine/open_engine.ts";
 import type { HostSampledBackend } from "../../engine/backends/host_sampled_backend.ts";

@@ -3,9 +3,9 @@
  * piece whole: long text is cut only where the o200k pre-tokenizer starts a new pre-token anyway.
  */
 import assert from "node:assert/strict";
-import { createHarmonyFormat } from "../../formats/harmony_format.ts";
-import { HfTokenizer } from "../../model/hf_tokenizer.ts";
-import type { PromptInput } from "../../formats/conversation.ts";
+import { createHarmonyFormat } from "../../prompt/harmony_format.ts";
+import { HfTokenizer } from "../../checkpoint/hf_tokenizer.ts";
+import type { PromptInput } from "../../prompt/conversation.ts";
 import { O200kTokenizer } from "../../testing/o200k_tokenizer.ts";
 
 /** Deterministic long text mixing words, numbers, punctuation, runs of spaces, newlines and non-ASCII. */

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { parameterCount, resolveThreading, SMALL_MODEL_PARAMS } from "../../engine/backends/threading.ts";
-import { readModelDir } from "../../model/model_dir.ts";
+import { readModelDir } from "../../checkpoint/model_dir.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
 

@@ -11,7 +11,7 @@ import { compactJsonGrammar, singleSpaceWhitespace } from "../../grammar/compact
 import { ConstraintCompiler } from "../../grammar/constraint_compiler.ts";
 import type { SchemaRef } from "../../grammar/output_constraint.ts";
 import { initXgrammar, xgrammar } from "../../grammar/xgrammar.ts";
-import { loadModel } from "../../formats/load_model.ts";
+import { loadModel } from "../../prompt/load_model.ts";
 import { maskWords } from "../../engine/token_constraint.ts";
 import { whitespaceBreach } from "../../testing/compact_json_check.ts";
 

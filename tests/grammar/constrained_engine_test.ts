@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import type { EngineChunk, SamplingParams } from "../../engine/engine.ts";
 import type { LlmEngine } from "../../engine/llm_engine.ts";
 import { openEngine } from "../../engine/open_engine.ts";
-import { type LoadedModel, loadModel } from "../../formats/load_model.ts";
+import { type LoadedModel, loadModel } from "../../prompt/load_model.ts";
 import { ConstraintCompiler } from "../../grammar/constraint_compiler.ts";
 import type { OutputConstraintSpec } from "../../grammar/output_constraint.ts";
 import { schemaViolation } from "../../testing/json_schema_check.ts";

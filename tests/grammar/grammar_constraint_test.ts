@@ -6,9 +6,9 @@
  */
 import assert from "node:assert/strict";
 import { advanceConstraint, fillDraftMasks, maskWords } from "../../engine/token_constraint.ts";
-import { loadModel } from "../../formats/load_model.ts";
+import { loadModel } from "../../prompt/load_model.ts";
 import { ConstraintCompiler } from "../../grammar/constraint_compiler.ts";
-import { structuredRequest } from "../../api/structured_output.ts";
+import { structuredRequest } from "../../prompt/structured_output.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
 const PARAMS = {

@@ -10,7 +10,7 @@ import type { EngineChunk, SamplingParams } from "../../engine/engine.ts";
 import { createEngine, type EngineMetrics } from "../../engine/llm_engine.ts";
 import { NativeBackend } from "../../engine/backends/native_backend.ts";
 import { ToyTokenizer } from "../../testing/toy_tokenizer.ts";
-import { loadModel } from "../../formats/load_model.ts";
+import { loadModel } from "../../prompt/load_model.ts";
 import { openEngine } from "../../engine/open_engine.ts";
 
 const DIR = new URL("../fixtures/checkpoints/llama3-fp32", import.meta.url).pathname;

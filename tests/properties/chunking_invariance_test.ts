@@ -6,9 +6,9 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import type { FinishReason } from "../../engine/engine.ts";
-import { CounterIds } from "../../stream/ids.ts";
-import { collectResponse } from "../../stream/pipeline.ts";
-import type { Response } from "../../stream/types.ts";
+import { CounterIds } from "../../events/ids.ts";
+import { collectResponse } from "../../events/pipeline.ts";
+import type { Response } from "../../events/types.ts";
 import { ChatmlParser } from "../../parsers/chatml_parser.ts";
 import { HarmonyParser } from "../../parsers/harmony_parser.ts";
 import type { OutputParser } from "../../parsers/segment.ts";
@@ -17,7 +17,7 @@ import { ToyTokenizer } from "../../testing/toy_tokenizer.ts";
 import { clock, toolTemplate as template } from "../../testing/response_fixtures.ts";
 import { modDeltaBoundaries, structuralProblems } from "../../testing/stream_checks.ts";
 import { validateStream } from "../../conformance/validator.ts";
-import { SseEncoder } from "../../stream/sse.ts";
+import { SseEncoder } from "../../events/sse.ts";
 
 const tok = new ToyTokenizer();
 const RUNS = 100;

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { backendCandidates } from "../../../engine/backends/choose_backend.ts";
 import { BackendUnavailableError } from "../../../engine/backends/create_backend.ts";
-import type { WeightFiles } from "../../../model/model_dir.ts";
+import type { WeightFiles } from "../../../checkpoint/model_dir.ts";
 
 const ONNX: WeightFiles = { onnxPath: "/m/onnx/model.onnx", safetensors: undefined };
 const ST: WeightFiles = { onnxPath: undefined, safetensors: { paths: ["/m/model.safetensors"], bytes: 1 } };

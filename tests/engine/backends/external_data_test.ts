@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import type { EngineChunk, SamplingParams } from "../../../engine/engine.ts";
 import { openEngine } from "../../../engine/open_engine.ts";
-import { loadModel } from "../../../formats/load_model.ts";
-import { onnxExternalData } from "../../../model/model_dir.ts";
+import { loadModel } from "../../../prompt/load_model.ts";
+import { onnxExternalData } from "../../../checkpoint/model_dir.ts";
 import { withTempDir } from "../../../testing/temp_dir.ts";
 
 const TINY = new URL("../../fixtures/tiny-random", import.meta.url).pathname;

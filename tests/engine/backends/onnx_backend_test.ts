@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { onnxDims } from "../../../engine/backends/create_backend.ts";
-import { readModelDir } from "../../../model/model_dir.ts";
+import { readModelDir } from "../../../checkpoint/model_dir.ts";
 import { OnnxBackend } from "../../../engine/backends/onnx_backend.ts";
 import { packBatch, type PackEntry, rowsOf } from "../../../testing/pack_batch.ts";
 
