@@ -103,7 +103,7 @@ static inline rill_step_batch fixture_batch(fixture *f) {
 /* Limits that the fixture's defaults satisfy. */
 static inline rill_limits fixture_limits(int32_t vocab_size) {
   rill_limits lim = {vocab_size, FX_STRIDE * FX_BLOCK, FX_BLOCK, FX_MAX_SEQS * FX_STRIDE, FX_MAX_TOKENS,
-                     FX_MAX_SEQS, 8, 20};
+                     FX_MAX_SEQS, 8, 20, 0, 0};
   return lim;
 }
 
