@@ -628,7 +628,7 @@ static void check_bounded_kv(void) {
   ring_table(srow, 0, 40, 41);
   for (int j = 0; j < 4; j++) srow[j] = j;
   CHECK(forward2(ring, prompt, LEN, 0, table_a, srow, got) == RILL_OK);
-  srow[1] = 7; /* slot 7 holds the other sequence's block 2 (batched step above) */
+  srow[1] = 7; /* slot 7 holds the other sequence's block 1 (batched step above) */
   CHECK(forward2(ring, prompt + 40, 1, 40, table_a, srow, got) == RILL_OK);
   CHECK_MSG(memcmp(got, want + (size_t)40 * V, sizeof(float) * V) != 0, "the sliding table is not what is read");
   /* A model without a second pool ignores the table. */
