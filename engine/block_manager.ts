@@ -132,6 +132,11 @@ export class BlockManager {
     return this.#win?.numBlocks ?? 0;
   }
 
+  /** Unreferenced sliding blocks kept for their cached KV. */
+  get numCachedSlidingBlocks(): number {
+    return this.#win?.numCachedBlocks ?? 0;
+  }
+
   /** Sliding blocks held by at least one sequence. */
   get numUsedSlidingBlocks(): number {
     return this.#win?.numUsedBlocks ?? 0;
