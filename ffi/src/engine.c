@@ -219,7 +219,8 @@ static void fill_info(rill_engine *e, int threads) {
 static rill_status create_on_cuda(rill_engine *e, const rill_options *o, int threads) {
   rill_cuda_setup setup = {.cfg = &e->cfg, .w = &e->w, .inv_freq = NULL, .lim = &e->lim, .num_blocks = o->num_blocks,
                            .kv_bytes = o->kv_bytes, .gpu_memory_fraction = o->gpu_memory_fraction,
-                           .max_rows = e->max_rows};
+                           .max_rows = e->max_rows, .num_sliding_blocks = o->num_sliding_blocks,
+                           .sliding_kv_in_main = o->sliding_kv_in_main};
   e->inv_freq = rill_alloc_floats((size_t)e->cfg.head_dim / 2);
   size_t sb = rill_sample_pool_scratch_bytes(e->cfg.vocab_size, rill_pool_threads(e->pool), e->lim.max_seqs);
   e->sample_scratch = sb == 0 ? NULL : aligned_alloc(64, (sb + 63) & ~(size_t)63);
@@ -230,6 +231,7 @@ static rill_status create_on_cuda(rill_engine *e, const rill_options *o, int thr
   rill_rope_inv_freq(&e->cfg, e->inv_freq);
   setup.inv_freq = e->inv_freq;
   rill_cuda_info ci;
+  memset(&ci, 0, sizeof ci);
   rill_status s = rill_cuda_create(&setup, &e->cuda, &ci, global_err, sizeof global_err);
   if (s != RILL_OK) {
     rill_engine_destroy(e);
@@ -239,6 +241,7 @@ static rill_status create_on_cuda(rill_engine *e, const rill_options *o, int thr
   fill_info(e, threads);
   e->info.weight_bytes = ci.weight_bytes;
   e->info.kv_bytes = ci.kv_bytes;
+  e->info.sliding_kv_bytes = ci.sliding_kv_bytes;
   snprintf(e->info.device, sizeof e->info.device, "%s", ci.device);
   snprintf(e->info.isa, sizeof e->info.isa, "%s", ci.isa);
   snprintf(e->info.dtype, sizeof e->info.dtype, "bf16");
