@@ -58,11 +58,13 @@ typedef struct rill_options {
   int32_t max_model_len;       /* 0 = the model's max_position_embeddings */
   float gpu_memory_fraction;   /* CUDA: fraction of free memory for weights + KV; 0 = 0.9 */
   /* Sliding-window layers (gpt-oss's even layers) keep their KV in a second pool of their own, addressed by
-   * rill_step_batch.sliding_block_tables, so a sequence holds only the blocks its window reaches there (the CPU
-   * device; the CUDA device keeps every layer in the main pool). Sizing: num_sliding_blocks, else
+   * rill_step_batch.sliding_block_tables, so a sequence holds only the blocks its window reaches there (when the
+   * model also has full-attention layers and its window is shorter than the context). Sizing: num_sliding_blocks, else
    * max_seqs × (ceil((sliding_window + max_drafts) / block_size) + 1) + ceil(max_batch_tokens / block_size) (every
    * sequence's window and a decode step's drafts, plus one step's prefill chunks), at most max_seqs full contexts;
-   * with num_blocks 0 that pool comes out of kv_bytes first (at most half of it) and the main pool takes the rest. */
+   * with num_blocks 0 that pool comes out of the KV budget first (kv_bytes, or the default budget, or on CUDA
+   * gpu_memory_fraction; on the CPU device at most half of kv_bytes) and the main pool takes the rest. A draft model
+   * keeps all its layers in its main pool. */
   int32_t num_sliding_blocks; /* blocks of the sliding-layer pool; 0 = as above */
   int32_t sliding_kv_in_main; /* 1: no second pool; sliding layers hold a whole context in the main pool like full
                                  layers (what models without sliding layers always do) */
