@@ -22,7 +22,18 @@
  *   prefix.
  * - Rolled-back drafts need nothing here: blocks past a sequence's computed length stay allocated to it and are
  *   overwritten by its next step.
+ *
+ * Sliding-window layers (`slidingWindow` W > 0: the backend keeps them in a second pool, SlidingPool): every
+ * sequence also has a sliding table, indexed like its main one, whose entries before its window are -1. A step of a
+ * sequence with computed length c feeds positions ≥ c, whose windows start at ≥ c − W + 1 (drafts and rollback only
+ * move the computed length forward from the step's start), so once the computed length reaches c the sliding blocks
+ * wholly before c − W + 1 are given back (`markComputed`): a long sequence holds at most ceil((W − 1) / blockSize)
+ * + 1 sliding blocks before a step, plus those its step feeds. A full computed sliding block is cached under its main
+ * block's content id; a prefix hit of P tokens counts only as far as the sliding blocks of [P − W + 1, P) are cached
+ * too, else it is shortened.
  */
+
+import { SlidingPool } from "./sliding_pool.ts";
 
 export interface BlockManagerOptions {
   readonly numBlocks: number;
@@ -32,6 +43,10 @@ export interface BlockManagerOptions {
   readonly enablePrefixCache?: boolean;
   /** Lookup keys are folded to this many bits (default 53); tests use few bits to force hash collisions. */
   readonly keyBits?: number;
+  /** The backend's sliding window (BackendInfo `slidingWindow`); absent or 0: no second pool. */
+  readonly slidingWindow?: number;
+  /** Blocks of the sliding layers' pool (required with `slidingWindow`). */
+  readonly numSlidingBlocks?: number;
 }
 
 interface SeqBlocks {
@@ -40,6 +55,10 @@ interface SeqBlocks {
   hashed: number;
   /** Content id of block `hashed - 1`; 0 (the empty prefix) when none. */
   parent: number;
+  /** With a sliding pool: its block for each entry of `blocks`, -1 before the window. Same length as `blocks`. */
+  readonly win: number[];
+  /** Entries of `win` before this are -1. */
+  winFrom: number;
 }
 
 const NONE = -1;
@@ -48,6 +67,9 @@ export class BlockManager {
   readonly numBlocks: number;
   readonly blockSize: number;
   readonly prefixCaching: boolean;
+  /** 0 without a sliding pool. */
+  readonly slidingWindow: number;
+  readonly #win: SlidingPool | undefined;
 
   readonly #refCount: Int32Array;
   /** Free stack of unregistered blocks with refCount 0. */
@@ -97,6 +119,38 @@ export class BlockManager {
     this.#parentContent = new Float64Array(cacheSlots);
     this.#tokens = new Int32Array(cacheSlots * blockSize);
     this.#bucketNext = new Int32Array(cacheSlots).fill(NONE);
+    const window = options.slidingWindow ?? 0;
+    if (!(Number.isInteger(window) && window >= 0)) {
+      throw new RangeError("slidingWindow must be a non-negative integer");
+    }
+    this.slidingWindow = window;
+    this.#win = window > 0 ? new SlidingPool(options.numSlidingBlocks ?? 0) : undefined;
+  }
+
+  /** Blocks of the sliding pool (0 without one). */
+  get numSlidingBlocks(): number {
+    return this.#win?.numBlocks ?? 0;
+  }
+
+  /** Unreferenced sliding blocks kept for their cached KV. */
+  get numCachedSlidingBlocks(): number {
+    return this.#win?.numCachedBlocks ?? 0;
+  }
+
+  /** Sliding blocks held by at least one sequence. */
+  get numUsedSlidingBlocks(): number {
+    return this.#win?.numUsedBlocks ?? 0;
+  }
+
+  /** Sliding blocks a sequence could still take: free plus evictable cached ones. */
+  get numFreeSlidingBlocks(): number {
+    return this.#win?.numFreeBlocks ?? 0;
+  }
+
+  /** Sliding blocks a sequence holds now (its table's entries other than -1). */
+  slidingBlocksHeld(seqId: number): number {
+    const seq = this.#seq(seqId);
+    return seq.win.length - seq.winFrom;
   }
 
   /** Blocks a sequence could still take: free plus evictable cached ones. */
@@ -152,9 +206,29 @@ export class BlockManager {
     out.fill(NONE, offset + n, offset + stride);
   }
 
-  /** Most tokens the sequence could hold now: its blocks plus every free or evictable one. */
+  /**
+   * The sliding table (-1 before the window) like `writeBlockTable`; entries past the sequence's are -1.
+   */
+  writeSlidingBlockTable(seqId: number, out: Int32Array, offset: number, stride: number, numTokens?: number): void {
+    const win = this.#seq(seqId).win;
+    const n = numTokens === undefined ? win.length : Math.ceil(numTokens / this.blockSize);
+    if (n > win.length) throw new RangeError(`sequence ${seqId} holds ${win.length} sliding entries, not ${n}`);
+    if (n > stride) throw new RangeError(`sequence ${seqId} needs ${n} blocks; the row has ${stride}`);
+    for (let j = 0; j < n; j++) out[offset + j] = win[j]!;
+    out.fill(NONE, offset + n, offset + stride);
+  }
+
+  /** The sliding table in position order (-1 before the window; empty without a sliding pool). */
+  slidingBlockTable(seqId: number): readonly number[] {
+    return this.#seq(seqId).win;
+  }
+
+  /** Most tokens the sequence could hold now: its blocks plus every free or evictable one, in both pools. */
   maxTokensFor(seqId: number): number {
-    return (this.#seq(seqId).blocks.length + this.numFreeBlocks) * this.blockSize;
+    const seq = this.#seq(seqId);
+    const main = (seq.blocks.length + this.numFreeBlocks) * this.blockSize;
+    if (this.#win === undefined) return main;
+    return Math.min(main, (seq.win.length + this.#win.numFreeBlocks) * this.blockSize);
   }
 
   refCount(block: number): number {
@@ -185,29 +259,61 @@ export class BlockManager {
     }
     if (!(maxFirstChunk >= 1)) throw new RangeError("block manager: maxFirstChunk must be at least 1");
     const bs = this.blockSize;
-    const seq: SeqBlocks = { blocks: [], hashed: 0, parent: 0 };
-    let evictableHits = 0;
+    const seq: SeqBlocks = { blocks: [], hashed: 0, parent: 0, win: [], winFrom: 0 };
     if (this.prefixCaching) {
       const most = Math.floor((length - 1) / bs);
       while (seq.hashed < most) {
         const b = this.#lookup(seq.parent, tokens, seq.hashed * bs);
         if (b === NONE) break;
-        if (this.#refCount[b] === 0) evictableHits++;
         seq.blocks.push(b);
         seq.parent = this.#content[b]!;
         seq.hashed++;
       }
     }
+    const win = this.#win;
+    if (win !== undefined) {
+      // The hit counts only as far as the sliding blocks its next position's window reaches are cached.
+      while (seq.hashed > 0 && !this.#windowCached(seq.blocks, seq.hashed)) seq.hashed--;
+      seq.blocks.length = seq.hashed;
+      seq.parent = seq.hashed > 0 ? this.#content[seq.blocks[seq.hashed - 1]!]! : 0;
+      seq.winFrom = this.#windowStart(seq.hashed * bs);
+    }
+    let evictableHits = 0;
+    for (const b of seq.blocks) if (this.#refCount[b] === 0) evictableHits++;
     const cached = seq.hashed * bs;
-    const hold = cached + Math.min(maxFirstChunk, length - cached);
+    let hold = cached + Math.min(maxFirstChunk, length - cached);
+    let winEvictableHits = 0;
+    if (win !== undefined) {
+      for (let j = seq.winFrom; j < seq.hashed; j++) {
+        if (win.refCount(win.lookup(this.#content[seq.blocks[j]!]!)) === 0) winEvictableHits++;
+      }
+      // A first chunk longer than the sliding pool can hold is cut (the rest follows as later chunks).
+      const winRoom = win.numFreeBlocks - winEvictableHits - keepFree;
+      hold = Math.min(hold, (seq.hashed + winRoom) * bs);
+      if (hold <= cached) return -1;
+    }
     const needed = Math.ceil(hold / bs) - seq.hashed;
     if (needed > this.numFreeBlocks - evictableHits - keepFree) return -1;
     for (const b of seq.blocks) {
       if (this.#refCount[b] === 0) this.#lruRemove(b);
       this.#refCount[b] = this.#refCount[b]! + 1;
     }
+    if (win !== undefined) {
+      for (let j = 0; j < seq.hashed; j++) {
+        if (j < seq.winFrom) {
+          seq.win.push(NONE);
+          continue;
+        }
+        const w = win.lookup(this.#content[seq.blocks[j]!]!);
+        win.acquire(w);
+        seq.win.push(w);
+      }
+    }
     this.#seqs.set(seqId, seq);
-    for (let j = 0; j < needed; j++) seq.blocks.push(this.#take());
+    for (let j = 0; j < needed; j++) {
+      seq.blocks.push(this.#take());
+      if (win !== undefined) seq.win.push(win.take());
+    }
     this.#queriedTokens += length;
     this.#hitTokens += cached;
     return cached;
@@ -221,8 +327,12 @@ export class BlockManager {
     const seq = this.#seq(seqId);
     const needed = Math.ceil(numTokens / this.blockSize) - seq.blocks.length;
     if (needed <= 0) return true;
-    if (needed > this.numFreeBlocks) return false;
-    for (let j = 0; j < needed; j++) seq.blocks.push(this.#take());
+    const win = this.#win;
+    if (needed > this.numFreeBlocks || (win !== undefined && needed > win.numFreeBlocks)) return false;
+    for (let j = 0; j < needed; j++) {
+      seq.blocks.push(this.#take());
+      if (win !== undefined) seq.win.push(win.take());
+    }
     return true;
   }
 
@@ -231,22 +341,43 @@ export class BlockManager {
    * the positions a step writes must never land in a shared block.
    */
   assertWritable(seqId: number, fromPosition: number): void {
-    const blocks = this.#seq(seqId).blocks;
+    const { blocks, win } = this.#seq(seqId);
     for (let j = Math.floor(fromPosition / this.blockSize); j < blocks.length; j++) {
       const b = blocks[j]!;
       if (this.#refCount[b] !== 1 || this.#registered[b] === 1) {
         throw new Error(`block manager: sequence ${seqId} would write shared block ${b} (position ${fromPosition})`);
       }
+      if (this.#win === undefined) continue;
+      const w = win[j]!;
+      if (w === NONE || this.#win.refCount(w) !== 1 || this.#win.isCached(w)) {
+        throw new Error(
+          `block manager: sequence ${seqId} would write shared or missing sliding block ${w} (position ${fromPosition})`,
+        );
+      }
     }
   }
 
-  /** Records that `tokens[0 .. computedLength)` of the sequence are computed; newly full blocks join the cache. */
+  /**
+   * Records that `tokens[0 .. computedLength)` of the sequence are computed; newly full blocks join the cache, and
+   * sliding blocks every later position's window has passed are given back.
+   */
   markComputed(seqId: number, tokens: ArrayLike<number>, computedLength: number): void {
     const seq = this.#seq(seqId);
     const bs = this.blockSize;
     if (computedLength > seq.blocks.length * bs || computedLength > tokens.length) {
       throw new RangeError(`block manager: sequence ${seqId} cannot have ${computedLength} computed tokens`);
     }
+    this.#register(seq, tokens, computedLength);
+    const win = this.#win;
+    if (win === undefined) return;
+    for (const end = this.#windowStart(computedLength); seq.winFrom < end; seq.winFrom++) {
+      win.release(seq.win[seq.winFrom]!);
+      seq.win[seq.winFrom] = NONE;
+    }
+  }
+
+  #register(seq: SeqBlocks, tokens: ArrayLike<number>, computedLength: number): void {
+    const bs = this.blockSize;
     if (!this.prefixCaching) return;
     const full = Math.floor(computedLength / bs);
     for (; seq.hashed < full; seq.hashed++) {
@@ -267,7 +398,22 @@ export class BlockManager {
         this.#registered[b] = 1;
       }
       seq.parent = this.#content[b]!;
+      const w = seq.win[seq.hashed];
+      if (this.#win !== undefined && w !== undefined && w !== NONE) this.#win.register(w, seq.parent);
     }
+  }
+
+  /** Index of the first block the window of a step starting at `position` reaches. */
+  #windowStart(position: number): number {
+    return Math.floor(Math.max(0, position - this.slidingWindow + 1) / this.blockSize);
+  }
+
+  /** Whether the sliding blocks the window of position h·blockSize reaches, of main blocks[0 .. h), are cached. */
+  #windowCached(blocks: readonly number[], h: number): boolean {
+    for (let j = this.#windowStart(h * this.blockSize); j < h; j++) {
+      if (this.#win!.lookup(this.#content[blocks[j]!]!) === NONE) return false;
+    }
+    return true;
   }
 
   /** Releases every block of the sequence (cached ones stay evictable). Unknown ids are ignored. */
@@ -275,6 +421,9 @@ export class BlockManager {
     const seq = this.#seqs.get(seqId);
     if (seq === undefined) return;
     this.#seqs.delete(seqId);
+    if (this.#win !== undefined) {
+      for (let j = seq.win.length - 1; j >= seq.winFrom; j--) this.#win.release(seq.win[j]!);
+    }
     for (let j = seq.blocks.length - 1; j >= 0; j--) {
       const b = seq.blocks[j]!;
       const rc = this.#refCount[b]! - 1;

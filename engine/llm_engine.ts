@@ -187,6 +187,9 @@ export class LlmEngine implements Engine {
       numBlocks: info.numBlocks,
       blockSize: info.blockSize,
       enablePrefixCache: prefix,
+      ...(info.slidingWindow !== undefined && info.slidingWindow > 0
+        ? { slidingWindow: info.slidingWindow, numSlidingBlocks: info.numSlidingBlocks ?? 0 }
+        : {}),
     });
     this.#scheduler = new Scheduler<Sequence>({
       maxNumSeqs,
@@ -389,6 +392,14 @@ export class LlmEngine implements Engine {
         drafts: e.drafts > 0 ? seq.proposal.slice(0, e.drafts) : [],
         sample: e.sample,
         blocks: this.#blocks.blockTable(seq.id).slice(0, Math.ceil((contextLen + propose) / this.#blocks.blockSize)),
+        ...(this.#blocks.slidingWindow > 0
+          ? {
+            slidingBlocks: this.#blocks.slidingBlockTable(seq.id).slice(
+              0,
+              Math.ceil(contextLen / this.#blocks.blockSize),
+            ),
+          }
+          : {}),
         propose,
         temperature: sp.temperature,
         topP: sp.topP,

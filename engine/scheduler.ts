@@ -112,6 +112,14 @@ export class Scheduler<T extends Schedulable> {
         `KV pool has ${blocks.numBlocks} blocks; one ${maxModelLen}-token sequence needs ${need} of ${blocks.blockSize}`,
       );
     }
+    // A sequence's next token sees back W − 1 positions: ceil(W / blockSize) + 1 sliding blocks at most.
+    const window = blocks.slidingWindow;
+    const needWin = window > 0 ? Math.min(need, Math.ceil(window / blocks.blockSize) + 1) : 0;
+    if (blocks.numSlidingBlocks < needWin) {
+      throw new RangeError(
+        `sliding KV pool has ${blocks.numSlidingBlocks} blocks; one sequence's window of ${window} needs ${needWin}`,
+      );
+    }
     this.options = options;
     this.blocks = blocks;
     this.#now = options.now ?? (() => performance.now());
@@ -260,7 +268,9 @@ export class Scheduler<T extends Schedulable> {
         this.#maxQueueTimeMs = Math.max(this.#maxQueueTimeMs, waited);
       }
       this.blocks.assertWritable(seq.id, cached);
-      const n = Math.min(budget, seq.length - cached);
+      // The first chunk is what allocatePrompt could hold (a sliding pool may cut it).
+      const held = this.blocks.blockTable(seq.id).length * this.blocks.blockSize;
+      const n = Math.min(budget, seq.length - cached, held - cached);
       entries.push({ seq, start: cached, count: n, drafts: 0, sample: cached + n === seq.length });
       budget -= n;
     }

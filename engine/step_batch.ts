@@ -62,6 +62,13 @@ export interface StepBatch {
    * positions: the draft model writes its own KV for them. Only backends with `proposesDrafts` accept nonzero counts.
    */
   readonly proposeCounts?: Int32Array;
+  /**
+   * With a backend reporting `slidingWindow` W > 0 (required then, ignored otherwise): numSeqs × blockTableStride ids
+   * of the sliding-layer pool. Row i maps block j of the sequence for j from max(0, p0 − W + 1) / blockSize (p0: its
+   * first fed position) through (contextLens[i] − 1) / blockSize; entries before are -1 (blocks out of the window,
+   * given back) and not read.
+   */
+  readonly slidingBlockTables?: Int32Array;
 }
 
 /** Caller-owned result buffers; row i of each has room for maxDrafts + 1 tokens. */
@@ -97,6 +104,12 @@ export interface BackendInfo {
   readonly sharesPrefixBlocks: boolean;
   /** True when the backend runs a draft model that proposes drafts (`proposeCounts`); absent means false. */
   readonly proposesDrafts?: boolean;
+  /**
+   * > 0: the model's sliding-window layers keep their KV in a second pool of `numSlidingBlocks` blocks, addressed by
+   * `slidingBlockTables`, in which a sequence needs only the blocks its window reaches. Absent or 0: one pool.
+   */
+  readonly slidingWindow?: number;
+  readonly numSlidingBlocks?: number;
 }
 
 /**

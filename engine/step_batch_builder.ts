@@ -18,6 +18,9 @@ export interface StepEntry {
   readonly sample: boolean;
   /** Block ids holding positions 0 .. contextLen (contextLen = to + drafts.length). */
   readonly blocks: readonly number[];
+  /** With a backend's sliding pool (`info.slidingWindow` > 0): its block ids for the same positions, -1 before the
+   * window (required then). */
+  readonly slidingBlocks?: readonly number[];
   readonly temperature: number;
   readonly topP: number;
   readonly topK: number;
@@ -53,6 +56,8 @@ export class StepBatchBuilder {
   readonly draftCounts: Int32Array;
   readonly sampleFlags: Uint8Array;
   readonly blockTables: Int32Array;
+  /** Rows like blockTables for the sliding pool; empty when the backend has none. */
+  readonly slidingBlockTables: Int32Array;
   readonly sampling;
   readonly maskRowStart: Int32Array;
   readonly proposeCounts: Int32Array;
@@ -85,6 +90,8 @@ export class StepBatchBuilder {
     this.draftCounts = new Int32Array(B);
     this.sampleFlags = new Uint8Array(B);
     this.blockTables = new Int32Array(B * this.stride).fill(-1);
+    const sliding = info.slidingWindow !== undefined && info.slidingWindow > 0;
+    this.slidingBlockTables = new Int32Array(sliding ? B * this.stride : 0).fill(-1);
     this.sampling = {
       temperature: new Float32Array(B),
       topP: new Float32Array(B),
@@ -123,6 +130,7 @@ export class StepBatchBuilder {
 
   reset(): void {
     for (let i = 0; i < this.#numSeqs; i++) this.blockTables.fill(-1, i * this.stride, (i + 1) * this.stride);
+    this.slidingBlockTables.fill(-1, 0, this.#numSeqs * this.stride);
     this.#numSeqs = 0;
     this.#numTokens = 0;
     this.#historyLength = 0;
@@ -158,6 +166,10 @@ export class StepBatchBuilder {
     this.sampleFlags[i] = e.sample ? 1 : 0;
     const row = i * this.stride;
     for (let j = 0; j < e.blocks.length; j++) this.blockTables[row + j] = e.blocks[j]!;
+    if (this.slidingBlockTables.length > 0) {
+      if (e.slidingBlocks === undefined) throw new Error("step batch builder: the backend needs sliding block tables");
+      for (let j = 0; j < e.slidingBlocks.length; j++) this.slidingBlockTables[row + j] = e.slidingBlocks[j]!;
+    }
     const s = this.sampling;
     s.temperature[i] = e.temperature;
     // A positive top-p below float32's range (the API's "top_p 0" is the smallest positive double) must stay a cut,
@@ -243,6 +255,7 @@ export class StepBatchBuilder {
       biasIds: this.#biasIds,
       biasValues: this.#biasValues,
       proposeCounts: this.proposeCounts,
+      ...(this.slidingBlockTables.length > 0 ? { slidingBlockTables: this.slidingBlockTables } : {}),
     };
   }
 }

@@ -21,7 +21,7 @@ import type { Backend, BackendInfo, StepBatch, StepResult } from "../step_batch.
 /** Field offsets and sizes of the ABI structs, in bytes. */
 export const LAYOUT = {
   stepBatch: {
-    size: 232,
+    size: 240,
     num_seqs: 0,
     num_tokens: 4,
     block_table_stride: 8,
@@ -54,6 +54,7 @@ export const LAYOUT = {
     bias_ids: 208,
     bias_values: 216,
     propose_counts: 224,
+    sliding_block_tables: 232,
   },
   stepResult: {
     size: 56,
@@ -66,7 +67,7 @@ export const LAYOUT = {
     proposed: 48,
   },
   options: {
-    size: 80,
+    size: 88,
     device: 0,
     dtype: 8,
     kv_dtype: 16,
@@ -81,9 +82,11 @@ export const LAYOUT = {
     max_top_logprobs: 68,
     max_model_len: 72,
     gpu_memory_fraction: 76,
+    num_sliding_blocks: 80,
+    sliding_kv_in_main: 84,
   },
   info: {
-    size: 248,
+    size: 264,
     abi_version: 0,
     vocab_size: 4,
     max_positions: 8,
@@ -108,11 +111,14 @@ export const LAYOUT = {
     kv_dtype: 160,
     architecture: 176,
     draft_weight_bytes: 240,
+    sliding_window: 248,
+    num_sliding_blocks: 252,
+    sliding_kv_bytes: 256,
   },
 } as const;
 
 /** The ABI version this binding speaks (RILL_ABI_VERSION in rill.h). */
-export const ABI_VERSION = 3;
+export const ABI_VERSION = 4;
 
 const SYMBOLS = {
   rill_abi_version: { parameters: [], result: "i32" },
@@ -217,7 +223,10 @@ export interface NativeInfo extends BackendInfo {
   readonly headDim: number;
   readonly threads: number;
   readonly weightBytes: number;
+  /** Bytes of both KV pools (and the draft model's). */
   readonly kvBytes: number;
+  /** Of those, the sliding-layer pool's (0 without one). */
+  readonly slidingKvBytes: number;
   readonly device: string;
   readonly isa: string;
   readonly dtype: string;
@@ -246,6 +255,10 @@ export interface NativeOptions {
   readonly maxTopLogprobs?: number;
   readonly maxModelLen?: number;
   readonly gpuMemoryFraction?: number;
+  /** Blocks of the sliding-layer pool (models with sliding-window layers); 0 or absent = sized by the library. */
+  readonly numSlidingBlocks?: number;
+  /** Keep sliding layers' whole context in the main pool (no second pool; for comparisons). */
+  readonly slidingKvInMain?: boolean;
   /** The library file (default: the build folder's). */
   readonly libraryPath?: string;
 }
@@ -277,6 +290,9 @@ function decodeInfo(bytes: Uint8Array): NativeInfo {
     threads: i32(L.threads),
     weightBytes: Number(v.getBigInt64(L.weight_bytes, true)),
     kvBytes: Number(v.getBigInt64(L.kv_bytes, true)),
+    slidingWindow: i32(L.sliding_window),
+    numSlidingBlocks: i32(L.num_sliding_blocks),
+    slidingKvBytes: Number(v.getBigInt64(L.sliding_kv_bytes, true)),
     device: text(L.device, 32),
     isa: text(L.isa, 32),
     dtype: text(L.dtype, 16),
@@ -317,6 +333,7 @@ function batchArrays(b: StepBatch): readonly ArrayBufferView[] {
     b.biasIds,
     b.biasValues,
     b.proposeCounts ?? NO_PROPOSALS,
+    b.slidingBlockTables ?? NO_PROPOSALS,
   ];
 }
 
@@ -413,6 +430,9 @@ function checkSizes(batch: StepBatch, result: StepResult | undefined, info: Back
     ["historyPromptLens", batch.historyPromptLens, B],
   ];
   if (batch.proposeCounts !== undefined) need.push(["proposeCounts", batch.proposeCounts, B]);
+  if (batch.slidingBlockTables !== undefined) {
+    need.push(["slidingBlockTables", batch.slidingBlockTables, B * batch.blockTableStride]);
+  }
   if (result !== undefined) {
     const K1 = info.maxDrafts + 1;
     need.push(
@@ -484,6 +504,8 @@ export class NativeBackend implements Backend {
     int(L.max_top_logprobs, options.maxTopLogprobs, "maxTopLogprobs");
     int(L.max_model_len, options.maxModelLen, "maxModelLen");
     if (options.gpuMemoryFraction !== undefined) v.setFloat32(L.gpu_memory_fraction, options.gpuMemoryFraction, true);
+    int(L.num_sliding_blocks, options.numSlidingBlocks, "numSlidingBlocks");
+    if (options.slidingKvInMain === true) v.setInt32(L.sliding_kv_in_main, 1, true);
 
     const out = new BigUint64Array(1);
     const status = lib.symbols.rill_engine_create(nulTerminated(modelDir), opts, out);

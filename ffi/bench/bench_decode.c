@@ -204,6 +204,7 @@ static rill_status step(rill_engine *e, batch_buf *bb, int n, const int *fed, in
       .num_seqs = n, .num_tokens = t, .block_table_stride = STRIDE, .seq_ids = bb->seq_ids, .tokens = bb->tokens,
       .positions = bb->positions, .query_start = bb->query_start, .context_lens = bb->context_lens,
       .draft_counts = bb->draft_counts, .sample_flags = bb->sample_flags, .block_tables = bb->block_tables,
+      .sliding_block_tables = bb->block_tables,
       .temperature = bb->temperature, .top_p = bb->top_p, .top_k = bb->top_k, .min_p = bb->min_p,
       .presence_penalty = bb->pp, .frequency_penalty = bb->fp, .repetition_penalty = bb->rp, .seeds = bb->seeds,
       .logprobs = bb->logprobs, .mask_row_start = bb->mask_row_start, .history_start = bb->history_start,
@@ -271,6 +272,7 @@ int main(int argc, char **argv) {
     o.max_seqs = 8;
     o.max_batch_tokens = prompt > 256 ? prompt : 256;
     o.num_blocks = 8 * 64;
+    o.num_sliding_blocks = o.num_blocks; /* gpt-oss: the sliding layers address the same ids in their own pool */
     o.block_size = 16;
     o.max_drafts = 1;
     o.max_top_logprobs = 1;

@@ -88,6 +88,14 @@ struct rill_cuda {
   __nv_bfloat16 *kc, *vc;
   rill_kv_geom geom;     /* geom.num_blocks = lim.num_blocks + 1: the last block is scratch for padding tokens */
   int32_t scratch_block; /* = lim.num_blocks */
+  /* With kv_split, the sliding layers' pool (rill.h), addressed by the batch's sliding_block_tables: same layout,
+   * its own scratch block, which also stands for the entries before a window (zeroed at create, so the positions a
+   * granule reads before a row's window are finite, and get probability 0). Layer l is layer kv_layer[l] of its pool. */
+  int kv_split;
+  __nv_bfloat16 *kc_win, *vc_win;
+  rill_kv_geom geom_win;
+  int32_t scratch_win;
+  int32_t kv_layer[RILL_MAX_TYPED_LAYERS];
   /* Graphs per bucket of fed tokens, ascending (graph_tokens[i] tokens and logits rows). */
   int num_graphs;
   int32_t graph_tokens[kMaxGraphs];
@@ -105,7 +113,7 @@ struct rill_cuda {
   float *logits;             /* [max_rows × vocab] */
   float *part_ml, *part_acc; /* split-KV partials (kernels.cuh) */
   /* device: tokens, positions, tok_seq, rows [T each], query_start [S + 1], tables [S rows, + 1 for a graph's
-   * padding sequence] */
+   * padding sequence], with kv_split the sliding tables [S + 1 rows] */
   int32_t *meta;
   int32_t *meta_host;         /* pinned mirror */
   size_t meta_cap;
@@ -195,6 +203,8 @@ void rill_cuda_destroy(rill_cuda *d) {
     }
     free(d->layers);
   }
+  cudaFree(d->kc_win);
+  cudaFree(d->vc_win);
   void *ptrs[] = {d->embed,  d->head,       d->final_norm, d->inv_freq, d->kc,      d->vc,     d->x,
                   d->xb,     d->qkv,        d->attn,       d->gu,       d->row_hidden, d->logits, d->meta,
                   d->part_ml, d->part_acc,  d->moe_xn,     d->moe_logits, d->moe_w,  d->moe_gu, d->moe_act,
@@ -334,7 +344,8 @@ static rill_status alloc_buffers(rill_cuda *d, char *err, size_t err_cap) {
   CU(cudaMalloc(&d->part_ml, parts * 2 * sizeof(float)));
   CU(cudaMalloc(&d->part_acc, parts * (size_t)c->head_dim * sizeof(float)));
   /* One sequence more than max_seqs: a graph's padding sequence. */
-  d->meta_cap = 4 * T + ((size_t)d->lim.max_seqs + 2) + ((size_t)d->lim.max_seqs + 1) * (size_t)d->table_stride;
+  d->meta_cap = 4 * T + ((size_t)d->lim.max_seqs + 2) +
+                ((size_t)d->lim.max_seqs + 1) * (size_t)d->table_stride * (d->kv_split ? 2 : 1);
   CU(cudaMalloc(&d->meta, d->meta_cap * sizeof(int32_t)));
   CU(cudaMallocHost(&d->meta_host, d->meta_cap * sizeof(int32_t)));
   CU(cudaMallocHost(&d->logits_host, R * V * sizeof(float)));
@@ -385,6 +396,18 @@ rill_status rill_cuda_create(const rill_cuda_setup *setup, rill_cuda **out, rill
   d->table_stride = (d->lim.max_positions + d->lim.block_size - 1) / d->lim.block_size;
   d->geom = rill_kv_geom{0, d->lim.block_size, c->num_kv_heads, c->head_dim, d->table_stride,
                          rill_attention_granule(d->lim.max_positions)};
+  d->geom_win = d->geom;
+  /* The CPU device's rule (engine.c plan_kv_pools): a second pool when both kinds of layer are there and the window
+   * is shorter than the context. */
+  const int32_t W = c->sliding_window, bs = d->lim.block_size;
+  int32_t sliding_layers = 0;
+  for (int l = 0; l < c->num_layers; l++) sliding_layers += W > 0 && c->layer_sliding[l];
+  d->kv_split = sliding_layers > 0 && sliding_layers < c->num_layers && W < d->lim.max_positions &&
+                setup->sliding_kv_in_main == 0;
+  const int32_t full_layers = d->kv_split ? c->num_layers - sliding_layers : c->num_layers;
+  for (int l = 0, nf = 0, nw = 0; l < c->num_layers; l++) {
+    d->kv_layer[l] = d->kv_split && c->layer_sliding[l] ? nw++ : nf++;
+  }
   s = [&]() -> rill_status {
     CU(cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking));
     rill_status st = upload_weights(d, setup->w, setup->inv_freq, err, err_cap);
@@ -392,8 +415,20 @@ rill_status rill_cuda_create(const rill_cuda_setup *setup, rill_cuda **out, rill
     if ((st = alloc_buffers(d, err, err_cap)) != RILL_OK) return st;
     size_t free1 = 0;
     CU(cudaMemGetInfo(&free1, &total));
-    const size_t block_bytes =
-        2 * (size_t)c->num_layers * (size_t)c->num_kv_heads * (size_t)d->lim.block_size * (size_t)c->head_dim * 2;
+    const size_t per_layer = 2 * (size_t)c->num_kv_heads * (size_t)bs * (size_t)c->head_dim * 2;
+    const size_t block_bytes = (size_t)full_layers * per_layer, win_block_bytes = (size_t)sliding_layers * per_layer;
+    int64_t win_blocks = 0;
+    if (d->kv_split) {
+      const int64_t per_seq = (d->lim.max_positions + bs - 1) / bs;
+      win_blocks = setup->num_sliding_blocks;
+      if (win_blocks == 0) {
+        win_blocks = (int64_t)d->lim.max_seqs * ((W + d->lim.max_drafts + bs - 1) / bs + 1) +
+                     (d->lim.max_batch_tokens + bs - 1) / bs;
+        if (win_blocks > (int64_t)d->lim.max_seqs * per_seq) win_blocks = (int64_t)d->lim.max_seqs * per_seq;
+      }
+      if (win_blocks > INT32_MAX / bs - 1) win_blocks = INT32_MAX / bs - 1;
+    }
+    const int64_t win_bytes = d->kv_split ? (win_blocks + 1) * (int64_t)win_block_bytes : 0; /* + scratch */
     int64_t blocks = setup->num_blocks;
     if (blocks == 0) {
       int64_t budget = setup->kv_bytes;
@@ -401,7 +436,7 @@ rill_status rill_cuda_create(const rill_cuda_setup *setup, rill_cuda **out, rill
         const double frac = setup->gpu_memory_fraction > 0.0f ? (double)setup->gpu_memory_fraction : 0.9;
         budget = (int64_t)(frac * (double)free0) - (int64_t)(free0 - free1);
       }
-      blocks = budget / (int64_t)block_bytes - 1; /* one block is scratch */
+      blocks = (budget - win_bytes) / (int64_t)block_bytes - 1; /* one block is scratch */
       if (blocks > INT32_MAX / d->lim.block_size - 1) blocks = INT32_MAX / d->lim.block_size - 1;
     }
     if (blocks >= INT32_MAX / d->lim.block_size) {
@@ -422,6 +457,19 @@ rill_status rill_cuda_create(const rill_cuda_setup *setup, rill_cuda **out, rill
     CU(cudaMalloc(&d->kc, half));
     CU(cudaMalloc(&d->vc, half));
     info->kv_bytes = (int64_t)(2 * half);
+    if (d->kv_split) {
+      d->lim.num_sliding_blocks = (int32_t)win_blocks;
+      d->lim.sliding_window = W;
+      d->scratch_win = (int32_t)win_blocks;
+      d->geom_win.num_blocks = (int32_t)win_blocks + 1;
+      const size_t win_half = (size_t)win_bytes / 2;
+      CU(cudaMalloc(&d->kc_win, win_half));
+      CU(cudaMalloc(&d->vc_win, win_half));
+      CU(cudaMemset(d->kc_win, 0, win_half));
+      CU(cudaMemset(d->vc_win, 0, win_half));
+      info->kv_bytes += win_bytes;
+      info->sliding_kv_bytes = win_bytes;
+    }
     timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     if ((st = capture_graphs(d, err, err_cap)) != RILL_OK) return st;
@@ -435,6 +483,8 @@ rill_status rill_cuda_create(const rill_cuda_setup *setup, rill_cuda **out, rill
     return s;
   }
   setup->lim->num_blocks = d->lim.num_blocks;
+  setup->lim->num_sliding_blocks = d->lim.num_sliding_blocks;
+  setup->lim->sliding_window = d->lim.sliding_window;
   info->weight_bytes = (int64_t)setup->w->bytes;
   snprintf(info->device, sizeof info->device, "cuda:0");
   /* The GEMM above the GEMV threshold and the number of graphs ride along in isa: "sm_90 cublasLt g10", or
@@ -483,8 +533,8 @@ static cudaError_t norm_linear(rill_cuda *d, const float *x, const int32_t *rows
 /* The layers over the batch's T fed tokens of S sequences: embedding in, the residual stream left in d->x. Enqueues
  * only, so it is also what a graph captures (with the final norm and head). */
 static rill_status run_layers(rill_cuda *d, int T, int S, const int32_t *tokens, const int32_t *positions,
-                              const int32_t *tok_seq, const int32_t *query_start, const int32_t *tables, char *err,
-                              size_t err_cap) {
+                              const int32_t *tok_seq, const int32_t *query_start, const int32_t *tables,
+                              const int32_t *tables_win, char *err, size_t err_cap) {
   const rill_model_config *c = &d->cfg;
   const int H = c->hidden_size, I = c->intermediate_size, QD = c->num_heads * c->head_dim;
   cudaStream_t st = d->stream;
@@ -495,12 +545,16 @@ static rill_status run_layers(rill_cuda *d, int T, int S, const int32_t *tokens,
   for (int l = 0; l < c->num_layers; l++) {
     const layer_dev *L = &d->layers[l];
     CU(norm_linear(d, d->x, nullptr, L->attn_norm, T, H, d->xb, L->qkv, d->qkv_dim, L->qkv_bias, d->qkv));
+    const bool win = d->kv_split && c->layer_sliding[l];
+    const int32_t *tab = win ? tables_win : tables;
+    const rill_kv_geom &geom = win ? d->geom_win : d->geom;
+    __nv_bfloat16 *kc = win ? d->kc_win : d->kc, *vc = win ? d->vc_win : d->vc;
     CU(rill_k_qk_rope_kv(st, d->qkv, T, c->num_heads, c->num_kv_heads, c->head_dim, L->q_norm, L->k_norm,
-                         c->rms_norm_eps, d->inv_freq, c->rope_attn_factor, positions, tok_seq, tables, d->geom, l,
-                         d->kc, d->vc));
+                         c->rms_norm_eps, d->inv_freq, c->rope_attn_factor, positions, tok_seq, tab, geom,
+                         d->kv_layer[l], kc, vc));
     const int window = c->layer_sliding[l] ? c->sliding_window : 0;
-    CU(rill_k_attention(st, d->qkv, T, S, c->num_heads, positions, query_start, tables, d->geom, l, window, L->sinks,
-                        d->kc, d->vc, d->attn, d->part_ml, d->part_acc));
+    CU(rill_k_attention(st, d->qkv, T, S, c->num_heads, positions, query_start, tab, geom, d->kv_layer[l], window,
+                        L->sinks, kc, vc, d->attn, d->part_ml, d->part_acc));
     CU(linear(d, d->attn, T, QD, L->o, H, L->o_bias, 1, d->x));
     if (c->num_experts > 0) {
       const int E = c->num_experts, K = c->experts_per_tok;
@@ -574,6 +628,7 @@ static void pad_meta(rill_cuda *d, int T, int R, int S, int Tb, int Sb) {
   for (int r = R; r < Tb; r++) rows[r] = 0;
   for (int s = S; s <= Sb; s++) query_start[s] = T;
   tables[(size_t)Sb * d->table_stride] = d->scratch_block;
+  if (d->kv_split) tables[(size_t)(2 * Sb + 1) * d->table_stride] = d->scratch_win;
 }
 
 /* The forward pass and the logits of the sampled (or all) rows. to_host: copied to dst in slices of max_rows and
@@ -623,22 +678,34 @@ static rill_status forward_rows(rill_cuda *d, const rill_step_batch *b, int all_
     }
     memcpy(tables + (size_t)s * d->table_stride, b->block_tables + (size_t)s * b->block_table_stride,
            (size_t)need * sizeof(int32_t));
+    if (d->kv_split) {
+      /* Validated from the window of the first fed position on; before it, the scratch block. */
+      int32_t *row = tables + (size_t)(Sp + 1 + s) * d->table_stride;
+      const int32_t *src = b->sliding_block_tables + (size_t)s * b->block_table_stride;
+      const int32_t p0 = b->context_lens[s] - (b->query_start[s + 1] - b->query_start[s]);
+      const int32_t from = p0 - d->cfg.sliding_window + 1;
+      const int32_t j0 = from > 0 ? from / bs : 0;
+      for (int32_t j = 0; j < need; j++) row[j] = j < j0 ? d->scratch_win : src[j];
+    }
   }
   memcpy(tokens, b->tokens, (size_t)T * sizeof(int32_t));
   memcpy(positions, b->positions, (size_t)T * sizeof(int32_t));
   if (g >= 0) pad_meta(d, T, R, b->num_seqs, Tp, Sp);
-  const size_t meta_len = 4 * (size_t)Tp + (size_t)Sp + 1 + (size_t)(Sp + (g >= 0)) * d->table_stride;
+  const size_t meta_len = 4 * (size_t)Tp + (size_t)Sp + 1 +
+                          (size_t)(d->kv_split ? 2 * Sp + 1 + (g >= 0) : Sp + (g >= 0)) * d->table_stride;
   cudaStream_t st = d->stream;
   CU(cudaMemcpyAsync(d->meta, d->meta_host, meta_len * sizeof(int32_t), cudaMemcpyHostToDevice, st));
   const int32_t *dtokens = d->meta, *dpositions = dtokens + Tp, *dtok_seq = dpositions + Tp, *drows = dtok_seq + Tp;
   const int32_t *dquery_start = drows + Tp, *dtables = dquery_start + Sp + 1;
+  const int32_t *dtables_win = dtables + (size_t)(Sp + 1) * d->table_stride;
   if (g >= 0) {
     CU(cudaGraphLaunch(d->graphs[g], st));
     if (to_host && R > 0) {
       CU(cudaMemcpyAsync(dst, d->logits, (size_t)R * V * sizeof(float), cudaMemcpyDeviceToHost, st));
     }
   } else {
-    rill_status s = run_layers(d, T, b->num_seqs, dtokens, dpositions, dtok_seq, dquery_start, dtables, err, err_cap);
+    rill_status s = run_layers(d, T, b->num_seqs, dtokens, dpositions, dtok_seq, dquery_start, dtables, dtables_win,
+                               err, err_cap);
     if (s != RILL_OK) return s;
     /* rill_forward_logits may ask for more rows than the step buffers hold: go in slices of max_rows. */
     for (int32_t r0 = 0; r0 < R; r0 += d->max_rows) {
@@ -660,7 +727,9 @@ static rill_status bucket_kernels(rill_cuda *d, int Tb, char *err, size_t err_ca
   const int Sb = bucket_seqs(d, Tb);
   const int32_t *dtokens = d->meta, *dpositions = dtokens + Tb, *dtok_seq = dpositions + Tb, *drows = dtok_seq + Tb;
   const int32_t *dquery_start = drows + Tb, *dtables = dquery_start + Sb + 1;
-  const rill_status s = run_layers(d, Tb, Sb, dtokens, dpositions, dtok_seq, dquery_start, dtables, err, err_cap);
+  const int32_t *dtables_win = dtables + (size_t)(Sb + 1) * d->table_stride;
+  const rill_status s =
+      run_layers(d, Tb, Sb, dtokens, dpositions, dtok_seq, dquery_start, dtables, dtables_win, err, err_cap);
   return s != RILL_OK ? s : head_rows(d, drows, Tb, err, err_cap);
 }
 
@@ -682,7 +751,8 @@ static rill_status capture_graphs(rill_cuda *d, char *err, size_t err_cap) {
       warmed = Tb;
       const int Sb = bucket_seqs(d, Tb);
       pad_meta(d, 0, 0, 0, Tb, Sb);
-      const size_t meta_len = 4 * (size_t)Tb + (size_t)Sb + 1 + ((size_t)Sb + 1) * d->table_stride;
+      const size_t meta_len =
+          4 * (size_t)Tb + (size_t)Sb + 1 + ((size_t)Sb + 1) * d->table_stride * (d->kv_split ? 2 : 1);
       CU(cudaMemcpyAsync(d->meta, d->meta_host, meta_len * sizeof(int32_t), cudaMemcpyHostToDevice, st));
       if ((s = bucket_kernels(d, Tb, err, err_cap)) != RILL_OK) return s;
       CU(cudaStreamSynchronize(st));

@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-#define RILL_ABI_VERSION 3
+#define RILL_ABI_VERSION 4
 
 #if defined(_WIN32)
 #define RILL_API __declspec(dllexport)
@@ -57,6 +57,17 @@ typedef struct rill_options {
   int32_t max_top_logprobs;    /* 0 = 20 */
   int32_t max_model_len;       /* 0 = the model's max_position_embeddings */
   float gpu_memory_fraction;   /* CUDA: fraction of free memory for weights + KV; 0 = 0.9 */
+  /* Sliding-window layers (gpt-oss's even layers) keep their KV in a second pool of their own, addressed by
+   * rill_step_batch.sliding_block_tables, so a sequence holds only the blocks its window reaches there (when the
+   * model also has full-attention layers and its window is shorter than the context). Sizing: num_sliding_blocks, else
+   * max_seqs × (ceil((sliding_window + max_drafts) / block_size) + 1) + ceil(max_batch_tokens / block_size) (every
+   * sequence's window and a decode step's drafts, plus one step's prefill chunks), at most max_seqs full contexts;
+   * with num_blocks 0 that pool comes out of the KV budget first (kv_bytes, or the default budget, or on CUDA
+   * gpu_memory_fraction; on the CPU device at most half of kv_bytes) and the main pool takes the rest. A draft model
+   * keeps all its layers in its main pool. */
+  int32_t num_sliding_blocks; /* blocks of the sliding-layer pool; 0 = as above */
+  int32_t sliding_kv_in_main; /* 1: no second pool; sliding layers hold a whole context in the main pool like full
+                                 layers (what models without sliding layers always do) */
 } rill_options;
 
 /* What the engine serves; filled by rill_engine_info. */
@@ -85,6 +96,10 @@ typedef struct rill_info {
   char kv_dtype[16];
   char architecture[64];
   int64_t draft_weight_bytes; /* 0 without a draft model */
+  int32_t sliding_window;     /* > 0: the sliding layers' window, and steps must carry sliding_block_tables for a
+                                 second pool of num_sliding_blocks blocks; 0: one pool, no second table */
+  int32_t num_sliding_blocks;
+  int64_t sliding_kv_bytes; /* bytes of the sliding-layer pool (part of kv_bytes) */
 } rill_info;
 
 /*
@@ -126,6 +141,12 @@ typedef struct rill_step_batch {
   const int32_t *propose_counts;   /* [B]; may be NULL (no proposals). Draft tokens the draft model proposes after
                                       this step's accepted tokens (0..max_drafts; only on sampled sequences; needs a
                                       draft model and block tables covering context_lens[i] + propose_counts[i]) */
+  const int32_t *sliding_block_tables; /* [B * block_table_stride]; required when rill_info.sliding_window = W > 0,
+                                          else ignored (may be NULL). Row i maps block j of the sequence to a block of
+                                          the sliding-layer pool for the blocks its fed tokens' windows reach: j from
+                                          max(0, p0 − W + 1) / block_size (p0 = its first fed position) through
+                                          (context_lens[i] − 1) / block_size. Other entries are not read: -1 there
+                                          (a block fallen out of the window, freed by the caller) is the convention */
 } rill_step_batch;
 
 typedef struct rill_step_result {

@@ -29,17 +29,20 @@ typedef struct rill_cuda_setup {
   const rill_model_config *cfg;
   const rill_model_weights *w; /* bf16 matrices; copied to the device, the caller may free them afterwards */
   const float *inv_freq;       /* [head_dim / 2] */
-  rill_limits *lim;            /* in: everything but num_blocks; out: num_blocks */
+  rill_limits *lim;            /* in: everything but the pools; out: num_blocks, sliding_window, num_sliding_blocks */
   int32_t num_blocks;          /* 0: from kv_bytes, else from gpu_memory_fraction */
   int64_t kv_bytes;
   float gpu_memory_fraction; /* of the free memory at create, for weights + buffers + KV; 0 = 0.9 */
   int32_t max_rows;          /* most logits rows one step computes */
+  int32_t num_sliding_blocks; /* rill_options' (sliding layers' pool; 0 = rill.h's default) */
+  int32_t sliding_kv_in_main; /* 1: no second pool */
 } rill_cuda_setup;
 
 typedef struct rill_cuda_info {
   char device[32]; /* "cuda:0" */
   char isa[32];    /* "sm_90 cublasLt g10" or "sm_90 tiled: <short reason> g10": the GEMM path, then the graphs */
   int64_t weight_bytes, kv_bytes;
+  int64_t sliding_kv_bytes; /* part of kv_bytes */
   int32_t graphs;   /* CUDA graphs captured (decode/verify buckets); 0 with RILL_CUDA_GRAPHS=0 */
   double capture_s; /* their warm-up, capture and first replay, in seconds */
   char gemm[192]; /* "cublasLt", or why the tiled kernel serves large batches */

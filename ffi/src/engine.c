@@ -43,6 +43,7 @@ static void free_buffers(rill_engine *e) {
   free(e->rope_sin);
   free(e->slot_block);
   free(e->slot_in_block);
+  free(e->slot_win_block);
   free(e->tok_seq);
   free(e->xq);
   free(e->xs);
@@ -69,6 +70,7 @@ RILL_API void rill_engine_destroy(rill_engine *e) {
   rill_eagle3_destroy(e->eagle3);
   if (e->owns_pool) rill_pool_destroy(e->pool);
   rill_kv_pool_destroy(&e->kv);
+  rill_kv_pool_destroy(&e->kv_win);
   rill_model_weights_free(&e->w);
   free_buffers(e);
   free(e);
@@ -100,6 +102,7 @@ static rill_status alloc_buffers(rill_engine *e) {
   e->rope_sin = rill_alloc_floats(T * D / 2);
   e->slot_block = malloc(T * sizeof(int64_t));
   e->slot_in_block = malloc(T * sizeof(int32_t));
+  e->slot_win_block = malloc(T * sizeof(int64_t));
   e->tok_seq = malloc(T * sizeof(int32_t));
   e->xq = aligned_alloc(64, (T * wblocks * RILL_Q8_BLOCK + 63) & ~(size_t)63);
   e->xs = rill_alloc_floats(T * wblocks);
@@ -114,7 +117,7 @@ static rill_status alloc_buffers(rill_engine *e) {
   e->sample_scratch = sb == 0 ? NULL : aligned_alloc(64, (sb + 63) & ~(size_t)63);
   if (e->x == NULL || e->xn == NULL || e->qkv == NULL || e->attn == NULL || e->proj == NULL || e->gu == NULL ||
       e->act == NULL || e->rope_cos == NULL || e->rope_sin == NULL || e->slot_block == NULL ||
-      e->slot_in_block == NULL || e->tok_seq == NULL || e->xq == NULL || e->xs == NULL || e->inv_freq == NULL ||
+      e->slot_in_block == NULL || e->slot_win_block == NULL || e->tok_seq == NULL || e->xq == NULL || e->xs == NULL || e->inv_freq == NULL ||
       e->att_scratch == NULL || e->rows == NULL || e->row_hidden == NULL || e->logits == NULL ||
       e->sample_scratch == NULL) {
     return RILL_ERR_OUT_OF_MEMORY;
@@ -166,7 +169,8 @@ static rill_status read_options(const rill_options *o, rill_engine *e) {
                 {"num_blocks", o->num_blocks, INT32_MAX}, {"kv_bytes", o->kv_bytes, INT64_MAX},
                 {"max_seqs", o->max_seqs, 1 << 20},     {"max_batch_tokens", o->max_batch_tokens, 1 << 24},
                 {"max_drafts", o->max_drafts, 64},      {"max_top_logprobs", o->max_top_logprobs, 1024},
-                {"max_model_len", o->max_model_len, INT32_MAX}};
+                {"max_model_len", o->max_model_len, INT32_MAX}, {"num_sliding_blocks", o->num_sliding_blocks, INT32_MAX},
+                {"sliding_kv_in_main", o->sliding_kv_in_main, 1}};
   for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++) {
     if (ranges[i].v < 0 || ranges[i].v > ranges[i].max) {
       return set_global(RILL_ERR_INVALID_ARGUMENT, "%s %lld: out of range 0..%lld", ranges[i].name,
@@ -182,6 +186,7 @@ static rill_status read_options(const rill_options *o, rill_engine *e) {
 }
 
 static rill_status attach_draft(rill_engine *e, const char *dir, const rill_options *o);
+static rill_status plan_kv_pools(rill_engine *e, const rill_options *o, bool kv_bf16);
 static rill_status attach_eagle3(rill_engine *e, const char *dir);
 
 /* What every device reports the same way; device, isa, dtypes and byte counts are the caller's. */
@@ -204,6 +209,8 @@ static void fill_info(rill_engine *e, int threads) {
   i->num_kv_heads = c->num_kv_heads;
   i->head_dim = c->head_dim;
   i->threads = threads;
+  i->sliding_window = e->lim.sliding_window;
+  i->num_sliding_blocks = e->lim.num_sliding_blocks;
   snprintf(i->architecture, sizeof i->architecture, "%s", c->architecture);
 }
 
@@ -212,7 +219,8 @@ static void fill_info(rill_engine *e, int threads) {
 static rill_status create_on_cuda(rill_engine *e, const rill_options *o, int threads) {
   rill_cuda_setup setup = {.cfg = &e->cfg, .w = &e->w, .inv_freq = NULL, .lim = &e->lim, .num_blocks = o->num_blocks,
                            .kv_bytes = o->kv_bytes, .gpu_memory_fraction = o->gpu_memory_fraction,
-                           .max_rows = e->max_rows};
+                           .max_rows = e->max_rows, .num_sliding_blocks = o->num_sliding_blocks,
+                           .sliding_kv_in_main = o->sliding_kv_in_main};
   e->inv_freq = rill_alloc_floats((size_t)e->cfg.head_dim / 2);
   size_t sb = rill_sample_pool_scratch_bytes(e->cfg.vocab_size, rill_pool_threads(e->pool), e->lim.max_seqs);
   e->sample_scratch = sb == 0 ? NULL : aligned_alloc(64, (sb + 63) & ~(size_t)63);
@@ -223,6 +231,7 @@ static rill_status create_on_cuda(rill_engine *e, const rill_options *o, int thr
   rill_rope_inv_freq(&e->cfg, e->inv_freq);
   setup.inv_freq = e->inv_freq;
   rill_cuda_info ci;
+  memset(&ci, 0, sizeof ci);
   rill_status s = rill_cuda_create(&setup, &e->cuda, &ci, global_err, sizeof global_err);
   if (s != RILL_OK) {
     rill_engine_destroy(e);
@@ -232,6 +241,7 @@ static rill_status create_on_cuda(rill_engine *e, const rill_options *o, int thr
   fill_info(e, threads);
   e->info.weight_bytes = ci.weight_bytes;
   e->info.kv_bytes = ci.kv_bytes;
+  e->info.sliding_kv_bytes = ci.sliding_kv_bytes;
   snprintf(e->info.device, sizeof e->info.device, "%s", ci.device);
   snprintf(e->info.isa, sizeof e->info.isa, "%s", ci.isa);
   snprintf(e->info.dtype, sizeof e->info.dtype, "bf16");
@@ -341,30 +351,10 @@ static rill_status engine_create(const char *model_dir, const rill_options *o, r
   }
 
   bool kv_bf16 = o->kv_dtype != NULL && strcmp(o->kv_dtype, "bf16") == 0;
-  size_t block_bytes = rill_kv_block_bytes(c->num_layers, e->lim.block_size, c->num_kv_heads, c->head_dim, kv_bf16);
-  int64_t blocks = o->num_blocks;
-  if (blocks == 0) {
-    int64_t budget = o->kv_bytes;
-    int64_t per_seq = (e->lim.max_positions + e->lim.block_size - 1) / e->lim.block_size;
-    if (budget == 0) {
-      long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-      int64_t quarter = pages > 0 && page > 0 ? (int64_t)pages * page / 4 : (int64_t)1 << 30;
-      int64_t want = (int64_t)e->lim.max_seqs * per_seq * (int64_t)block_bytes;
-      budget = want < quarter ? want : quarter;
-    }
-    blocks = budget / (int64_t)block_bytes;
-    if (blocks > INT32_MAX / e->lim.block_size) blocks = INT32_MAX / e->lim.block_size;
-  }
-  if (blocks < 1) {
-    rill_engine_destroy(e);
-    return set_global(RILL_ERR_INVALID_ARGUMENT, "kv_bytes: too small for one block of %zu bytes", block_bytes);
-  }
-  e->lim.num_blocks = (int32_t)blocks;
-  s = rill_kv_pool_create(&e->kv, c->num_layers, e->lim.num_blocks, e->lim.block_size, c->num_kv_heads, c->head_dim,
-                          kv_bf16);
+  s = plan_kv_pools(e, o, kv_bf16);
   if (s != RILL_OK) {
     rill_engine_destroy(e);
-    return set_global(s, "out of memory for a KV pool of %d blocks", e->lim.num_blocks);
+    return s;
   }
 
   /* RILL_CPU_ISA (portable, avx2, avx512) caps the kernels, so tests can compare instruction sets. */
@@ -377,12 +367,75 @@ static rill_status engine_create(const char *model_dir, const rill_options *o, r
 
   fill_info(e, threads);
   e->info.weight_bytes = (int64_t)e->w.bytes;
-  e->info.kv_bytes = (int64_t)e->kv.bytes;
+  e->info.kv_bytes = (int64_t)(e->kv.bytes + e->kv_win.bytes);
+  e->info.sliding_kv_bytes = (int64_t)e->kv_win.bytes;
   snprintf(e->info.device, sizeof e->info.device, "cpu");
   snprintf(e->info.isa, sizeof e->info.isa, "%s", e->k->isa);
   snprintf(e->info.dtype, sizeof e->info.dtype, "%s", wtype_name(wt));
   snprintf(e->info.kv_dtype, sizeof e->info.kv_dtype, "%s", kv_bf16 ? "bf16" : "fp32");
   return finish_create(e, o, out);
+}
+
+/* The CPU device's KV pools. Sliding layers get a pool of their own (kv_split) when the model has both kinds of layer
+ * and its window is shorter than the context, unless the options keep them in the main pool; sizes as rill.h says. */
+static rill_status plan_kv_pools(rill_engine *e, const rill_options *o, bool kv_bf16) {
+  const rill_model_config *c = &e->cfg;
+  const int32_t bs = e->lim.block_size, W = c->sliding_window;
+  int32_t sliding_layers = 0;
+  for (int l = 0; l < c->num_layers; l++) sliding_layers += W > 0 && c->layer_sliding[l];
+  e->kv_split = sliding_layers > 0 && sliding_layers < c->num_layers && W < e->lim.max_positions &&
+                o->sliding_kv_in_main == 0;
+  const int32_t full_layers = e->kv_split ? c->num_layers - sliding_layers : c->num_layers;
+  for (int l = 0, nf = 0, nw = 0; l < c->num_layers; l++) {
+    e->kv_layer[l] = e->kv_split && c->layer_sliding[l] ? nw++ : nf++;
+  }
+  const size_t block_bytes = rill_kv_block_bytes(full_layers, bs, c->num_kv_heads, c->head_dim, kv_bf16);
+  const size_t win_block_bytes =
+      e->kv_split ? rill_kv_block_bytes(sliding_layers, bs, c->num_kv_heads, c->head_dim, kv_bf16) : 0;
+  const int64_t per_seq = (e->lim.max_positions + bs - 1) / bs;
+  int64_t win_blocks = 0;
+  if (e->kv_split) {
+    win_blocks = o->num_sliding_blocks;
+    if (win_blocks == 0) {
+      win_blocks = (int64_t)e->lim.max_seqs * ((W + e->lim.max_drafts + bs - 1) / bs + 1) +
+                   (e->lim.max_batch_tokens + bs - 1) / bs;
+      if (win_blocks > (int64_t)e->lim.max_seqs * per_seq) win_blocks = (int64_t)e->lim.max_seqs * per_seq;
+    }
+  }
+  int64_t blocks = o->num_blocks;
+  if (blocks == 0) {
+    int64_t budget = o->kv_bytes;
+    if (budget == 0) {
+      long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+      int64_t quarter = pages > 0 && page > 0 ? (int64_t)pages * page / 4 : (int64_t)1 << 30;
+      int64_t want = (int64_t)e->lim.max_seqs * per_seq * (int64_t)block_bytes + win_blocks * (int64_t)win_block_bytes;
+      budget = want < quarter ? want : quarter;
+    }
+    if (e->kv_split && o->num_sliding_blocks == 0 && win_blocks * (int64_t)win_block_bytes > budget / 2) {
+      win_blocks = budget / 2 / (int64_t)win_block_bytes;
+    }
+    blocks = (budget - win_blocks * (int64_t)win_block_bytes) / (int64_t)block_bytes;
+    if (blocks > INT32_MAX / bs) blocks = INT32_MAX / bs;
+  }
+  if (blocks < 1) return set_global(RILL_ERR_INVALID_ARGUMENT, "kv_bytes: too small for one block of %zu bytes", block_bytes);
+  if (e->kv_split && win_blocks < 1) {
+    return set_global(RILL_ERR_INVALID_ARGUMENT, "kv_bytes: too small for one sliding-layer block of %zu bytes",
+                      win_block_bytes);
+  }
+  if (win_blocks > INT32_MAX / bs) win_blocks = INT32_MAX / bs;
+  e->lim.num_blocks = (int32_t)blocks;
+  e->lim.num_sliding_blocks = (int32_t)win_blocks;
+  e->lim.sliding_window = e->kv_split ? W : 0;
+  rill_status s = rill_kv_pool_create(&e->kv, full_layers, e->lim.num_blocks, bs, c->num_kv_heads, c->head_dim, kv_bf16);
+  if (s != RILL_OK) return set_global(s, "out of memory for a KV pool of %d blocks", e->lim.num_blocks);
+  if (e->kv_split) {
+    s = rill_kv_pool_create(&e->kv_win, sliding_layers, e->lim.num_sliding_blocks, bs, c->num_kv_heads, c->head_dim,
+                            kv_bf16);
+    if (s != RILL_OK) {
+      return set_global(s, "out of memory for a sliding-layer KV pool of %d blocks", e->lim.num_sliding_blocks);
+    }
+  }
+  return RILL_OK;
 }
 
 /* Loads the draft model with the target's pool geometry (same block ids and block size, same limits), so the step's
@@ -401,6 +454,10 @@ static rill_status attach_draft(rill_engine *e, const char *dir, const rill_opti
   rill_options d = *o;
   d.draft_model_dir = NULL;
   d.device = "cpu"; /* a draft beside a CUDA target runs on the host */
+  /* The main block tables list every block of a context, so a draft keeps all its layers there: it then needs
+   * nothing of the sliding tables, whatever its own window. */
+  d.sliding_kv_in_main = 1;
+  d.num_sliding_blocks = 0;
   d.block_size = e->lim.block_size;
   d.num_blocks = e->lim.num_blocks;
   d.max_model_len = e->lim.max_positions;
@@ -461,7 +518,8 @@ static rill_status check_batch(rill_engine *e, const rill_step_batch *b) {
     snprintf(e->err, sizeof e->err, "batch: NULL");
     return RILL_ERR_INVALID_ARGUMENT;
   }
-  return rill_validate_batch(b, &e->lim, e->err, sizeof e->err);
+  rill_status s = rill_validate_batch(b, &e->lim, e->err, sizeof e->err);
+  return s != RILL_OK ? s : rill_validate_sliding_tables(b, &e->lim, e->err, sizeof e->err);
 }
 
 RILL_API rill_status rill_step(rill_engine *e, const rill_step_batch *b, rill_step_result *r) {

@@ -24,7 +24,12 @@
 struct rill_engine {
   rill_model_config cfg;
   rill_model_weights w;
-  rill_kv_pool kv;
+  rill_kv_pool kv;     /* every layer, or with a split only the full-attention layers */
+  rill_kv_pool kv_win; /* the sliding layers when the engine splits (info.sliding_window > 0; empty otherwise),
+                          addressed by the batch's sliding_block_tables */
+  /* Layer l's KV is layer kv_layer[l] of kv_win when kv_split and cfg.layer_sliding[l], else of kv. */
+  int32_t kv_layer[RILL_MAX_TYPED_LAYERS];
+  int kv_split;
   rill_pool *pool;
   const rill_kernels *k;
   rill_limits lim;
@@ -37,6 +42,7 @@ struct rill_engine {
   float *rope_cos, *rope_sin; /* [T × head_dim / 2] */
   int64_t *slot_block;        /* [T] block id of the token's KV slot */
   int32_t *slot_in_block;     /* [T] */
+  int64_t *slot_win_block;    /* [T] with a split: block id of the token's slot in the sliding pool */
   int32_t *tok_seq;           /* [T] the sequence each token belongs to */
   int8_t *xq;                 /* int8 activations, [T × widest row in blocks × 32] */
   float *xs;                  /* their scales */

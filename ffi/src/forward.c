@@ -156,7 +156,11 @@ static void qkv_task(void *ctx, int64_t task, int thread) {
   const rill_model_config *c = &e->cfg;
   const int D = c->head_dim, half = D / 2, NH = c->num_heads, KH = c->num_kv_heads;
   int t0 = (int)task * TOKENS_PER_TASK, t1 = t0 + TOKENS_PER_TASK < j->T ? t0 + TOKENS_PER_TASK : j->T;
+  const int win = e->kv_split && c->layer_sliding[j->layer];
+  const rill_kv_pool *kv = win ? &e->kv_win : &e->kv;
+  const int32_t layer = e->kv_layer[j->layer];
   for (int t = t0; t < t1; t++) {
+    const int32_t block = (int32_t)(win ? e->slot_win_block[t] : e->slot_block[t]);
     float *q = e->qkv + (size_t)t * (size_t)e->qkv_dim;
     float *k = q + (size_t)NH * D, *v = k + (size_t)KH * D;
     if (j->L->qkv_bias != NULL) {
@@ -172,8 +176,7 @@ static void qkv_task(void *ctx, int64_t task, int thread) {
       float *kh = k + (size_t)h * D;
       if (j->L->k_norm != NULL) rill_rms_norm(kh, j->L->k_norm, D, c->rms_norm_eps, kh);
       rill_rope_apply(kh, half, cs, sn);
-      size_t tile = rill_kv_tile(&e->kv, j->layer, (int32_t)e->slot_block[t], h);
-      rill_kv_store(&e->kv, tile, e->slot_in_block[t], kh, v + (size_t)h * D);
+      rill_kv_store(kv, rill_kv_tile(kv, layer, block, h), e->slot_in_block[t], kh, v + (size_t)h * D);
     }
   }
 }
@@ -195,14 +198,19 @@ typedef struct attn_job {
 static void attn_task(void *ctx, int64_t task, int thread) {
   const attn_job *j = ctx;
   rill_engine *e = j->e;
-  const rill_kv_pool *kv = &e->kv;
   const rill_model_config *c = &e->cfg;
+  const int win = e->kv_split && c->layer_sliding[j->layer];
+  const rill_kv_pool *kv = win ? &e->kv_win : &e->kv;
+  const int32_t layer = e->kv_layer[j->layer];
   const int D = c->head_dim, NH = c->num_heads, KH = c->num_kv_heads, G = NH / KH;
   const int bs = kv->block_size;
   int t = (int)(task / KH), kh = (int)(task % KH);
   int s = e->tok_seq[t];
   const int n = j->b->positions[t] + 1;
-  const int32_t *table = j->b->block_tables + (size_t)s * (size_t)j->b->block_table_stride;
+  /* A sliding layer's blocks before the window may be gone from its table (validated: those from the first block
+   * holding a position of the window on are in the pool). */
+  const int32_t *table = (win ? j->b->sliding_block_tables : j->b->block_tables) +
+                         (size_t)s * (size_t)j->b->block_table_stride;
   const float *q = e->qkv + (size_t)t * (size_t)e->qkv_dim + (size_t)kh * G * D;
   float *scores = e->att_scratch + (size_t)thread * e->att_scratch_stride; /* G rows of n */
   float *acc = scores + (size_t)G * (size_t)e->lim.max_positions;           /* G rows of D */
@@ -211,7 +219,7 @@ static void attn_task(void *ctx, int64_t task, int thread) {
   const int first = j->window > 0 && n > j->window ? n - j->window : 0, b0 = first / bs;
   for (int b = b0; b * bs < n; b++) {
     int cnt = n - b * bs < bs ? n - b * bs : bs;
-    size_t tile = rill_kv_tile(kv, j->layer, table[b], kh);
+    size_t tile = rill_kv_tile(kv, layer, table[b], kh);
     if (kv->bf16) {
       e->k->attn_scores_bf16(q, G, D, (const uint16_t *)kv->k + tile, bs, cnt, scale, scores + (size_t)b * bs, lds);
     } else {
@@ -236,7 +244,7 @@ static void attn_task(void *ctx, int64_t task, int thread) {
   memset(acc, 0, (size_t)G * D * sizeof(float));
   for (int b = b0; b * bs < n; b++) {
     int cnt = n - b * bs < bs ? n - b * bs : bs;
-    size_t tile = rill_kv_tile(kv, j->layer, table[b], kh);
+    size_t tile = rill_kv_tile(kv, layer, table[b], kh);
     if (kv->bf16) {
       e->k->attn_values_bf16(scores + (size_t)b * bs, lds, G, (const uint16_t *)kv->v + tile, cnt, D, acc);
     } else {
@@ -322,6 +330,7 @@ rill_status rill_forward(rill_engine *e, const rill_step_batch *b, rill_rows mod
       e->tok_seq[t] = s;
       e->slot_block[t] = table[p / bs];
       e->slot_in_block[t] = p % bs;
+      e->slot_win_block[t] = e->kv_split ? b->sliding_block_tables[(size_t)s * (size_t)b->block_table_stride + p / bs] : -1;
     }
   }
   for (int t = 0; t < T; t++) {

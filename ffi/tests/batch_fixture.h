@@ -79,6 +79,8 @@ static inline rill_step_batch fixture_batch(fixture *f) {
   b.draft_counts = f->draft_counts;
   b.sample_flags = f->sample_flags;
   b.block_tables = f->block_tables;
+  /* Models with a sliding-layer pool read the same ids there (engines for these batches size it like the main one). */
+  b.sliding_block_tables = f->block_tables;
   b.temperature = f->temperature;
   b.top_p = f->top_p;
   b.top_k = f->top_k;
@@ -103,7 +105,7 @@ static inline rill_step_batch fixture_batch(fixture *f) {
 /* Limits that the fixture's defaults satisfy. */
 static inline rill_limits fixture_limits(int32_t vocab_size) {
   rill_limits lim = {vocab_size, FX_STRIDE * FX_BLOCK, FX_BLOCK, FX_MAX_SEQS * FX_STRIDE, FX_MAX_TOKENS,
-                     FX_MAX_SEQS, 8, 20};
+                     FX_MAX_SEQS, 8, 20, 0, 0};
   return lim;
 }
 

@@ -322,7 +322,7 @@ static logical g_logical;
 
 /* Direct validation: corrupted batches are always rejected with a message; garbage never crashes. */
 static void fuzz_validate(int rounds) {
-  const rill_limits lim = {200, 64, 8, 40, 48, 6, 3, 4};
+  const rill_limits lim = {200, 64, 8, 40, 48, 6, 3, 4, 0, 0};
   char err[256];
   int corrupted = 0, corrupted_rejected = 0, corrupted_with_message = 0, valid_ok = 0, valid = 0;
   int garbage_rejected = 0, garbage_silent = 0;
@@ -384,7 +384,8 @@ static void fuzz_engine(int rounds) {
   rill_info info;
   CHECK(rill_engine_info(e, &info) == RILL_OK);
   const rill_limits lim = {info.vocab_size, info.max_positions, info.block_size, info.num_blocks,
-                           info.max_batch_tokens, info.max_seqs, info.max_drafts, info.max_top_logprobs};
+                           info.max_batch_tokens, info.max_seqs, info.max_drafts, info.max_top_logprobs, info.sliding_window,
+                           info.num_sliding_blocks};
   const int32_t K1 = lim.max_drafts + 1, L = lim.max_top_logprobs;
   int32_t *counts = calloc((size_t)CAP, sizeof(int32_t)), *tokens = calloc((size_t)CAP * K1, sizeof(int32_t));
   float *lps = calloc((size_t)CAP * K1, sizeof(float));

@@ -12,7 +12,11 @@
  *    without truncate the bounds round out to 8 and 18;
  *  - the engine on tests/fixtures/checkpoints/gptoss-bf16 (sliding window 20, KV blocks of 16): a sequence's logits
  *    are bitwise the same alone, batched with others (other tokens routed to the same experts), fed in chunks across
- *    block boundaries, token by token, and after a prefix hit on another sequence's blocks.
+ *    block boundaries, token by token, and after a prefix hit on another sequence's blocks;
+ *  - the sliding layers' own pool (bounded by the window): with a ring of 3 blocks per sequence (block j in slot
+ *    j mod 3, blocks out of the window given as -1) the logits are bitwise those of the whole-context pool, one-shot,
+ *    token by token, in chunks, after prefix hits (with and without the blocks before the window), recomputed into
+ *    other blocks (preemption), batched; bad second tables are one-line errors.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -471,6 +475,170 @@ out:
   rill_engine_destroy(e);
 }
 
+/* ---- the sliding layers' pool ---- */
+
+static rill_engine *open_bounded(int in_main, int32_t sliding_blocks) {
+  rill_options o = {0};
+  o.threads = 2;
+  o.block_size = 16;
+  o.num_blocks = 64;
+  o.max_batch_tokens = 256;
+  o.num_sliding_blocks = sliding_blocks;
+  o.sliding_kv_in_main = in_main;
+  rill_engine *e = NULL;
+  rill_status s = rill_engine_create(DIR, &o, &e);
+  CHECK_MSG(s == RILL_OK, "create: %s", rill_global_error());
+  return e;
+}
+
+/* Sliding table of a ring of 3 slots from `base` for a sequence whose fed tokens start at p0 and end before ctx:
+ * blocks out of every fed token's window are -1. */
+static void ring_table(int32_t *row, int base, int p0, int ctx) {
+  const int from = p0 - 20 + 1 > 0 ? (p0 - 20 + 1) / 16 : 0;
+  for (int j = 0; j < MB_STRIDE; j++) row[j] = j >= from && j * 16 < ctx ? base + j % 3 : -1;
+}
+
+/* Logits of one sequence's tokens[0..n) fed from `first` with main table `table` and sliding row `srow`. */
+static rill_status forward2(rill_engine *e, const int32_t *toks, int n, int first, const int32_t *table,
+                            const int32_t *srow, float *out) {
+  model_batch mb;
+  mb_init(&mb);
+  mb_add(&mb, 1, toks, n, first, table, (first + n + 15) / 16, 1, 0);
+  rill_step_batch b = mb_batch(&mb);
+  b.sliding_block_tables = srow;
+  return rill_forward_logits(e, &b, out);
+}
+
+static void expect_table_error(rill_engine *e, const int32_t *toks, int n, int first, const int32_t *table,
+                               const int32_t *srow, const char *what, const char *want) {
+  static float sink[LEN * V];
+  rill_status s = forward2(e, toks, n, first, table, srow, sink);
+  const char *msg = rill_last_error(e);
+  CHECK_MSG(s == RILL_ERR_INVALID_ARGUMENT && strstr(msg, want) != NULL && strchr(msg, '\n') == NULL,
+            "%s: status %d, message \"%s\" (want \"%s\")", what, s, msg, want);
+  printf("%s -> %s\n", what, msg);
+}
+
+static void check_bounded_kv(void) {
+  rill_engine *whole = open_bounded(1, 0), *ring = open_bounded(0, 9);
+  if (whole == NULL || ring == NULL) goto out;
+  rill_info wi, ri;
+  CHECK(rill_engine_info(whole, &wi) == RILL_OK && rill_engine_info(ring, &ri) == RILL_OK);
+  CHECK_MSG(wi.sliding_window == 0 && wi.num_sliding_blocks == 0 && wi.sliding_kv_bytes == 0,
+            "sliding layers kept in the main pool report no second pool");
+  CHECK_MSG(ri.sliding_window == 20 && ri.num_sliding_blocks == 9 && ri.num_blocks == 64,
+            "second pool: window %d, %d blocks", ri.sliding_window, ri.num_sliding_blocks);
+  /* One of the fixture's two layers slides: the main pool holds half the bytes per block, the ring 9 blocks of it. */
+  CHECK_MSG(ri.kv_bytes - ri.sliding_kv_bytes == wi.kv_bytes / 2 && ri.sliding_kv_bytes * 64 == wi.kv_bytes / 2 * 9,
+            "pool bytes: whole %lld, split %lld + %lld", (long long)wi.kv_bytes,
+            (long long)(ri.kv_bytes - ri.sliding_kv_bytes), (long long)ri.sliding_kv_bytes);
+
+  int32_t prompt[LEN], other[LEN];
+  for (int i = 0; i < LEN; i++) {
+    prompt[i] = (int32_t)(next_u32() % V);
+    other[i] = (int32_t)(next_u32() % V);
+  }
+  static const int32_t table_a[4] = {0, 1, 2, 3}, table_b[4] = {9, 4, 12, 7};
+  static float want[LEN * V], want_o[LEN * V], got[LEN * V], batch[2 * LEN * V];
+  static int32_t srow[MB_MAX_SEQS * MB_STRIDE];
+  if (!forward(whole, prompt, LEN, 0, table_a, want) || !forward(whole, other, LEN, 0, table_b, want_o)) goto out;
+
+  /* One-shot: every block is in the first token's window. */
+  ring_table(srow, 0, 0, LEN);
+  for (int j = 0; j < 4; j++) srow[j] = j;
+  CHECK(forward2(ring, prompt, LEN, 0, table_a, srow, got) == RILL_OK);
+  CHECK_MSG(memcmp(got, want, sizeof got) == 0, "bounded pool one-shot differs from the whole pool");
+
+  /* Token by token through a ring of 3 slots: block j + 3 overwrites block j once it left every window. */
+  for (int t = 0; t < LEN; t++) {
+    ring_table(srow, 3, t, t + 1);
+    if (forward2(ring, prompt + t, 1, t, table_b, srow, got + (size_t)t * V) != RILL_OK) {
+      CHECK_MSG(0, "decode %d: %s", t, rill_last_error(ring));
+      goto out;
+    }
+  }
+  CHECK_MSG(memcmp(got, want, sizeof got) == 0, "ring decode differs from the whole pool");
+
+  /* Chunked prefill across window and block boundaries, in the ring at slots 6..8. */
+  static const int chunks[] = {5, 13, 3, 16, 16};
+  int p = 0;
+  for (size_t k = 0; k < sizeof chunks / sizeof chunks[0] && p < LEN; k++) {
+    int m = LEN - p < chunks[k] ? LEN - p : chunks[k];
+    ring_table(srow, 6, p, p + m);
+    if (forward2(ring, prompt + p, m, p, table_a, srow, got + (size_t)p * V) != RILL_OK) {
+      CHECK_MSG(0, "chunk at %d: %s", p, rill_last_error(ring));
+      goto out;
+    }
+    p += m;
+  }
+  CHECK_MSG(memcmp(got, want, sizeof got) == 0, "ring chunked prefill differs from the whole pool");
+
+  /* Prefix hits: the prompt one-shot into slots 0..3, then a second sequence sharing 32 tokens reuses sliding blocks
+   * 0 and 1 (its first fed position 32 sees back to 13) and writes its own at 4, 5. */
+  for (int j = 0; j < MB_STRIDE; j++) srow[j] = j < 4 ? j : -1;
+  CHECK(forward2(ring, prompt, LEN, 0, table_a, srow, got) == RILL_OK);
+  const int32_t table_d[4] = {0, 1, 30, 31};
+  for (int j = 0; j < MB_STRIDE; j++) srow[j] = -1;
+  srow[0] = 0, srow[1] = 1, srow[2] = 4, srow[3] = 5;
+  CHECK(forward2(ring, prompt + 32, LEN - 32, 32, table_d, srow, got) == RILL_OK);
+  CHECK_MSG(memcmp(got, want + (size_t)32 * V, sizeof(float) * (LEN - 32) * V) == 0, "prefix hit of 32 differs");
+  /* A hit of 48: position 48 sees back to 29, so block 0 is not needed and given as -1. */
+  const int32_t table_e[4] = {0, 1, 2, 33};
+  srow[0] = -1, srow[1] = 1, srow[2] = 2, srow[3] = 8;
+  CHECK(forward2(ring, prompt + 48, LEN - 48, 48, table_e, srow, got) == RILL_OK);
+  CHECK_MSG(memcmp(got, want + (size_t)48 * V, sizeof(float) * (LEN - 48) * V) == 0, "prefix hit of 48 differs");
+
+  /* Preemption: the sequence is recomputed from scratch into other blocks, in chunks of 21 and 32. */
+  static const int32_t table_f[4] = {40, 41, 42, 43};
+  ring_table(srow, 5, 0, 21);
+  srow[0] = 5, srow[1] = 6;
+  CHECK(forward2(ring, prompt, 21, 0, table_f, srow, got) == RILL_OK);
+  ring_table(srow, 5, 21, LEN);
+  srow[0] = 5, srow[1] = 6, srow[2] = 7, srow[3] = 8;
+  CHECK(forward2(ring, prompt + 21, LEN - 21, 21, table_f, srow, got + (size_t)21 * V) == RILL_OK);
+  CHECK_MSG(memcmp(got, want, sizeof got) == 0, "recompute after preemption differs");
+
+  /* Batched: two sequences decoding their last token, each with its own ring, as alone. */
+  model_batch mb;
+  mb_init(&mb);
+  mb_add(&mb, 1, prompt, LEN, 0, table_a, 4, 1, 0);
+  mb_add(&mb, 2, other, LEN, 0, table_b, 4, 1, 0);
+  rill_step_batch b = mb_batch(&mb);
+  for (int j = 0; j < 2 * MB_STRIDE; j++) srow[j] = -1;
+  for (int j = 0; j < 4; j++) srow[j] = j, srow[MB_STRIDE + j] = 8 - j; /* slots 8, 7, 6, 5 */
+  b.sliding_block_tables = srow;
+  CHECK(rill_forward_logits(ring, &b, batch) == RILL_OK);
+  CHECK_MSG(memcmp(batch, want, sizeof want) == 0 && memcmp(batch + (size_t)LEN * V, want_o, sizeof want_o) == 0,
+            "batched in the bounded pool differs from alone in the whole pool");
+
+  /* Bad second tables: one-line errors naming the field. */
+  ring_table(srow, 0, 40, 41);
+  expect_table_error(ring, prompt + 40, 1, 40, table_a, NULL, "no sliding table", "sliding_block_tables: NULL");
+  srow[2] = 9;
+  expect_table_error(ring, prompt + 40, 1, 40, table_a, srow, "sliding block out of range",
+                     "sliding_block_tables[0][2] = 9 is outside the sliding pool 0..8");
+  ring_table(srow, 0, 40, 41);
+  srow[1] = -1; /* position 40 sees back to 21, in block 1 */
+  expect_table_error(ring, prompt + 40, 1, 40, table_a, srow, "needed block missing",
+                     "sliding_block_tables[0][1] = -1 is outside the sliding pool");
+  ring_table(srow, 0, 40, 41);
+  srow[0] = -7; /* out of the window: never read */
+  CHECK_MSG(forward2(ring, prompt + 40, 1, 40, table_a, srow, got) == RILL_OK, "an entry before the window is read");
+  /* The sliding layer reads the second table: block 1 of another sequence's content in the window changes logits. */
+  ring_table(srow, 0, 40, 41);
+  for (int j = 0; j < 4; j++) srow[j] = j;
+  CHECK(forward2(ring, prompt, LEN, 0, table_a, srow, got) == RILL_OK);
+  srow[1] = 7; /* slot 7 holds the other sequence's block 1 (batched step above) */
+  CHECK(forward2(ring, prompt + 40, 1, 40, table_a, srow, got) == RILL_OK);
+  CHECK_MSG(memcmp(got, want + (size_t)40 * V, sizeof(float) * V) != 0, "the sliding table is not what is read");
+  /* A model without a second pool ignores the table. */
+  CHECK(forward2(whole, prompt + 40, 1, 40, table_a, NULL, got) == RILL_OK);
+  CHECK_MSG(memcmp(got, want + (size_t)40 * V, sizeof(float) * V) == 0, "whole pool without a sliding table");
+out:
+  rill_engine_destroy(whole);
+  rill_engine_destroy(ring);
+}
+
 int main(void) {
   const rill_kernels *sets[3] = {rill_kernels_select("portable"), rill_kernels_select("avx2"),
                                  rill_kernels_select(NULL)};
@@ -491,6 +659,7 @@ int main(void) {
   check_bad_checkpoints();
   check_release_yarn();
   check_engine();
+  check_bounded_kv();
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmp_root);
   CHECK(system(cmd) == 0);

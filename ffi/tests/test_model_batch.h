@@ -72,6 +72,8 @@ static inline rill_step_batch mb_batch(model_batch *m) {
   b.draft_counts = m->draft_counts;
   b.sample_flags = m->sample_flags;
   b.block_tables = m->block_tables;
+  /* Models with a sliding-layer pool read the same ids there (the tests size that pool at least as large). */
+  b.sliding_block_tables = m->block_tables;
   b.temperature = m->temperature;
   b.top_p = m->top_p;
   b.top_k = m->top_k;

@@ -343,14 +343,19 @@ function simulate(
     drafts: number;
     prefix: boolean;
     keyBits: number;
+    /** A sliding-window pool (0: none): its KV is simulated too, and every fed token's window checked in it. */
+    window?: number;
+    slidingBlocks?: number;
   },
 ) {
   const maxModelLen = 24;
+  const W = cfg.window ?? 0;
   const bm = new BlockManager({
     numBlocks: cfg.numBlocks,
     blockSize: cfg.blockSize,
     enablePrefixCache: cfg.prefix,
     keyBits: cfg.keyBits,
+    ...(W > 0 ? { slidingWindow: W, numSlidingBlocks: cfg.slidingBlocks ?? 0 } : {}),
   });
   const s = new Scheduler<Seq>({
     maxNumSeqs: cfg.maxNumSeqs,
@@ -362,6 +367,12 @@ function simulate(
   const slot = (seq: Seq, p: number) =>
     bm.blockTable(seq.id)[Math.floor(p / cfg.blockSize)]! * cfg.blockSize +
     (p % cfg.blockSize);
+  const kvw = new Int32Array((cfg.slidingBlocks ?? 0) * cfg.blockSize).fill(-1);
+  const slotW = (seq: Seq, p: number) => {
+    const b = bm.slidingBlockTable(seq.id)[Math.floor(p / cfg.blockSize)]!;
+    assert.ok(b >= 0, `seq ${seq.id}: no sliding block for position ${p}`);
+    return b * cfg.blockSize + (p % cfg.blockSize);
+  };
   const seqs = reqs.map((r, i) => new Seq(i + 1, r.prompt, r.maxTokens, maxModelLen));
   const finished = new Set<Seq>();
   const outputs = new Map<number, number[]>();
@@ -412,6 +423,14 @@ function simulate(
     }
     assert.equal(bm.numUsedBlocks, holders.size);
     assert.equal(bm.numUsedBlocks + bm.numFreeBlocks, cfg.numBlocks);
+    if (W > 0) {
+      assert.equal(bm.numUsedSlidingBlocks + bm.numFreeSlidingBlocks, cfg.slidingBlocks);
+      // Between steps a sequence holds its window's blocks and those past its computed length, no more.
+      for (const seq of s.running) {
+        const from = Math.floor(Math.max(0, seq.computedLength - W + 1) / cfg.blockSize);
+        assert.equal(bm.slidingBlocksHeld(seq.id), bm.blockTable(seq.id).length - from, `seq ${seq.id} sliding`);
+      }
+    }
     // "Run" the step: check the cached prefix, write fed tokens, sample.
     for (const e of plan.entries) {
       const seq = e.seq;
@@ -421,6 +440,12 @@ function simulate(
       for (let p = 0; p < e.start; p++) assert.equal(kv[slot(seq, p)], seq.tokens[p], `seq ${seq.id} KV at ${p}`);
       const fed = [...seq.tokens.subarray(e.start, e.start + e.count), ...(drafts.get(seq) ?? []).slice(0, e.drafts)];
       fed.forEach((t, i) => kv[slot(seq, e.start + i)] = t);
+      if (W === 0) continue;
+      // The first fed token's window (the later ones' start later) holds the sequence's tokens in the sliding pool.
+      for (let p = Math.max(0, e.start - W + 1); p < e.start; p++) {
+        assert.equal(kvw[slotW(seq, p)], seq.tokens[p], `seq ${seq.id} sliding KV at ${p}`);
+      }
+      fed.forEach((t, i) => kvw[slotW(seq, e.start + i)] = t);
     }
     for (const e of plan.entries) {
       const seq = e.seq;
@@ -455,6 +480,7 @@ function simulate(
   }
   assert.ok(finished.size === seqs.length, `all requests finish (stuck after ${step} steps)`);
   assert.equal(bm.numUsedBlocks, 0);
+  assert.equal(bm.numUsedSlidingBlocks, 0);
   return { outputs, preemptions, hits: bm.hitTokens };
 }
 
@@ -499,6 +525,55 @@ Deno.test("scheduler: random workloads finish with reference outputs under preem
       });
     }),
     { numRuns: 400 },
+  );
+  assert.ok(preempted > 0, "the fuzz reached preemption");
+  assert.ok(hits > 0, "the fuzz reached prefix hits");
+});
+
+Deno.test("scheduler: with a sliding-window pool, every fed token's window is in it under preemption, prefix hits and drafts (fuzz)", () => {
+  let preempted = 0;
+  let hits = 0;
+  const token = fc.integer({ min: 1, max: 3 });
+  const req = fc.record({
+    prefix: fc.nat(2),
+    tail: fc.array(token, { minLength: 1, maxLength: 8 }),
+    maxTokens: fc.integer({ min: 1, max: 10 }),
+    arrive: fc.nat(6),
+    abortAt: fc.option(fc.nat(30), { nil: undefined }),
+  });
+  const cfg = fc.record({
+    blockSize: fc.integer({ min: 1, max: 5 }),
+    extraBlocks: fc.nat(6),
+    budget: fc.integer({ min: 4, max: 24 }),
+    maxNumSeqs: fc.integer({ min: 1, max: 4 }),
+    drafts: fc.nat(3),
+    prefix: fc.boolean(),
+    keyBits: fc.constantFrom(0, 2, 53),
+    window: fc.integer({ min: 1, max: 12 }),
+    extraSliding: fc.nat(5),
+  });
+  fc.assert(
+    fc.property(fc.array(req, { minLength: 1, maxLength: 8 }), cfg, (raw, c) => {
+      const prefixes = [[], [1, 2, 3, 1, 2], [1, 2, 3, 3, 3, 1, 1]];
+      const reqs: Req[] = raw.map((r) => ({
+        prompt: [...prefixes[r.prefix]!, ...r.tail],
+        maxTokens: Math.min(r.maxTokens, 24 - prefixes[r.prefix]!.length - r.tail.length),
+        arrive: r.arrive,
+        abortAt: r.abortAt,
+      }));
+      const numBlocks = Math.ceil(24 / c.blockSize) + c.extraBlocks;
+      const budget = Math.max(c.budget, c.maxNumSeqs);
+      const slidingBlocks = Math.ceil(c.window / c.blockSize) + 1 + c.extraSliding;
+      const out = simulate(reqs, { ...c, numBlocks, budget, slidingBlocks });
+      preempted += out.preemptions;
+      hits += out.hits;
+      reqs.forEach((r, i) => {
+        const got = out.outputs.get(i + 1);
+        if (got !== undefined) assert.deepEqual(got, reference(r), `request ${i + 1}`);
+        else assert.ok(r.abortAt !== undefined, `request ${i + 1} finished without output`);
+      });
+    }),
+    { numRuns: 300 },
   );
   assert.ok(preempted > 0, "the fuzz reached preemption");
   assert.ok(hits > 0, "the fuzz reached prefix hits");

@@ -40,6 +40,37 @@ Deno.test("native: a malformed batch is rejected with an Error naming the field,
   }
 });
 
+Deno.test("native gpt-oss: a missing, short or wrong sliding block table is an Error naming it", async () => {
+  const backend = await NativeBackend.create(`${ROOT}tests/fixtures/checkpoints/gptoss-bf16`, {
+    threads: 1,
+    maxSeqs: 2,
+    maxBatchTokens: 64,
+    numBlocks: 16,
+    numSlidingBlocks: 8,
+  });
+  try {
+    const good = () => prefillBatch(backend.info, [{ seqId: 1, tokens: Array.from({ length: 40 }, (_, i) => i) }]);
+    const result = resultBuffers(backend.info, 1);
+    const { slidingBlockTables: _, ...missing } = good();
+    await assert.rejects(backend.step(missing, result), /sliding_block_tables: NULL/);
+    const short = { ...good(), slidingBlockTables: new Int32Array(2) };
+    await assert.rejects(backend.step(short, result), /slidingBlockTables has 2 entries, needs 3/);
+    const outside = good();
+    outside.slidingBlockTables![1] = 8;
+    await assert.rejects(
+      backend.step(outside, result),
+      /sliding_block_tables\[0\]\[1\] = 8 is outside the sliding pool/,
+    );
+    const gone = good();
+    gone.slidingBlockTables![0] = -1; // position 0 is in the window of the first fed position
+    await assert.rejects(backend.step(gone, result), /sliding_block_tables\[0\]\[0\] = -1/);
+    await backend.step(good(), result);
+    assert.equal(result.counts[0], 1);
+  } finally {
+    await backend.close();
+  }
+});
+
 Deno.test("native: a model directory that cannot load is an Error naming it", async () => {
   const dir = await Deno.makeTempDir({ prefix: "rill-bad-model-" });
   try {

@@ -2,7 +2,9 @@
  * gpt-oss under the engine's paging (tests/fixtures/checkpoints/gptoss-bf16: a sliding window of 20 positions on
  * layer 0, KV blocks of 16): prompts sharing a 37-token prefix hit the prefix cache, a token budget of 24 chunks the
  * prefills, and a pool of 14 blocks preempts and recomputes sequences — and every sequence's greedy and seeded tokens
- * and logprobs equal those of a roomy pool fed whole prompts with the cache off.
+ * and logprobs equal those of a roomy pool fed whole prompts with the cache off. The sliding layer keeps its KV in a
+ * pool of its own bounded by the window: with 4 blocks of it, sequences of 81 positions (6 blocks) still give the
+ * tokens of an engine keeping that layer's whole context in the main pool.
  */
 import assert from "node:assert/strict";
 import type { EngineChunk, SamplingParams, TokenLogprob } from "../../engine/engine.ts";
@@ -33,8 +35,18 @@ async function collect(stream: ReadableStream<EngineChunk>): Promise<Run> {
   return run;
 }
 
-async function open(numBlocks: number, options: Partial<EngineOptions>): Promise<LlmEngine> {
-  const backend = await NativeBackend.create(DIR, { threads: 2, maxSeqs: 8, maxBatchTokens: 256, numBlocks });
+async function open(
+  numBlocks: number,
+  options: Partial<EngineOptions>,
+  sliding: { numSlidingBlocks?: number; slidingKvInMain?: boolean } = {},
+): Promise<LlmEngine> {
+  const backend = await NativeBackend.create(DIR, {
+    threads: 2,
+    maxSeqs: 8,
+    maxBatchTokens: 256,
+    numBlocks,
+    ...sliding,
+  });
   return createEngine(backend, { tokenizer: new ToyTokenizer(), maxNumSeqs: 8, maxModelLen: 128, ...options });
 }
 
@@ -90,5 +102,36 @@ Deno.test("native gpt-oss: prefix hits, chunked prefill and preemption give the 
     await roomy.close();
     await cached.close();
     await tight.close();
+  }
+});
+
+Deno.test("native gpt-oss: a sliding pool of 4 blocks serves 81-position sequences with the whole-pool tokens", async () => {
+  const whole = await NativeBackend.create(DIR, { threads: 2, numBlocks: 64, slidingKvInMain: true });
+  const bounded = await NativeBackend.create(DIR, { threads: 2, numBlocks: 64, numSlidingBlocks: 4 });
+  try {
+    assert.equal(whole.info.slidingWindow, 0);
+    assert.equal(bounded.info.slidingWindow, 20);
+    assert.equal(bounded.info.numSlidingBlocks, 4);
+    // One of two layers slides: the main pool holds half of each block, the sliding pool 4 blocks of that half.
+    assert.equal(bounded.info.kvBytes - bounded.info.slidingKvBytes, whole.info.kvBytes / 2);
+    assert.equal(bounded.info.slidingKvBytes, (whole.info.kvBytes / 2) * 4 / 64);
+  } finally {
+    await whole.close();
+    await bounded.close();
+  }
+  const reference = await open(256, { enablePrefixCache: false }, { slidingKvInMain: true });
+  const small = await open(256, {}, { numSlidingBlocks: 4 });
+  try {
+    const want = await runAll(reference, false);
+    const got = await runAll(small, false);
+    for (let i = 0; i < prompts.length; i++) {
+      assert.deepEqual(got[i]!.tokens, want[i]!.tokens, `bounded sliding pool, prompt ${i}`);
+      assert.deepEqual(got[i]!.logprobs, want[i]!.logprobs, `bounded sliding pool, prompt ${i} logprobs`);
+      assert.equal(got[i]!.tokens.length, 40);
+    }
+    assert.ok(small.metrics().preemptions > 0, "the sliding pool ran short and preempted");
+  } finally {
+    await reference.close();
+    await small.close();
   }
 });

@@ -41,6 +41,8 @@ export function prefillBatch(info: BackendInfo, seqs: readonly PrefillSeq[], fir
     contextLens,
     blockTables,
     blockTableStride: stride,
+    // A model with a sliding-layer pool: the same ids there (the library sizes that pool for every prefill here).
+    ...(info.slidingWindow !== undefined && info.slidingWindow > 0 ? { slidingBlockTables: blockTables.slice() } : {}),
     ...neutralStepFields(B),
   };
 }

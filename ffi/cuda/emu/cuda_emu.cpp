@@ -303,6 +303,12 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind 
   return cudaSuccess;
 }
 
+cudaError_t cudaMemset(void *dst, int value, size_t bytes) {
+  if (const cudaError_t e = unsafe_call(); e != cudaSuccess) return e;
+  if (bytes > 0) memset(dst, value, bytes);
+  return cudaSuccess;
+}
+
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t s) {
   (void)kind;
   if (s != nullptr && s->capturing) {
