@@ -11,6 +11,7 @@
 #include "check.h"
 #include "cpu/kernels.h"
 #include "matrix.h"
+#include "rms_norm.h"
 
 static uint32_t rng = 12345;
 static float frand(void) {
@@ -298,6 +299,26 @@ static void check_softmax(const rill_kernels *k) {
   }
 }
 
+/* RMSNorm against float64 on lengths around its 4-term step, written in place as the forward pass does. */
+static void check_rms_norm(void) {
+  static const int widths[] = {1, 3, 4, 5, 8, 192, 897};
+  static float x[897], w[897], ref_in[897];
+  for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++) {
+    const int n = widths[i];
+    double ss = 0.0;
+    for (int c = 0; c < n; c++) {
+      ref_in[c] = x[c] = 3.0f * frand();
+      w[c] = frand();
+      ss += (double)x[c] * x[c];
+    }
+    rill_rms_norm(x, w, n, 1e-5f, x);
+    const double inv = 1.0 / sqrt(ss / n + 1e-5);
+    double worst = 0.0;
+    for (int c = 0; c < n; c++) worst = fmax(worst, fabs((double)x[c] - (double)w[c] * ref_in[c] * inv));
+    CHECK_MSG(worst <= 1e-6, "rms_norm n %d: err %g", n, worst);
+  }
+}
+
 int main(void) {
   /* The selected tables, plus the non-VNNI variants of the wider ones where this processor runs them. */
   const rill_kernels *sets[5] = {rill_kernels_select("portable"), rill_kernels_select("avx2"),
@@ -337,5 +358,6 @@ int main(void) {
   CHECK_NEAR(sc[1], 0.5 / 127.0, 1e-9);
   check_f16();
   check_q8_row();
+  check_rms_norm();
   return check_summary();
 }
