@@ -295,18 +295,7 @@ static void attn_task(void *ctx, int64_t task, int thread) {
       kk->attn_scores_f32(q, G, D, (const float *)kv->k + tile + s0, bs, cnt, scale, dst, lds);
     }
   }
-  for (int g = 0; g < G; g++) {
-    float *sc = scores + (size_t)g * lds;
-    float mx = sc[0];
-    for (int p = 1; p < n; p++) mx = sc[p] > mx ? sc[p] : mx;
-    double sum = 0.0;
-    for (int p = 0; p < n; p++) {
-      sc[p] = expf(sc[p] - mx);
-      sum += sc[p];
-    }
-    float inv = (float)(1.0 / sum);
-    for (int p = 0; p < n; p++) sc[p] *= inv;
-  }
+  for (int g = 0; g < G; g++) kk->softmax(scores + (size_t)g * lds, n, -INFINITY);
   memset(acc, 0, (size_t)G * D * sizeof(float));
   for (int b = 0; b * bs <= pos; b++) {
     const int s0 = b == 0 ? 1 : 0, end = pos - b * bs + 1 < bs ? pos - b * bs + 1 : bs, cnt = end - s0;

@@ -228,18 +228,8 @@ static void attn_task(void *ctx, int64_t task, int thread) {
   }
   for (int g = 0; g < G; g++) {
     float *sc = scores + (size_t)g * lds;
-    float mx = sc[first];
-    for (int p = first + 1; p < n; p++) mx = sc[p] > mx ? sc[p] : mx;
-    const float sink = j->sinks != NULL ? j->sinks[kh * G + g] : -INFINITY;
-    mx = sink > mx ? sink : mx;
-    double sum = j->sinks != NULL ? (double)expf(sink - mx) : 0.0;
     for (int p = b0 * bs; p < first; p++) sc[p] = 0.0f;
-    for (int p = first; p < n; p++) {
-      sc[p] = expf(sc[p] - mx);
-      sum += sc[p];
-    }
-    float inv = (float)(1.0 / sum);
-    for (int p = first; p < n; p++) sc[p] *= inv;
+    e->k->softmax(sc + first, n - first, j->sinks != NULL ? j->sinks[kh * G + g] : -INFINITY);
   }
   memset(acc, 0, (size_t)G * D * sizeof(float));
   for (int b = b0; b * bs < n; b++) {

@@ -2,8 +2,8 @@
 #ifndef RILL_RMS_NORM_H
 #define RILL_RMS_NORM_H
 
-/* out[i] = w[i] · x[i] / sqrt(mean(x²) + eps) over n values; the sum of squares is taken in double, in order, so a
- * row's result does not depend on who calls it. out may be x. */
+/* out[i] = w[i] · x[i] / sqrt(mean(x²) + eps) over n values; the sum of squares is taken in double in a fixed order
+ * (four interleaved partial sums), so a row's result does not depend on who calls it. out may be x. */
 void rill_rms_norm(const float *x, const float *w, int n, float eps, float *out);
 
 #endif /* RILL_RMS_NORM_H */

@@ -11,6 +11,7 @@
 #include "check.h"
 #include "cpu/kernels.h"
 #include "matrix.h"
+#include "rms_norm.h"
 
 static uint32_t rng = 12345;
 static float frand(void) {
@@ -271,6 +272,53 @@ static void check_silu_mul(const rill_kernels *k) {
   }
 }
 
+/* Softmax with and without a sink logit against float64, on lengths around the vector widths, with a wide score range
+ * (probabilities down to e^-60) and one position far below the rest (its probability underflows to 0); nothing is
+ * written past n. */
+static void check_softmax(const rill_kernels *k) {
+  static const int widths[] = {1, 2, 7, 8, 15, 16, 17, 33, 100, 1031};
+  static float s[1032], in[1031];
+  for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++) {
+    const int n = widths[i];
+    for (int sk = 0; sk < 3; sk++) {
+      /* No sink, a sink inside the scores' range, a sink above them all. */
+      const float sink = sk == 0 ? -INFINITY : sk == 1 ? 0.5f : 40.0f;
+      for (int c = 0; c < n; c++) in[c] = s[c] = 30.0f * frand();
+      if (n > 2) in[1] = s[1] = -200.0f;
+      s[n] = 12345.0f;
+      k->softmax(s, n, sink);
+      double mx = sink;
+      for (int c = 0; c < n; c++) mx = fmax(mx, (double)in[c]);
+      double sum = exp((double)sink - mx);
+      for (int c = 0; c < n; c++) sum += exp((double)in[c] - mx);
+      double worst = 0.0;
+      for (int c = 0; c < n; c++) worst = fmax(worst, fabs((double)s[c] - exp((double)in[c] - mx) / sum));
+      CHECK_MSG(worst <= 1e-6, "%s softmax n %d sink %g: err %g", k->isa, n, (double)sink, worst);
+      CHECK_MSG(s[n] == 12345.0f, "%s softmax n %d wrote past the end", k->isa, n);
+    }
+  }
+}
+
+/* RMSNorm against float64 on lengths around its 4-term step, written in place as the forward pass does. */
+static void check_rms_norm(void) {
+  static const int widths[] = {1, 3, 4, 5, 8, 192, 897};
+  static float x[897], w[897], ref_in[897];
+  for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++) {
+    const int n = widths[i];
+    double ss = 0.0;
+    for (int c = 0; c < n; c++) {
+      ref_in[c] = x[c] = 3.0f * frand();
+      w[c] = frand();
+      ss += (double)x[c] * x[c];
+    }
+    rill_rms_norm(x, w, n, 1e-5f, x);
+    const double inv = 1.0 / sqrt(ss / n + 1e-5);
+    double worst = 0.0;
+    for (int c = 0; c < n; c++) worst = fmax(worst, fabs((double)x[c] - (double)w[c] * ref_in[c] * inv));
+    CHECK_MSG(worst <= 1e-6, "rms_norm n %d: err %g", n, worst);
+  }
+}
+
 int main(void) {
   /* The selected tables, plus the non-VNNI variants of the wider ones where this processor runs them. */
   const rill_kernels *sets[5] = {rill_kernels_select("portable"), rill_kernels_select("avx2"),
@@ -288,10 +336,14 @@ int main(void) {
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
       check_kernels(sets[s], shapes[i][0], shapes[i][1], shapes[i][2]);
     }
+    /* G, D, block size, n: grouped and ungrouped heads (one or two heads take partial sums in the vector tables),
+     * head widths off the 4-term and 16-lane steps, and D of 32 and 66 (one or two column chunks past a 64). */
     static const int att[][4] = {{1, 8, 4, 4}, {7, 64, 16, 16}, {7, 64, 16, 5}, {9, 24, 20, 17}, {4, 130, 32, 31},
-                                 {2, 16, 1, 1}, {12, 80, 16, 16}};
+                                 {2, 16, 1, 1}, {12, 80, 16, 16}, {1, 32, 16, 16}, {1, 32, 16, 7}, {1, 30, 16, 11},
+                                 {2, 66, 16, 15}, {1, 48, 16, 9}, {1, 3, 8, 5}};
     check_quantize(sets[s]);
     check_silu_mul(sets[s]);
+    check_softmax(sets[s]);
     for (size_t i = 0; i < sizeof att / sizeof att[0]; i++) check_attention(sets[s], att[i][0], att[i][1], att[i][2], att[i][3]);
   }
   /* Quantisation: zeros stay zero with scale 0; the largest magnitude maps to ±127. */
@@ -306,5 +358,6 @@ int main(void) {
   CHECK_NEAR(sc[1], 0.5 / 127.0, 1e-9);
   check_f16();
   check_q8_row();
+  check_rms_norm();
   return check_summary();
 }

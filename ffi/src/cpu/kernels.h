@@ -43,6 +43,10 @@ typedef struct rill_kernels {
   /* Values stored by slot (n rows of D): out[g·D + d] += Σ_j p[g · lds + j] · v[j·D + d], summed over j in order. */
   void (*attn_values_f32)(const float *p, size_t lds, int G, const float *v, int n, int D, float *out);
   void (*attn_values_bf16)(const float *p, size_t lds, int G, const uint16_t *v, int n, int D, float *out);
+  /* Softmax of one head's scores s[0..n), n ≥ 1, in place, with a sink logit (−inf for none) that joins the
+   * normaliser and takes no probability: m = max(sink, max_i s[i]), s[i] = e^(s[i] − m) / (e^(sink − m) + Σ_j
+   * e^(s[j] − m)), the sum taken in double. The vector versions use their own exp (as silu_mul) and sum in lanes. */
+  void (*softmax)(float *s, int n, float sink);
   /* MXFP4 weights times fp32 activations with fp32 accumulation: row r is nb blocks of 32 E2M1 codes, 16 bytes each
    * at blocks + (r · nb + b) · 16 (element 2j of a block in the low nibble of byte j, 2j + 1 in the high one), with
    * E8M0 scales at scales + r · nb; y[t · ldy + r] = Σ_c x_t[c] · w[r][c] for r0 ≤ r < r1, t < T. Activations come in
@@ -84,6 +88,8 @@ void rill_quantize_q8(const float *x, int cols, int nblocks, int8_t *q, float *s
 
 /* The portable silu_mul (libm's expf). */
 void rill_silu_mul(const float *g, const float *u, int n, float *out);
+/* The portable softmax (libm's expf, the sum in order). */
+void rill_softmax(float *s, int n, float sink);
 
 /* A q8 weight row, one contiguous stream: nblocks × 32 int8 quants, then nblocks fp16 scales (the quants stay
  * 64-byte aligned, and a block costs 34 bytes as in Q8_0), zero-padded to a whole number of 64-byte lines. */

@@ -380,7 +380,7 @@ VALUES8(attn_values8_bf16, uint16_t, values_tile8_bf16)
 
 #define AVX2_ATTENTION                                                                                              \
   .attn_scores_f32 = attn_scores8_f32, .attn_scores_bf16 = attn_scores8_bf16, .attn_values_f32 = attn_values8_f32,  \
-  .attn_values_bf16 = attn_values8_bf16
+  .attn_values_bf16 = attn_values8_bf16, .softmax = rill_softmax
 
 const rill_kernels rill_kernels_avx2 = {
     .isa = "avx2", .gemm_f32 = gemm_f32, .gemm_bf16 = gemm_bf16, .gemm_q8 = gemm_q8_madd,

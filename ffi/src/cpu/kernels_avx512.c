@@ -3,6 +3,7 @@
 /* Only x86 processors have these instructions; elsewhere rill_kernels_select never names this table. */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 /* Tiles of up to TILE_R weight rows × TILE_T tokens: each weight vector is loaded once per tile and used for every
@@ -27,6 +28,11 @@
  * is walked F32_KC columns at a time, accumulators kept in memory between column chunks, and each row is prefetched
  * F32_KPF columns ahead into L2 and F32_L1_PF columns ahead into L1. */
 #define F32_WIDE 2048
+/* Software prefetching (F32_PF_ROWS, F32_L1_PF, F32_ROW_PF) only for rows of at least F32_PF_COLS columns. Shorter
+ * rows belong to models of a few MB that stay in L3, where the hardware prefetcher keeps up and the two extra
+ * prefetch instructions per weight vector compete with the loads for the load ports (measured on the bundled 192-wide
+ * models, AMD Zen 4: one token's projections 15% faster without them, two to four tokens' 25-30%). */
+#define F32_PF_COLS 768
 #define F32_KB_ROWS 16
 #define F32_KC 128
 #define F32_KPF 256
@@ -70,8 +76,8 @@ TGT void reduce16(const __m512 v[16], float sums[16]) {
   _mm512_storeu_ps(sums, _mm512_permutexvar_ps(order, d));
 }
 
-TGT void tile_f32(const int NR, const int NT, const float *x, size_t ldx, const float *w, size_t ldw, int cols,
-                  float *y, size_t ldy) {
+TGT void tile_f32(const int NR, const int NT, const int PF, const float *x, size_t ldx, const float *w, size_t ldw,
+                  int cols, float *y, size_t ldy) {
   __m512 acc[F32_TILE_R][F32_TILE_T];
 #pragma GCC unroll 4
   for (int r = 0; r < NR; r++) {
@@ -90,7 +96,7 @@ TGT void tile_f32(const int NR, const int NT, const float *x, size_t ldx, const 
     }
 #pragma GCC unroll 4
     for (int r = 0; r < NR; r++) {
-      if (NT > 1) {
+      if (PF && NT > 1) {
         _mm_prefetch((const char *)(w + (size_t)(r + F32_PF_ROWS) * ldw + c), _MM_HINT_T1);
         _mm_prefetch((const char *)(w + (size_t)r * ldw + c + F32_L1_PF), _MM_HINT_T0);
       }
@@ -117,11 +123,11 @@ TGT void tile_f32(const int NR, const int NT, const float *x, size_t ldx, const 
  * row_bf16 does). One accumulator, then the same 16-lane tree as reduce16, so the bits match tile_f32's. */
 #define F32_ROW_PF 8192
 
-TGT float row_f32(const float *x, const float *w, int cols) {
+TGT float row_f32(const int PF, const float *x, const float *w, int cols) {
   __m512 acc = _mm512_setzero_ps();
   int c = 0;
   for (; c + 16 <= cols; c += 16) {
-    _mm_prefetch((const char *)(w + c) + F32_ROW_PF, _MM_HINT_T1);
+    if (PF) _mm_prefetch((const char *)(w + c) + F32_ROW_PF, _MM_HINT_T1);
     acc = _mm512_fmadd_ps(_mm512_loadu_ps(w + c), _mm512_loadu_ps(x + c), acc);
   }
   float s = _mm512_reduce_add_ps(acc);
@@ -496,7 +502,11 @@ TGT void gemm_f32_wide(const float *x, size_t ldx, int nt, const float *w, size_
 TGT_FN void gemm_f32(const float *x, size_t ldx, int T, const float *w, size_t ldw, int cols, int r0, int r1, float *y,
                      size_t ldy) {
   if (T == 1) {
-    for (int r = r0; r < r1; r++) y[r] = row_f32(x, w + (size_t)r * ldw, cols);
+    if (cols >= F32_PF_COLS) {
+      for (int r = r0; r < r1; r++) y[r] = row_f32(1, x, w + (size_t)r * ldw, cols);
+    } else {
+      for (int r = r0; r < r1; r++) y[r] = row_f32(0, x, w + (size_t)r * ldw, cols);
+    }
     return;
   }
   for (int tc = 0; tc < T; tc += CHUNK_T) {
@@ -510,8 +520,13 @@ TGT_FN void gemm_f32(const float *x, size_t ldx, int T, const float *w, size_t l
         int tile_r = nt > 4 ? 2 : 4;
         for (int r = r0; r < r1; r += tile_r) {
           int nr = MIN(tile_r, r1 - r);
-          DISPATCH_F32(tile_f32, nr, nt, x + (size_t)t * ldx, ldx, w + (size_t)r * ldw, ldw, cols,
-                       y + (size_t)t * ldy + (size_t)r, ldy)
+          if (cols >= F32_PF_COLS) {
+            DISPATCH_F32(tile_f32, nr, nt, 1, x + (size_t)t * ldx, ldx, w + (size_t)r * ldw, ldw, cols,
+                         y + (size_t)t * ldy + (size_t)r, ldy)
+          } else {
+            DISPATCH_F32(tile_f32, nr, nt, 0, x + (size_t)t * ldx, ldx, w + (size_t)r * ldw, ldw, cols,
+                         y + (size_t)t * ldy + (size_t)r, ldy)
+          }
         }
       }
       t += nt;
@@ -590,13 +605,41 @@ TGT __m512 load_bf16_mask(__mmask16 m, const uint16_t *p) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
 }
 
-/* GN query heads × 16 positions: each key row (one head dimension across positions) is loaded once for all heads. */
+/* GN query heads × 16 positions: each key row (one head dimension across positions) is loaded once for all heads. With
+ * one or two heads (no or little grouping) a single chain of D dependent FMAs per head would bound the tile by the FMA
+ * latency, so the sum over d runs in SCORE_PARTS interleaved partial sums (d mod SCORE_PARTS), added pairwise at the
+ * end; with more heads the heads' chains interleave and d is summed in order. Either way the order depends only on
+ * G and D, never on the batch. */
+#define SCORE_PARTS 4
 #define SCORES_TILE(NAME, KTYPE, LOAD)                                                                              \
   TGT void NAME(const int GN, const float *q, int D, const KTYPE *kt, int bs, int j0, __mmask16 m, float scale,     \
                 float *s, size_t lds) {                                                                             \
     __m512 acc[8];                                                                                                  \
     _Pragma("GCC unroll 8") for (int g = 0; g < GN; g++) acc[g] = _mm512_setzero_ps();                             \
-    for (int d = 0; d < D; d++) {                                                                                   \
+    int d = 0;                                                                                                      \
+    if (GN <= 2) {                                                                                                  \
+      __m512 part[2][SCORE_PARTS - 1];                                                                              \
+      _Pragma("GCC unroll 2") for (int g = 0; g < GN; g++) {                                                        \
+        _Pragma("GCC unroll 4") for (int i = 0; i < SCORE_PARTS - 1; i++) part[g][i] = _mm512_setzero_ps();        \
+      }                                                                                                             \
+      for (; d + SCORE_PARTS <= D; d += SCORE_PARTS) {                                                              \
+        _Pragma("GCC unroll 4") for (int i = 0; i < SCORE_PARTS; i++) {                                             \
+          __m512 k = LOAD(m, kt + (size_t)(d + i) * bs + j0);                                                       \
+          _Pragma("GCC unroll 2") for (int g = 0; g < GN; g++) {                                                    \
+            __m512 qv = _mm512_set1_ps(q[(size_t)g * D + d + i]);                                                   \
+            if (i == 0) {                                                                                           \
+              acc[g] = _mm512_fmadd_ps(qv, k, acc[g]);                                                              \
+            } else {                                                                                                \
+              part[g][i - 1] = _mm512_fmadd_ps(qv, k, part[g][i - 1]);                                              \
+            }                                                                                                       \
+          }                                                                                                         \
+        }                                                                                                           \
+      }                                                                                                             \
+      _Pragma("GCC unroll 2") for (int g = 0; g < GN; g++) {                                                        \
+        acc[g] = _mm512_add_ps(_mm512_add_ps(acc[g], part[g][0]), _mm512_add_ps(part[g][1], part[g][2]));           \
+      }                                                                                                             \
+    }                                                                                                               \
+    for (; d < D; d++) {                                                                                            \
       __m512 k = LOAD(m, kt + (size_t)d * bs + j0);                                                                 \
       _Pragma("GCC unroll 8") for (int g = 0; g < GN; g++) acc[g] =                                                 \
           _mm512_fmadd_ps(_mm512_set1_ps(q[(size_t)g * D + d]), k, acc[g]);                                         \
@@ -633,46 +676,78 @@ SCORES_TILE(scores_tile_bf16, uint16_t, load_bf16_mask)
 SCORES(attn_scores_f32, float, scores_tile_f32)
 SCORES(attn_scores_bf16, uint16_t, scores_tile_bf16)
 
-/* GN query heads × 64 head dimensions: each value row chunk is loaded once for all heads. */
+/* GN query heads × NC · 16 head dimensions (NC ≤ 4 chunks, so a 32-wide head loads and multiplies no empty chunks):
+ * each value row chunk is loaded once for all heads. With one head the sum over positions runs in two interleaved
+ * partial sums (even and odd j, the odd one added last) so the chunks' FMA chains are half as long; with more heads
+ * the heads interleave and j is summed in order. */
 #define VALUES_TILE(NAME, VTYPE, LOAD)                                                                              \
-  TGT void NAME(const int GN, const float *p, size_t lds, const VTYPE *v, int n, int D, int d0, float *out) {      \
+  TGT void NAME(const int GN, const int NC, const float *p, size_t lds, const VTYPE *v, int n, int D, int d0,      \
+                float *out) {                                                                                       \
     __mmask16 m[4];                                                                                                 \
-    __m512 acc[4][4];                                                                                               \
-    _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) m[c] = lanes(D - d0 - 16 * c);                             \
+    __m512 acc[4][4], odd[4];                                                                                       \
+    _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) m[c] = lanes(D - d0 - 16 * c);                            \
     _Pragma("GCC unroll 4") for (int g = 0; g < GN; g++) {                                                          \
-      _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) acc[g][c] =                                               \
+      _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) acc[g][c] =                                              \
           _mm512_maskz_loadu_ps(m[c], out + (size_t)g * D + d0 + 16 * c);                                           \
     }                                                                                                               \
-    for (int j = 0; j < n; j++) {                                                                                   \
-      __m512 vv[4];                                                                                                 \
-      _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) vv[c] = LOAD(m[c], v + (size_t)j * D + d0 + 16 * c);      \
-      _Pragma("GCC unroll 4") for (int g = 0; g < GN; g++) {                                                        \
-        __m512 w = _mm512_set1_ps(p[(size_t)g * lds + (size_t)j]);                                                  \
-        _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) acc[g][c] = _mm512_fmadd_ps(w, vv[c], acc[g][c]);       \
+    int j = 0;                                                                                                      \
+    if (GN == 1) {                                                                                                  \
+      _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) odd[c] = _mm512_setzero_ps();                           \
+      for (; j + 2 <= n; j += 2) {                                                                                  \
+        const __m512 w0 = _mm512_set1_ps(p[j]), w1 = _mm512_set1_ps(p[j + 1]);                                     \
+        _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) {                                                      \
+          acc[0][c] = _mm512_fmadd_ps(w0, LOAD(m[c], v + (size_t)j * D + d0 + 16 * c), acc[0][c]);                 \
+          odd[c] = _mm512_fmadd_ps(w1, LOAD(m[c], v + (size_t)(j + 1) * D + d0 + 16 * c), odd[c]);                 \
+        }                                                                                                           \
       }                                                                                                             \
     }                                                                                                               \
+    for (; j < n; j++) {                                                                                            \
+      __m512 vv[4];                                                                                                 \
+      _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) vv[c] = LOAD(m[c], v + (size_t)j * D + d0 + 16 * c);     \
+      _Pragma("GCC unroll 4") for (int g = 0; g < GN; g++) {                                                        \
+        __m512 w = _mm512_set1_ps(p[(size_t)g * lds + (size_t)j]);                                                  \
+        _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) acc[g][c] = _mm512_fmadd_ps(w, vv[c], acc[g][c]);      \
+      }                                                                                                             \
+    }                                                                                                               \
+    if (GN == 1) {                                                                                                  \
+      _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) acc[0][c] = _mm512_add_ps(acc[0][c], odd[c]);           \
+    }                                                                                                               \
     _Pragma("GCC unroll 4") for (int g = 0; g < GN; g++) {                                                          \
-      _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++)                                                           \
+      _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++)                                                          \
           _mm512_mask_storeu_ps(out + (size_t)g * D + d0 + 16 * c, m[c], acc[g][c]);                                \
     }                                                                                                               \
   }
 VALUES_TILE(values_tile_f32, float, load_f32_mask)
 VALUES_TILE(values_tile_bf16, uint16_t, load_bf16_mask)
 
-#define DISPATCH4(TILE, gn, ...)       \
-  switch (gn) {                        \
-  case 1: TILE(1, __VA_ARGS__); break; \
-  case 2: TILE(2, __VA_ARGS__); break; \
-  case 3: TILE(3, __VA_ARGS__); break; \
-  case 4: TILE(4, __VA_ARGS__); break; \
-  default: break;                      \
+/* Head groups of up to 4 × 1..4 column chunks. */
+#define DISPATCH4X4(TILE, gn, nc, ...)                 \
+  switch ((gn) * 8 + (nc)) {                           \
+  case 9: TILE(1, 1, __VA_ARGS__); break;              \
+  case 10: TILE(1, 2, __VA_ARGS__); break;             \
+  case 11: TILE(1, 3, __VA_ARGS__); break;             \
+  case 12: TILE(1, 4, __VA_ARGS__); break;             \
+  case 17: TILE(2, 1, __VA_ARGS__); break;             \
+  case 18: TILE(2, 2, __VA_ARGS__); break;             \
+  case 19: TILE(2, 3, __VA_ARGS__); break;             \
+  case 20: TILE(2, 4, __VA_ARGS__); break;             \
+  case 25: TILE(3, 1, __VA_ARGS__); break;             \
+  case 26: TILE(3, 2, __VA_ARGS__); break;             \
+  case 27: TILE(3, 3, __VA_ARGS__); break;             \
+  case 28: TILE(3, 4, __VA_ARGS__); break;             \
+  case 33: TILE(4, 1, __VA_ARGS__); break;             \
+  case 34: TILE(4, 2, __VA_ARGS__); break;             \
+  case 35: TILE(4, 3, __VA_ARGS__); break;             \
+  case 36: TILE(4, 4, __VA_ARGS__); break;             \
+  default: break;                                      \
   }
 
 #define VALUES(NAME, VTYPE, TILE)                                                                                   \
   TGT_FN void NAME(const float *p, size_t lds, int G, const VTYPE *v, int n, int D, float *out) {                  \
     for (int g0 = 0; g0 < G; g0 += 4) {                                                                             \
       for (int d0 = 0; d0 < D; d0 += 64) {                                                                          \
-        DISPATCH4(TILE, MIN(4, G - g0), p + (size_t)g0 * lds, lds, v, n, D, d0, out + (size_t)g0 * D)               \
+        DISPATCH4X4(TILE, MIN(4, G - g0), MIN(4, (D - d0 + 15) / 16), p + (size_t)g0 * lds, lds, v, n, D, d0,      \
+                    out + (size_t)g0 * D)                                                                           \
       }                                                                                                             \
     }                                                                                                               \
   }
@@ -712,9 +787,33 @@ TGT_FN void silu_mul_z(const float *g, const float *u, int n, float *out) {
   }
 }
 
+/* rill_softmax on 16 lanes: the max is exact (any order gives the same value), e^x is exp_z, and the sum runs in 16
+ * double lanes added by the fixed tree of _mm512_reduce_add_pd, so it differs from the portable sum's order only. */
+TGT_FN void softmax_z(float *s, int n, float sink) {
+  __m512 mv = _mm512_set1_ps(sink);
+  for (int i = 0; i < n; i += 16) mv = _mm512_max_ps(mv, _mm512_mask_loadu_ps(mv, lanes(n - i), s + i));
+  const float mx = _mm512_reduce_max_ps(mv);
+  const __m512 mxv = _mm512_set1_ps(mx);
+  __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
+  for (int i = 0; i < n; i += 16) {
+    const __mmask16 m = lanes(n - i);
+    const __m512 e = _mm512_maskz_mov_ps(m, exp_z(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, s + i), mxv)));
+    _mm512_mask_storeu_ps(s + i, m, e);
+    lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+    hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
+  }
+  /* No sink (−inf) adds nothing; exp_z clamps its input, so it is not asked. */
+  const double sum = _mm512_reduce_add_pd(_mm512_add_pd(lo, hi)) + (sink > -INFINITY ? (double)expf(sink - mx) : 0.0);
+  const __m512 inv = _mm512_set1_ps((float)(1.0 / sum));
+  for (int i = 0; i < n; i += 16) {
+    const __mmask16 m = lanes(n - i);
+    _mm512_mask_storeu_ps(s + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, s + i), inv));
+  }
+}
+
 #define AVX512_ATTENTION                                                                                            \
   .attn_scores_f32 = attn_scores_f32, .attn_scores_bf16 = attn_scores_bf16, .attn_values_f32 = attn_values_f32,     \
-  .attn_values_bf16 = attn_values_bf16
+  .attn_values_bf16 = attn_values_bf16, .softmax = softmax_z
 
 const rill_kernels rill_kernels_avx512 = {
     .isa = "avx512", .gemm_f32 = gemm_f32, .gemm_bf16 = gemm_bf16, .gemm_q8 = gemm_q8_madd,

@@ -136,10 +136,24 @@ const rill_kernels rill_kernels_portable = {.isa = "portable",
                                             .attn_scores_bf16 = attn_scores_bf16,
                                             .attn_values_f32 = attn_values_f32,
                                             .attn_values_bf16 = attn_values_bf16,
+                                            .softmax = rill_softmax,
                                             .gemm_mxfp4 = rill_gemm_mxfp4_portable};
 
 void rill_silu_mul(const float *g, const float *u, int n, float *out) {
   for (int i = 0; i < n; i++) out[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+void rill_softmax(float *s, int n, float sink) {
+  float mx = s[0];
+  for (int i = 1; i < n; i++) mx = s[i] > mx ? s[i] : mx;
+  mx = sink > mx ? sink : mx;
+  double sum = (double)expf(sink - mx);
+  for (int i = 0; i < n; i++) {
+    s[i] = expf(s[i] - mx);
+    sum += s[i];
+  }
+  const float inv = (float)(1.0 / sum);
+  for (int i = 0; i < n; i++) s[i] *= inv;
 }
 
 void rill_quantize_q8(const float *x, int cols, int nblocks, int8_t *q, float *s) {
