@@ -7,6 +7,7 @@
 
 #include "config_fields.h"
 #include "config_json.h"
+#include "fail.h"
 #include "json.h"
 
 #define CFG "config.json"
@@ -25,10 +26,10 @@ static bool bool_field(reader *r, const char *key, bool def) {
   return v->kind == RILL_JSON_TRUE;
 }
 
+/* The reader's failure: marks it failed, so the fields read after it are not reported over it. */
 static rill_status fail(reader *r, const char *msg) {
-  snprintf(r->err, r->err_cap, CFG ": %s", msg);
   r->failed = true;
-  return RILL_ERR_MODEL;
+  return rill_fail(r->err, r->err_cap, RILL_ERR_MODEL, CFG ": %s", msg);
 }
 
 /* YaRN as transformers' _compute_yarn_parameters and the gpt-oss reference compute it: the ramp between the
