@@ -124,21 +124,20 @@ struct samp_layout {
   size_t jobs, history, bias_ids, bias_values, drafts, mask, in_bytes;
   size_t tok, lp, top_ids, top_lp, out_bytes;
 };
-size_t a64(size_t n) { return (n + 63) & ~(size_t)63; }
 samp_layout layout_of(size_t R, size_t hist, size_t bias, size_t words, size_t L) {
   samp_layout l;
   l.jobs = 0;
-  l.history = l.jobs + a64(R * sizeof(rill_sample_job));
-  l.bias_ids = l.history + a64(hist * sizeof(int32_t));
-  l.bias_values = l.bias_ids + a64(bias * sizeof(int32_t));
-  l.drafts = l.bias_values + a64(bias * sizeof(float));
-  l.mask = l.drafts + a64(R * sizeof(int32_t));
-  l.in_bytes = l.mask + a64(R * words * sizeof(uint32_t));
+  l.history = l.jobs + rill_align64(R * sizeof(rill_sample_job));
+  l.bias_ids = l.history + rill_align64(hist * sizeof(int32_t));
+  l.bias_values = l.bias_ids + rill_align64(bias * sizeof(int32_t));
+  l.drafts = l.bias_values + rill_align64(bias * sizeof(float));
+  l.mask = l.drafts + rill_align64(R * sizeof(int32_t));
+  l.in_bytes = l.mask + rill_align64(R * words * sizeof(uint32_t));
   l.tok = 0;
-  l.lp = a64(R * sizeof(int32_t));
-  l.top_ids = l.lp + a64(R * sizeof(float));
-  l.top_lp = l.top_ids + a64(R * L * sizeof(int32_t));
-  l.out_bytes = l.top_lp + a64(R * L * sizeof(float));
+  l.lp = rill_align64(R * sizeof(int32_t));
+  l.top_ids = l.lp + rill_align64(R * sizeof(float));
+  l.top_lp = l.top_ids + rill_align64(R * L * sizeof(int32_t));
+  l.out_bytes = l.top_lp + rill_align64(R * L * sizeof(float));
   return l;
 }
 } // namespace
