@@ -10,6 +10,8 @@
  *   library needs only the driver at run time, and `deno task compile` still embeds one file); without nvcc,
  *   `ffi/cuda/no_cuda.c` takes its place and the library refuses `device cuda` in one line. The sanitized tests
  *   always link `no_cuda.c`: they check the CPU device.
+ * - with `--tests` and a C++ compiler, `test_cuda_emu_<part>`: the CUDA sources on a host emulation of CUDA
+ *   (`ffi/tests/cuda_emu/`, test support) with their checks (`ffi/tests/cuda/`), no nvcc or GPU needed.
  *
  * Nothing is rebuilt while its outputs are newer than every source and header and their stamp (compiler, flags,
  * source list) is unchanged. Without a C compiler it prints one warning and exits 0: the ONNX backend still works.
@@ -59,8 +61,10 @@ const NVCC_FLAGS = [
   "arch=compute_90,code=compute_90",
 ];
 const CUDA_LIBS = ["-cudart", "static", "-ldl", "-lrt"];
-const EMU = join(CUDA, "emu");
-/** The CUDA device's sources built for the host emulation (ffi/cuda/emu/cuda_runtime.h); needs no nvcc. */
+/** The host emulation of CUDA (test support: cuda_runtime.h, cuda_bf16.h, the fiber scheduler cuda_emu.cpp). */
+const EMU = join(TESTS, "cuda_emu");
+/** The CUDA device's checks on the emulation: test_cuda_emu.cpp and the parts it includes or links. */
+const EMU_CHECKS = join(TESTS, "cuda");
 /** The parts test_cuda_emu's checks come in (its main names them). */
 const EMU_PARTS = ["kernels", "models", "engine"] as const;
 const EMU_FLAGS = [
@@ -212,10 +216,10 @@ async function objects(
 }
 
 /**
- * The CUDA device checked without a GPU: its .cu sources compiled as C++ for the host emulation and linked with the
- * CPU device's objects into `build/ffi/emu_obj/test_cuda_emu`, then linked into `build/ffi/tests/` once per part (not
- * sanitized: the emulation's fibers switch stacks, which AddressSanitizer cannot follow). Without a C++ compiler it is
- * skipped with a warning.
+ * The CUDA device checked without a GPU: its .cu sources compiled as C++ for the host emulation (ffi/tests/cuda_emu;
+ * needs no nvcc), with the checks of ffi/tests/cuda, and linked with the CPU device's objects into
+ * `build/ffi/emu_obj/test_cuda_emu`, then linked into `build/ffi/tests/` once per part (not sanitized: the emulation's
+ * fibers switch stacks, which AddressSanitizer cannot follow). Without a C++ compiler it is skipped with a warning.
  */
 async function buildEmulationTest(
   cpuObjects: readonly string[],
@@ -228,10 +232,15 @@ async function buildEmulationTest(
     return [];
   }
   const exe = join(OUT, "emu_obj", "test_cuda_emu");
-  const sources = [...await walk(CUDA, ".cu", false), ...await walk(EMU, ".cpp", false)];
+  const sources = [
+    ...await walk(CUDA, ".cu", false),
+    ...await walk(EMU, ".cpp", false),
+    ...await walk(EMU_CHECKS, ".cpp", false),
+  ];
   const headers = [
     ...await walk(CUDA, ".cuh", false),
     ...await walk(EMU, ".h", false),
+    ...await walk(EMU_CHECKS, ".h", false),
     ...await walk(SRC, ".h", true),
     ...await walk(INCLUDE, ".h", false),
     ...await walk(TESTS, ".h", false),
@@ -242,7 +251,8 @@ async function buildEmulationTest(
   const jobs: (() => Promise<void>)[] = [];
   const objs: string[] = [];
   for (const source of sources) {
-    const object = join(objDir, source.slice(CUDA.length + 1).replace(/\.(cu|cpp)$/, ".o"));
+    // Named by the path under ffi/ (cuda/sample.o, tests/cuda/test_cuda_emu.o): no two sources share an object.
+    const object = join(objDir, relative(dirname(CUDA), source).replace(/\.(cu|cpp)$/, ".o"));
     objs.push(object);
     const built = await mtime(object);
     if (built < 0 || built < newestHeader || built < await mtime(source)) {

@@ -20,16 +20,17 @@
  *
  * Every CUDA call's status is checked; a failure is RILL_ERR_DEVICE naming the call and CUDA's message.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "device_cuda.h"
+#include "fail.h"
 #include "gemm_lt.cuh"
 #include "kernels.cuh"
 #include "sample.cuh"
+#include "sample_rules.h"
 
 #define CU(call)                                                                                                       \
   do {                                                                                                                 \
@@ -41,16 +42,8 @@ static rill_status cuda_fail(char *err, size_t err_cap, const char *call, cudaEr
   /* Only the function's name: the arguments add nothing a user can act on. */
   const char *paren = strchr(call, '(');
   int len = paren != nullptr ? (int)(paren - call) : (int)strlen(call);
-  snprintf(err, err_cap, "device cuda: %.*s failed: %s", len, call, cudaGetErrorString(e));
-  return e == cudaErrorMemoryAllocation ? RILL_ERR_OUT_OF_MEMORY : RILL_ERR_DEVICE;
-}
-
-static rill_status fail(char *err, size_t err_cap, rill_status s, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, err_cap, fmt, ap);
-  va_end(ap);
-  return s;
+  return rill_fail(err, err_cap, e == cudaErrorMemoryAllocation ? RILL_ERR_OUT_OF_MEMORY : RILL_ERR_DEVICE,
+                   "device cuda: %.*s failed: %s", len, call, cudaGetErrorString(e));
 }
 
 namespace {
@@ -139,21 +132,20 @@ struct samp_layout {
   size_t jobs, history, bias_ids, bias_values, drafts, mask, in_bytes;
   size_t tok, lp, top_ids, top_lp, out_bytes;
 };
-size_t a64(size_t n) { return (n + 63) & ~(size_t)63; }
 samp_layout layout_of(size_t R, size_t hist, size_t bias, size_t words, size_t L) {
   samp_layout l;
   l.jobs = 0;
-  l.history = l.jobs + a64(R * sizeof(rill_sample_job));
-  l.bias_ids = l.history + a64(hist * sizeof(int32_t));
-  l.bias_values = l.bias_ids + a64(bias * sizeof(int32_t));
-  l.drafts = l.bias_values + a64(bias * sizeof(float));
-  l.mask = l.drafts + a64(R * sizeof(int32_t));
-  l.in_bytes = l.mask + a64(R * words * sizeof(uint32_t));
+  l.history = l.jobs + rill_align64(R * sizeof(rill_sample_job));
+  l.bias_ids = l.history + rill_align64(hist * sizeof(int32_t));
+  l.bias_values = l.bias_ids + rill_align64(bias * sizeof(int32_t));
+  l.drafts = l.bias_values + rill_align64(bias * sizeof(float));
+  l.mask = l.drafts + rill_align64(R * sizeof(int32_t));
+  l.in_bytes = l.mask + rill_align64(R * words * sizeof(uint32_t));
   l.tok = 0;
-  l.lp = a64(R * sizeof(int32_t));
-  l.top_ids = l.lp + a64(R * sizeof(float));
-  l.top_lp = l.top_ids + a64(R * L * sizeof(int32_t));
-  l.out_bytes = l.top_lp + a64(R * L * sizeof(float));
+  l.lp = rill_align64(R * sizeof(int32_t));
+  l.top_ids = l.lp + rill_align64(R * sizeof(float));
+  l.top_lp = l.top_ids + rill_align64(R * L * sizeof(int32_t));
+  l.out_bytes = l.top_lp + rill_align64(R * L * sizeof(float));
   return l;
 }
 } // namespace
@@ -162,14 +154,14 @@ rill_status rill_cuda_probe(char *err, size_t err_cap) {
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess) {
-    return fail(err, err_cap, RILL_ERR_DEVICE, "device cuda: no usable GPU (%s)", cudaGetErrorString(e));
+    return rill_fail(err, err_cap, RILL_ERR_DEVICE, "device cuda: no usable GPU (%s)", cudaGetErrorString(e));
   }
-  if (count < 1) return fail(err, err_cap, RILL_ERR_DEVICE, "device cuda: no CUDA GPU found");
+  if (count < 1) return rill_fail(err, err_cap, RILL_ERR_DEVICE, "device cuda: no CUDA GPU found");
   cudaDeviceProp prop;
   CU(cudaGetDeviceProperties(&prop, 0));
   if (prop.major < 8) {
-    return fail(err, err_cap, RILL_ERR_DEVICE, "device cuda: %s is sm_%d%d; the CUDA device needs sm_80 or newer",
-                prop.name, prop.major, prop.minor);
+    return rill_fail(err, err_cap, RILL_ERR_DEVICE, "device cuda: %s is sm_%d%d; the CUDA device needs sm_80 or newer",
+                     prop.name, prop.major, prop.minor);
   }
   return RILL_OK;
 }
@@ -184,7 +176,7 @@ template <typename V> static rill_status upload(V **dst, const void *src, size_t
 
 static rill_status upload_matrix(__nv_bfloat16 **dst, const rill_matrix *m, char *err, size_t err_cap) {
   if (m->type != RILL_W_BF16 || m->ld != (size_t)m->cols) {
-    return fail(err, err_cap, RILL_ERR_INTERNAL, "device cuda: weights must be loaded as dense bf16");
+    return rill_fail(err, err_cap, RILL_ERR_INTERNAL, "device cuda: weights must be loaded as dense bf16");
   }
   return upload(dst, m->data, (size_t)m->rows * (size_t)m->cols, err, err_cap);
 }
@@ -226,26 +218,26 @@ void rill_cuda_destroy(rill_cuda *d) {
 static rill_status check_shapes(const rill_model_config *c, const rill_limits *lim, char *err, size_t err_cap) {
   /* Fed tokens index a grid dimension that CUDA caps at 65535. */
   if (lim->max_batch_tokens > 65535) {
-    return fail(err, err_cap, RILL_ERR_UNSUPPORTED, "device cuda: max_batch_tokens %d (at most 65535)",
-                lim->max_batch_tokens);
+    return rill_fail(err, err_cap, RILL_ERR_UNSUPPORTED, "device cuda: max_batch_tokens %d (at most 65535)",
+                     lim->max_batch_tokens);
   }
   const int64_t qd = (int64_t)c->num_heads * c->head_dim;
   if (c->head_dim % 2 != 0 || c->head_dim > 256) {
-    return fail(err, err_cap, RILL_ERR_UNSUPPORTED, "device cuda: head_dim %d (supported: even, at most 256)",
-                c->head_dim);
+    return rill_fail(err, err_cap, RILL_ERR_UNSUPPORTED, "device cuda: head_dim %d (supported: even, at most 256)",
+                     c->head_dim);
   }
   if (c->hidden_size % 8 != 0 || c->intermediate_size % 8 != 0 || qd % 8 != 0) {
-    return fail(err, err_cap, RILL_ERR_UNSUPPORTED,
-                "device cuda: hidden_size, intermediate_size and heads × head_dim must be multiples of 8");
+    return rill_fail(err, err_cap, RILL_ERR_UNSUPPORTED,
+                     "device cuda: hidden_size, intermediate_size and heads × head_dim must be multiples of 8");
   }
   if (c->num_kv_heads < 1 || c->num_heads % c->num_kv_heads != 0) {
-    return fail(err, err_cap, RILL_ERR_UNSUPPORTED, "device cuda: num_heads must be a multiple of num_kv_heads");
+    return rill_fail(err, err_cap, RILL_ERR_UNSUPPORTED, "device cuda: num_heads must be a multiple of num_kv_heads");
   }
   if (!rill_attention_supports(c->num_heads, c->num_kv_heads, c->head_dim)) {
-    return fail(err, err_cap, RILL_ERR_UNSUPPORTED,
-                "device cuda: %d query heads per KV head of head_dim %d (attention takes at most 64, and at most 4096 "
-                "values per KV head)",
-                c->num_heads / c->num_kv_heads, c->head_dim);
+    return rill_fail(err, err_cap, RILL_ERR_UNSUPPORTED,
+                     "device cuda: %d query heads per KV head of head_dim %d (attention takes at most 64, and at most "
+                     "4096 values per KV head)",
+                     c->num_heads / c->num_kv_heads, c->head_dim);
   }
   return RILL_OK;
 }
@@ -253,11 +245,11 @@ static rill_status check_shapes(const rill_model_config *c, const rill_limits *l
 /* An fp32 matrix (gpt-oss's router, held in fp32 on the host) as bf16 on the device. */
 static rill_status upload_f32_as_bf16(__nv_bfloat16 **dst, const rill_matrix *m, char *err, size_t err_cap) {
   if (m->type != RILL_W_F32 || m->ld != (size_t)m->cols) {
-    return fail(err, err_cap, RILL_ERR_INTERNAL, "device cuda: the router must be held as dense fp32");
+    return rill_fail(err, err_cap, RILL_ERR_INTERNAL, "device cuda: the router must be held as dense fp32");
   }
   const size_t n = (size_t)m->rows * (size_t)m->cols;
   __nv_bfloat16 *tmp = static_cast<__nv_bfloat16 *>(malloc(n * sizeof(__nv_bfloat16)));
-  if (tmp == nullptr) return fail(err, err_cap, RILL_ERR_OUT_OF_MEMORY, "out of memory");
+  if (tmp == nullptr) return rill_fail(err, err_cap, RILL_ERR_OUT_OF_MEMORY, "out of memory");
   for (size_t i = 0; i < n; i++) tmp[i] = __float2bfloat16_rn(static_cast<const float *>(m->data)[i]);
   const rill_status s = upload(dst, tmp, n, err, err_cap);
   free(tmp);
@@ -286,7 +278,7 @@ static rill_status upload_weights(rill_cuda *d, const rill_model_weights *w, con
   const rill_model_config *c = &d->cfg;
   const size_t H = (size_t)c->hidden_size, D = (size_t)c->head_dim;
   d->layers = static_cast<layer_dev *>(calloc((size_t)c->num_layers, sizeof(layer_dev)));
-  if (d->layers == nullptr) return fail(err, err_cap, RILL_ERR_OUT_OF_MEMORY, "out of memory");
+  if (d->layers == nullptr) return rill_fail(err, err_cap, RILL_ERR_OUT_OF_MEMORY, "out of memory");
   rill_status s = RILL_OK;
   for (int l = 0; l < c->num_layers && s == RILL_OK; l++) {
     const rill_layer_weights *src = &w->layers[l];
@@ -388,7 +380,7 @@ rill_status rill_cuda_create(const rill_cuda_setup *setup, rill_cuda **out, rill
   CU(cudaMemGetInfo(&free0, &total));
 
   rill_cuda *d = static_cast<rill_cuda *>(calloc(1, sizeof(rill_cuda)));
-  if (d == nullptr) return fail(err, err_cap, RILL_ERR_OUT_OF_MEMORY, "out of memory");
+  if (d == nullptr) return rill_fail(err, err_cap, RILL_ERR_OUT_OF_MEMORY, "out of memory");
   d->cfg = *c;
   d->lim = *setup->lim;
   d->max_rows = setup->max_rows;
@@ -440,15 +432,15 @@ rill_status rill_cuda_create(const rill_cuda_setup *setup, rill_cuda **out, rill
       if (blocks > INT32_MAX / d->lim.block_size - 1) blocks = INT32_MAX / d->lim.block_size - 1;
     }
     if (blocks >= INT32_MAX / d->lim.block_size) {
-      return fail(err, err_cap, RILL_ERR_UNSUPPORTED, "device cuda: %lld KV blocks (fewer than %d)", (long long)blocks,
-                  INT32_MAX / d->lim.block_size);
+      return rill_fail(err, err_cap, RILL_ERR_UNSUPPORTED, "device cuda: %lld KV blocks (fewer than %d)",
+                       (long long)blocks, INT32_MAX / d->lim.block_size);
     }
     if (blocks < 1) {
-      return fail(err, err_cap, RILL_ERR_OUT_OF_MEMORY,
-                  "device cuda: no memory left for the KV pool (%.1f GiB free of %.1f GiB after %.1f GiB of weights "
-                  "and buffers); raise gpu_memory_fraction or lower max_batch_tokens",
-                  (double)free1 / 1073741824.0, (double)total / 1073741824.0,
-                  (double)(free0 - free1) / 1073741824.0);
+      return rill_fail(err, err_cap, RILL_ERR_OUT_OF_MEMORY,
+                       "device cuda: no memory left for the KV pool (%.1f GiB free of %.1f GiB after %.1f GiB of "
+                       "weights and buffers); raise gpu_memory_fraction or lower max_batch_tokens",
+                       (double)free1 / 1073741824.0, (double)total / 1073741824.0,
+                       (double)(free0 - free1) / 1073741824.0);
     }
     d->lim.num_blocks = (int32_t)blocks;
     d->scratch_block = (int32_t)blocks;
@@ -645,8 +637,8 @@ static rill_status forward_rows(rill_cuda *d, const rill_step_batch *b, int all_
       if (!b->sample_flags[s]) continue;
       const int n = b->draft_counts[s] + 1;
       if (n > b->query_start[s + 1] - b->query_start[s]) {
-        return fail(err, err_cap, RILL_ERR_INVALID_ARGUMENT, "draft_counts[%d]: %d drafts but only %d fed tokens", s,
-                    n - 1, b->query_start[s + 1] - b->query_start[s]);
+        return rill_fail(err, err_cap, RILL_ERR_INVALID_ARGUMENT, "draft_counts[%d]: %d drafts but only %d fed tokens",
+                         s, n - 1, b->query_start[s + 1] - b->query_start[s]);
       }
       R += n;
     }
@@ -820,9 +812,8 @@ rill_status rill_cuda_step(rill_cuda *d, const rill_step_batch *b, rill_step_res
       memcpy(bias_ids + B, b->bias_ids + bs, (size_t)bl * sizeof(int32_t));
       memcpy(bias_values + B, b->bias_values + bs, (size_t)bl * sizeof(float));
     }
-    const int32_t *seq_drafts = b->tokens + b->query_start[i + 1] - dc;
-    const int plain = b->frequency_penalty[i] == 0 && b->presence_penalty[i] == 0 && b->repetition_penalty[i] == 1 &&
-                      b->mask_row_start[i] < 0 && bl == 0 && b->temperature[i] == 0;
+    const int32_t *seq_drafts = rill_sample_drafts(b, i);
+    const int plain = rill_sample_plain(b, i);
     for (int32_t r = 0; r <= dc; r++) {
       rill_sample_job *j = &jobs[R + r];
       j->r = r;
@@ -836,7 +827,7 @@ rill_status rill_cuda_step(rill_cuda *d, const rill_step_batch *b, rill_step_res
       j->top_k = b->top_k[i];
       j->logprobs = b->logprobs[i];
       j->seed = b->seeds[i];
-      j->position = b->context_lens[i] - dc + r;
+      j->position = rill_sample_position(b, i, r);
       j->mask_row = -1;
       if (b->mask_row_start[i] >= 0) {
         memcpy(mask + (size_t)mask_rows * d->words,
@@ -886,10 +877,7 @@ rill_status rill_cuda_step(rill_cuda *d, const rill_step_batch *b, rill_step_res
     int32_t count = dc + 1;
     for (int32_t r = 0; r <= dc; r++) {
       const int32_t x = tok[row + r];
-      if (x < 0) {
-        return fail(err, err_cap, RILL_ERR_INVALID_ARGUMENT, "allowed_mask row %d (sequence %d, seq_id %d) allows no token",
-                    b->mask_row_start[i] + r, i, b->seq_ids[i]);
-      }
+      if (x < 0) return rill_sample_fail_no_token(b, i, r, err, err_cap);
       const size_t slot = (size_t)i * K1 + (size_t)r;
       res->tokens[slot] = x;
       res->logprobs[slot] = lp[row + r];
@@ -897,7 +885,7 @@ rill_status rill_cuda_step(rill_cuda *d, const rill_step_batch *b, rill_step_res
         memcpy(res->top_ids + slot * L, top_ids + (size_t)(row + r) * L, (size_t)n * sizeof(int32_t));
         memcpy(res->top_logprobs + slot * L, top_lp + (size_t)(row + r) * L, (size_t)n * sizeof(float));
       }
-      if (r < dc && x != b->tokens[b->query_start[i + 1] - dc + r]) {
+      if (rill_sample_rejects(b, i, r, x)) {
         count = r + 1;
         break;
       }

@@ -13,7 +13,8 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-/* Kernel launches go through this macro so the kernels also build for the host emulation (emu/cuda_runtime.h). */
+/* Kernel launches go through this macro so the kernels also build for the host emulation
+ * (ffi/tests/cuda_emu/cuda_runtime.h). */
 #ifdef RILL_CUDA_EMU
 #define RILL_LAUNCH(kernel, grid, block, stream, ...) \
   rill_emu_launch((stream), (grid), (block), [=] { kernel(__VA_ARGS__); })

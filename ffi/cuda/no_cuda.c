@@ -2,10 +2,11 @@
 #include <stdio.h>
 
 #include "device_cuda.h"
+#include "fail.h"
 
 rill_status rill_cuda_probe(char *err, size_t err_cap) {
-  snprintf(err, err_cap, "device cuda: this library was built without CUDA (nvcc not found at build time)");
-  return RILL_ERR_UNSUPPORTED;
+  return rill_fail(err, err_cap, RILL_ERR_UNSUPPORTED,
+                   "device cuda: this library was built without CUDA (nvcc not found at build time)");
 }
 
 rill_status rill_cuda_create(const rill_cuda_setup *setup, rill_cuda **out, rill_cuda_info *info, char *err,

@@ -8,8 +8,8 @@
  * (n terms, γ_n ≈ n · 2^-53); the parallel path takes a decision only when its margin to the threshold exceeds a
  * bound several times that (margin()), which makes the host's serial decision the same one. A row whose decision
  * falls inside the bound (an exact tie of a cumulative sum with the threshold, or u · total within ~1e-10 relative
- * of a boundary) is decided again by the serial path (sample_serial, sample.c's loop step for step). Tokens therefore
- * equal the host's whenever the weights do.
+ * of a boundary) is decided again by the serial rule itself (rill_sample_draw of sample_rules.h, the CPU sampler's
+ * code). Tokens therefore equal the host's whenever the weights do.
  *
  * One block per row, not several: each selection pass depends on the previous pass's chosen bin, so a row split over
  * blocks needs a grid-wide barrier per pass (a cooperative launch, or a kernel per pass with the bins in global
@@ -24,95 +24,11 @@
 #include "block_reduce.cuh"
 #include "kernels.cuh"
 #include "sample.cuh"
+#include "sample_rules.h"
 
 namespace {
 
 constexpr int kThreads = 256;
-
-__device__ inline size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
-
-/* Philox4x32-10 and the 53-bit uniform of ffi/src/philox.c (docs/random.md). */
-__device__ double uniform(uint64_t seed, uint32_t position, uint32_t draw) {
-  uint32_t c0 = position, c1 = draw, c2 = 0, c3 = 0, k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
-  for (int round = 0; round < 10; round++) {
-    const uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
-    const uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n1 = (uint32_t)p1;
-    const uint32_t n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1, n3 = (uint32_t)p0;
-    c0 = n0;
-    c1 = n1;
-    c2 = n2;
-    c3 = n3;
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
-  }
-  return ((double)(c0 >> 5) * 67108864.0 + (double)(c1 >> 6)) / 9007199254740992.0;
-}
-
-__device__ inline bool better(const double *w, int32_t a, int32_t b) { return w[a] > w[b] || (w[a] == w[b] && a < b); }
-
-__device__ void sift_worst_down(int32_t *h, int32_t size, int32_t i, const double *w) {
-  for (;;) {
-    int32_t c = 2 * i + 1;
-    if (c >= size) return;
-    if (c + 1 < size && better(w, h[c], h[c + 1])) c++;
-    if (!better(w, h[i], h[c])) return;
-    const int32_t t = h[i];
-    h[i] = h[c];
-    h[c] = t;
-    i = c;
-  }
-}
-
-/* order[0..m) := the m best of order[0..n), best first (sample.c's top_sorted: the same heap, so the same result). */
-__device__ void top_sorted(int32_t *order, int32_t n, int32_t m, const double *w) {
-  if (m > n) m = n;
-  if (m <= 0) return;
-  for (int32_t i = m / 2 - 1; i >= 0; i--) sift_worst_down(order, m, i, w);
-  for (int32_t j = m; j < n; j++) {
-    if (better(w, order[j], order[0])) {
-      const int32_t t = order[j];
-      order[j] = order[0];
-      order[0] = t;
-      sift_worst_down(order, m, 0, w);
-    }
-  }
-  for (int32_t end = m - 1; end > 0; end--) {
-    const int32_t t = order[0];
-    order[0] = order[end];
-    order[end] = t;
-    sift_worst_down(order, end, 0, w);
-  }
-}
-
-__device__ void sort_ids(int32_t *a, int32_t n) {
-  for (int32_t root = n / 2 - 1; root >= 0; root--) {
-    for (int32_t i = root;;) {
-      int32_t c = 2 * i + 1;
-      if (c >= n) break;
-      if (c + 1 < n && a[c + 1] > a[c]) c++;
-      if (a[i] >= a[c]) break;
-      const int32_t t = a[i];
-      a[i] = a[c];
-      a[c] = t;
-      i = c;
-    }
-  }
-  for (int32_t end = n - 1; end > 0; end--) {
-    int32_t t = a[0];
-    a[0] = a[end];
-    a[end] = t;
-    for (int32_t i = 0;;) {
-      int32_t c = 2 * i + 1;
-      if (c >= end) break;
-      if (c + 1 < end && a[c + 1] > a[c]) c++;
-      if (a[i] >= a[c]) break;
-      t = a[i];
-      a[i] = a[c];
-      a[c] = t;
-      i = c;
-    }
-  }
-}
 
 /* Block argmax, ties to the lower id: (value, id) with id -1 for "none above -inf". Every thread gets the result. */
 struct best_t {
@@ -122,7 +38,7 @@ struct best_t {
 __device__ inline best_t pick(best_t a, best_t b) {
   if (b.id < 0) return a;
   if (a.id < 0) return b;
-  return (b.v > a.v || (b.v == a.v && b.id < a.id)) ? b : a;
+  return rill_sample_before(b.v, b.id, a.v, a.id) ? b : a;
 }
 __device__ best_t block_argmax(best_t mine, best_t *scratch) {
   __syncthreads();
@@ -133,37 +49,6 @@ __device__ best_t block_argmax(best_t mine, best_t *scratch) {
     __syncthreads();
   }
   return scratch[0];
-}
-
-__device__ void penalties(const rill_sample_job &j, const int32_t *history, const int32_t *drafts, double *w,
-                          int32_t *c, uint8_t *seen) {
-  const int32_t hs = j.hist_off, he = j.hist_off + j.hist_len, gen = hs + j.hist_prompt, r = j.r;
-  const int32_t *dr = drafts + j.drafts_off;
-  const double fp = j.frequency, pp = j.presence, rp = j.repetition;
-  if (fp != 0 || pp != 0) {
-    for (int32_t h = gen; h < he; h++) c[history[h]] = 0;
-    for (int32_t k = 0; k < r; k++) c[dr[k]] = 0;
-    for (int32_t h = gen; h < he; h++) c[history[h]]++;
-    for (int32_t k = 0; k < r; k++) c[dr[k]]++;
-    for (int32_t h = gen; h < he + r; h++) {
-      const int32_t t = h < he ? history[h] : dr[h - he];
-      if (c[t] > 0) {
-        w[t] -= fp * c[t] + pp;
-        c[t] = 0;
-      }
-    }
-  }
-  if (rp != 1) {
-    for (int32_t h = hs; h < he; h++) seen[history[h]] = 0;
-    for (int32_t k = 0; k < r; k++) seen[dr[k]] = 0;
-    for (int32_t h = hs; h < he + r; h++) {
-      const int32_t t = h < he ? history[h] : dr[h - he];
-      if (!seen[t]) {
-        seen[t] = 1;
-        w[t] = w[t] > 0 ? w[t] / rp : w[t] * rp;
-      }
-    }
-  }
 }
 
 /* ---- block-wide selection ---- */
@@ -192,11 +77,6 @@ __device__ inline uint64_t float_key(float v) {
   uint32_t b;
   memcpy(&b, &v, sizeof b);
   return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
-}
-
-/* The sampling order on (key, id): the larger key first, ties to the lower id. */
-__device__ inline bool key_better(uint64_t ka, int32_t ia, uint64_t kb, int32_t ib) {
-  return ka > kb || (ka == kb && ia < ib);
 }
 
 constexpr int kBins = 256;
@@ -323,7 +203,7 @@ struct kept_set {
     if (!(v > 0)) return false;
     if (v < min_w) return false;
     const uint64_t key = double_key(v);
-    if (cut && key_better(cut_key, cut_id, key, t)) return false;
+    if (cut && rill_sample_key_before(cut_key, cut_id, key, t)) return false;
     *k = key;
     *m = v;
     return true;
@@ -365,71 +245,6 @@ __device__ double block_exclusive_sum(double v, double *buf, double *total) {
   return before;
 }
 
-/* The token of a prepared row by sample.c's loop, step for step (thread 0 alone): w holds the weights e_t. */
-__device__ int32_t sample_serial(const rill_sample_job &j, int V, double *w, int32_t *order) {
-  int32_t n = 0;
-  for (int32_t t = 0; t < V; t++)
-    if (w[t] > 0) order[n++] = t;
-  int32_t kept = n;
-  bool sorted = false;
-  if (j.top_k > 0 && j.top_k < n) {
-    top_sorted(order, n, j.top_k, w);
-    kept = j.top_k;
-    sorted = true;
-  }
-  const double top_p = j.top_p;
-  if (top_p > 0 && top_p < 1 && kept > 1) {
-    double total = 0;
-    for (int32_t k = 0; k < kept; k++) total += w[order[k]];
-    const double target = top_p * total;
-    const int32_t pool = kept;
-    int32_t mm = sorted ? pool : (pool < 64 ? pool : 64);
-    for (;;) {
-      if (!sorted) top_sorted(order, pool, mm, w);
-      double acc = 0;
-      int32_t reached = -1;
-      for (int32_t k = 0; k < mm; k++) {
-        acc += w[order[k]];
-        if (acc >= target) {
-          reached = k + 1;
-          break;
-        }
-      }
-      if (reached > 0) {
-        kept = reached;
-        break;
-      }
-      if (mm == pool) {
-        kept = pool;
-        break;
-      }
-      mm = mm > pool / 4 ? pool : mm * 4;
-    }
-    sorted = true;
-  }
-  const double min_p = j.min_p;
-  if (min_p > 0 && kept > 1) {
-    if (sorted) {
-      while (kept > 1 && w[order[kept - 1]] < min_p) kept--;
-    } else {
-      int32_t k2 = 0;
-      for (int32_t k = 0; k < kept; k++)
-        if (w[order[k]] >= min_p) order[k2++] = order[k];
-      kept = k2;
-    }
-  }
-  if (sorted) sort_ids(order, kept);
-  double total = 0;
-  for (int32_t k = 0; k < kept; k++) total += w[order[k]];
-  const double target = uniform(j.seed, (uint32_t)j.position, 0) * total;
-  double run = 0;
-  for (int32_t k = 0; k < kept; k++) {
-    run += w[order[k]];
-    if (run > target) return order[k];
-  }
-  return order[kept - 1];
-}
-
 /* Shared memory of the sampler's block. */
 struct block_ws {
   best_t red[kThreads];
@@ -444,22 +259,20 @@ struct block_ws {
 __device__ int32_t sample_general(const rill_sample_job &j, const float *raw, int V, const int32_t *history,
                                   const int32_t *bias_ids, const float *bias_values, const int32_t *drafts,
                                   const uint32_t *mask, uint8_t *slot, block_ws *ws) {
-  double *w = reinterpret_cast<double *>(slot);
-  int32_t *order = reinterpret_cast<int32_t *>(slot + align64((size_t)V * sizeof(double)));
-  int32_t *counts = order + align64((size_t)V * sizeof(int32_t)) / sizeof(int32_t);
-  uint8_t *seen = reinterpret_cast<uint8_t *>(counts + align64((size_t)V * sizeof(int32_t)) / sizeof(int32_t));
-  for (int t = threadIdx.x; t < V; t += blockDim.x) w[t] = isnan(raw[t]) ? -INFINITY : (double)raw[t];
+  const rill_sample_scratch s = rill_sample_scratch_at(slot, (size_t)V);
+  double *w = s.work;
+  for (int t = threadIdx.x; t < V; t += blockDim.x) w[t] = rill_sample_logit(raw[t]);
   __syncthreads();
   if (threadIdx.x == 0) {
-    penalties(j, history, drafts, w, counts, seen);
-    for (int32_t k = j.bias_off; k < j.bias_off + j.bias_len; k++) w[bias_ids[k]] += (double)bias_values[k];
+    rill_sample_penalties(history, j.hist_off, j.hist_off + j.hist_prompt, j.hist_off + j.hist_len,
+                          drafts + j.drafts_off, j.r, j.frequency, j.presence, j.repetition, w, s.counts, s.seen);
+    rill_sample_bias(bias_ids, bias_values, j.bias_off, j.bias_off + j.bias_len, w);
   }
   __syncthreads();
-  const size_t words = ((size_t)V + 31) / 32;
-  const uint32_t *m = j.mask_row >= 0 ? mask + (size_t)j.mask_row * words : nullptr;
+  const uint32_t *m = j.mask_row >= 0 ? mask + (size_t)j.mask_row * rill_sample_mask_words(V) : nullptr;
   best_t allowed{0.0, -1}, mine{0.0, -1};
   for (int t = threadIdx.x; t < V; t += blockDim.x) {
-    if (m != nullptr && !((m[t >> 5] >> (t & 31)) & 1u)) {
+    if (m != nullptr && !rill_sample_mask_allows(m, t)) {
       w[t] = -INFINITY;
     } else if (allowed.id < 0) {
       allowed = best_t{0.0, t}; /* strided ascending: the thread's first allowed id */
@@ -472,11 +285,11 @@ __device__ int32_t sample_general(const rill_sample_job &j, const float *raw, in
   const int32_t best = top.id < 0 ? first.id : top.id;
   const double max = top.id < 0 ? -INFINITY : top.v;
   const double temperature = j.temperature;
-  if (temperature == 0 || max == -INFINITY || max == INFINITY) return best;
+  if (rill_sample_is_greedy(temperature, max)) return best;
 
   int32_t positive = 0;
   for (int t = threadIdx.x; t < V; t += blockDim.x) {
-    w[t] = exp((w[t] - max) / temperature);
+    w[t] = rill_sample_weight(w[t], max, temperature);
     positive += w[t] > 0;
   }
   const int32_t n = rill_block_sum(positive, ws->isums); /* also the barrier after the weights */
@@ -536,7 +349,7 @@ __device__ int32_t sample_general(const rill_sample_job &j, const float *raw, in
     }
     double total;
     const double base = block_exclusive_sum(part, ws->dbuf, &total);
-    const double target = uniform(j.seed, (uint32_t)j.position, 0) * total, e = margin(total, n);
+    const double target = rill_uniform(j.seed, (uint32_t)j.position, 0) * total, e = margin(total, n);
     if (threadIdx.x == 0) ws->result = -1;
     __syncthreads();
     if (total > 0 && base <= target + e && base + part > target - e) {
@@ -564,7 +377,8 @@ __device__ int32_t sample_general(const rill_sample_job &j, const float *raw, in
   }
   __syncthreads();
   if (threadIdx.x == 0) {
-    ws->result = sample_serial(j, V, w, order);
+    const double u = rill_uniform(j.seed, (uint32_t)j.position, 0);
+    ws->result = rill_sample_draw(w, V, s.order, j.top_k, j.top_p, j.min_p, u);
 #ifdef RILL_CUDA_EMU
     rill_sample_serial_rows++;
 #endif
@@ -614,7 +428,7 @@ __global__ void sample_kernel(const float *logits, int R, int V, const rill_samp
       sum = rill_block_sum(sum, ws.dsums);
       log_z = max + log(sum);
     }
-    if (threadIdx.x == 0) out_lp[row] = (float)((double)raw[tok] - log_z);
+    if (threadIdx.x == 0) out_lp[row] = rill_sample_logprob(raw[tok], log_z);
     const int n = j.logprobs;
     if (n == 0) continue;
     /* The n largest non-NaN logits, descending, ties to the lower id (sample.c's top_alternatives): the n-th by a
@@ -631,7 +445,7 @@ __global__ void sample_kernel(const float *logits, int R, int V, const rill_samp
       if (threadIdx.x == 0) ws.result = 0;
       __syncthreads();
       for (int t = threadIdx.x; t < V; t += blockDim.x) {
-        if (isnan(raw[t]) || key_better(cut_key, cut_id, float_key(raw[t]), t)) continue;
+        if (isnan(raw[t]) || rill_sample_key_before(cut_key, cut_id, float_key(raw[t]), t)) continue;
         ids[atomic_add(&ws.result, 1)] = t;
       }
       __syncthreads();
@@ -641,17 +455,11 @@ __global__ void sample_kernel(const float *logits, int R, int V, const rill_samp
         const int32_t t = ids[k];
         const uint64_t key = float_key(raw[t]);
         int32_t i = k;
-        for (; i > 0 && key_better(key, t, float_key(raw[ids[i - 1]]), ids[i - 1]); i--) ids[i] = ids[i - 1];
+        for (; i > 0 && rill_sample_key_before(key, t, float_key(raw[ids[i - 1]]), ids[i - 1]); i--)
+          ids[i] = ids[i - 1];
         ids[i] = t;
       }
-      for (int32_t k = 0; k < n; k++) {
-        if (k < count) {
-          lps[k] = (float)((double)raw[ids[k]] - log_z);
-        } else {
-          ids[k] = -1;
-          lps[k] = -INFINITY;
-        }
-      }
+      rill_sample_fill_alternatives(raw, n, count, log_z, ids, lps);
     }
     __syncthreads();
   }
@@ -663,11 +471,7 @@ __global__ void sample_kernel(const float *logits, int R, int V, const rill_samp
 long rill_sample_parallel_rows = 0, rill_sample_serial_rows = 0;
 #endif
 
-size_t rill_sample_slot_bytes(int V) {
-  const size_t v = (size_t)V;
-  return ((v * sizeof(double) + 63) & ~(size_t)63) + 2 * ((v * sizeof(int32_t) + 63) & ~(size_t)63) +
-         ((v + 63) & ~(size_t)63);
-}
+size_t rill_sample_slot_bytes(int V) { return rill_sample_row_bytes((size_t)V); }
 
 cudaError_t rill_k_sample(cudaStream_t s, const float *logits, int R, int V, const rill_sample_job *jobs,
                           const int32_t *history, const int32_t *bias_ids, const float *bias_values,

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fail.h"
 #include "read_file.h"
 
 #define CFG "config.json"
@@ -13,8 +14,7 @@ rill_status rill_config_json_read(const char *dir, rill_json_doc **out, char *er
   size_t plen = strlen(dir) + 16;
   char *path = malloc(plen);
   if (path == NULL) {
-    snprintf(err, err_cap, "out of memory");
-    return RILL_ERR_OUT_OF_MEMORY;
+    return rill_fail(err, err_cap, RILL_ERR_OUT_OF_MEMORY, "out of memory");
   }
   snprintf(path, plen, "%s/" CFG, dir);
   char *text = NULL;
@@ -26,8 +26,7 @@ rill_status rill_config_json_read(const char *dir, rill_json_doc **out, char *er
   rill_json_doc *doc = rill_json_parse(text, len, jerr, sizeof jerr);
   free(text);
   if (doc == NULL) {
-    snprintf(err, err_cap, CFG ": %s", jerr);
-    return RILL_ERR_MODEL;
+    return rill_fail(err, err_cap, RILL_ERR_MODEL, CFG ": %s", jerr);
   }
   *out = doc;
   return RILL_OK;

@@ -6,6 +6,7 @@
 
 #include "config_fields.h"
 #include "config_json.h"
+#include "fail.h"
 #include "json.h"
 #include "safetensors.h"
 #include "tensor_shape.h"
@@ -106,12 +107,11 @@ static void read_taps(reader *r, const rill_model_config *target, rill_eagle3_he
 static rill_status parse(const rill_json *root, const rill_model_config *t, rill_eagle3_head *h, char *err,
                          size_t err_cap) {
   if (root->kind != RILL_JSON_OBJECT) {
-    snprintf(err, err_cap, CFG ": not a JSON object");
-    return RILL_ERR_MODEL;
+    return rill_fail(err, err_cap, RILL_ERR_MODEL, CFG ": not a JSON object");
   }
   if (!names_eagle3(root)) {
-    snprintf(err, err_cap, CFG ": architectures names no EAGLE-3 head (e.g. LlamaForCausalLMEagle3)");
-    return RILL_ERR_MODEL;
+    return rill_fail(err, err_cap, RILL_ERR_MODEL,
+                     CFG ": architectures names no EAGLE-3 head (e.g. LlamaForCausalLMEagle3)");
   }
   rill_model_config *c = &h->cfg;
   reader r = {.root = root, .err = err, .err_cap = err_cap, .failed = false};
@@ -125,9 +125,9 @@ static rill_status parse(const rill_json *root, const rill_model_config *t, rill
   h->draft_vocab = rill_config_int(&r, root, "draft_vocab_size", c->vocab_size);
   if (r.failed) return RILL_ERR_MODEL;
   if (c->hidden_size % c->num_heads != 0 && rill_json_get(root, "head_dim") == NULL) {
-    snprintf(err, err_cap, CFG ": hidden_size %d is not a multiple of num_attention_heads %d and no head_dim is given",
-             c->hidden_size, c->num_heads);
-    return RILL_ERR_MODEL;
+    return rill_fail(err, err_cap, RILL_ERR_MODEL,
+                     CFG ": hidden_size %d is not a multiple of num_attention_heads %d and no head_dim is given",
+                     c->hidden_size, c->num_heads);
   }
   c->head_dim = rill_config_int(&r, root, "head_dim", c->hidden_size / c->num_heads);
   c->rms_norm_eps = (float)rill_config_number(&r, root, "rms_norm_eps", 1e-6, false);
@@ -143,32 +143,30 @@ static rill_status parse(const rill_json *root, const rill_model_config *t, rill
     return RILL_ERR_MODEL;
   }
   if (h->draft_vocab > c->vocab_size) {
-    snprintf(err, err_cap, CFG ": draft_vocab_size %d exceeds vocab_size %d", h->draft_vocab, c->vocab_size);
-    return RILL_ERR_MODEL;
+    return rill_fail(err, err_cap, RILL_ERR_MODEL, CFG ": draft_vocab_size %d exceeds vocab_size %d", h->draft_vocab,
+                     c->vocab_size);
   }
   if (c->num_layers != 1) {
-    snprintf(err, err_cap, CFG ": num_hidden_layers %d; an EAGLE-3 head has one decoder layer", c->num_layers);
-    return RILL_ERR_MODEL;
+    return rill_fail(err, err_cap, RILL_ERR_MODEL, CFG ": num_hidden_layers %d; an EAGLE-3 head has one decoder layer",
+                     c->num_layers);
   }
   if (c->num_heads % c->num_kv_heads != 0) {
-    snprintf(err, err_cap, CFG ": num_attention_heads %d is not a multiple of num_key_value_heads %d", c->num_heads,
-             c->num_kv_heads);
-    return RILL_ERR_MODEL;
+    return rill_fail(err, err_cap, RILL_ERR_MODEL,
+                     CFG ": num_attention_heads %d is not a multiple of num_key_value_heads %d", c->num_heads,
+                     c->num_kv_heads);
   }
   if (c->head_dim % 2 != 0 || c->head_dim > 1024) {
-    snprintf(err, err_cap, CFG ": head_dim %d must be even and at most 1024", c->head_dim);
-    return RILL_ERR_MODEL;
+    return rill_fail(err, err_cap, RILL_ERR_MODEL, CFG ": head_dim %d must be even and at most 1024", c->head_dim);
   }
   const char *act = rill_config_string(root, "hidden_act");
   if (act != NULL && strcmp(act, "silu") != 0) {
-    snprintf(err, err_cap, CFG ": hidden_act %.32s is not supported (only silu)", act);
-    return RILL_ERR_MODEL;
+    return rill_fail(err, err_cap, RILL_ERR_MODEL, CFG ": hidden_act %.32s is not supported (only silu)", act);
   }
   const rill_json *ec = rill_json_get(root, "eagle_config");
   if (true_field(root, "attention_bias") || true_field(root, "mlp_bias") || true_field(root, "norm_before_fc") ||
       (ec != NULL && true_field(ec, "norm_before_fc"))) {
-    snprintf(err, err_cap, CFG ": attention_bias, mlp_bias and norm_before_fc are not supported in an EAGLE-3 head");
-    return RILL_ERR_MODEL;
+    return rill_fail(err, err_cap, RILL_ERR_MODEL,
+                     CFG ": attention_bias, mlp_bias and norm_before_fc are not supported in an EAGLE-3 head");
   }
   h->target_hidden = t->hidden_size;
   return RILL_OK;
@@ -278,15 +276,14 @@ static rill_status load_weights(const rill_checkpoint *ck, const char *ck_name, 
 
   h->d2t = malloc((size_t)VD * sizeof(int32_t));
   if (h->d2t == NULL) {
-    snprintf(err, err_cap, "out of memory");
-    return RILL_ERR_OUT_OF_MEMORY;
+    return rill_fail(err, err_cap, RILL_ERR_OUT_OF_MEMORY, "out of memory");
   }
   for (int64_t i = 0; i < VD; i++) {
     int64_t target = d2t != NULL ? i + int_at(d2t, i) : i;
     if (target < 0 || target >= V) {
-      snprintf(err, err_cap, "%s: d2t[%lld] maps draft token %lld to %lld, outside the vocabulary of %lld",
-               d2t->file, (long long)i, (long long)i, (long long)target, (long long)V);
-      return RILL_ERR_MODEL;
+      return rill_fail(err, err_cap, RILL_ERR_MODEL,
+                       "%s: d2t[%lld] maps draft token %lld to %lld, outside the vocabulary of %lld", d2t->file,
+                       (long long)i, (long long)i, (long long)target, (long long)V);
     }
     h->d2t[i] = (int32_t)target;
   }

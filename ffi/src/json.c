@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fail.h"
+
 /* Nodes and decoded strings live in a chain of chunks freed together with the document. */
 typedef struct chunk {
   struct chunk *next;
@@ -36,7 +38,7 @@ static void fail(parser *p, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  snprintf(p->err, p->err_cap, "invalid JSON at byte %zu: %s", p->pos, msg);
+  (void)rill_fail(p->err, p->err_cap, RILL_ERR_INVALID_ARGUMENT, "invalid JSON at byte %zu: %s", p->pos, msg);
 }
 
 static void *arena_alloc(parser *p, size_t n) {

@@ -10,21 +10,6 @@
 
 #include "cpu/kernels.h"
 
-float rill_bf16_to_f32(uint16_t v) {
-  uint32_t u = (uint32_t)v << 16;
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-uint16_t rill_f32_to_bf16(float f) {
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  if ((u & 0x7F800000u) == 0x7F800000u && (u & 0x007FFFFFu) != 0) return (uint16_t)((u >> 16) | 0x40); /* NaN */
-  u += 0x7FFFu + ((u >> 16) & 1u);
-  return (uint16_t)(u >> 16);
-}
-
 float rill_tensor_get(const rill_tensor *t, int64_t i) {
   const unsigned char *p = t->data;
   switch (t->dtype) {

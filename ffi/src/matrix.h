@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bf16.h"
 #include "rill.h"
 #include "safetensors.h"
 #include "thread_pool.h"
@@ -40,8 +41,5 @@ size_t rill_matrix_bytes(const rill_matrix *m);
 void rill_matrix_row(const rill_matrix *m, int32_t r, float *out);
 /* A tensor (F32/F16/BF16) element as fp32. */
 float rill_tensor_get(const rill_tensor *t, int64_t i);
-/* Round to nearest even, as torch converts fp32 to bf16. */
-uint16_t rill_f32_to_bf16(float f);
-float rill_bf16_to_f32(uint16_t v);
 
 #endif /* RILL_MATRIX_H */

@@ -7,6 +7,7 @@
 
 #include "config_fields.h"
 #include "config_json.h"
+#include "fail.h"
 #include "json.h"
 
 #define CFG "config.json"
@@ -25,10 +26,10 @@ static bool bool_field(reader *r, const char *key, bool def) {
   return v->kind == RILL_JSON_TRUE;
 }
 
+/* The reader's failure: marks it failed, so the fields read after it are not reported over it. */
 static rill_status fail(reader *r, const char *msg) {
-  snprintf(r->err, r->err_cap, CFG ": %s", msg);
   r->failed = true;
-  return RILL_ERR_MODEL;
+  return rill_fail(r->err, r->err_cap, RILL_ERR_MODEL, CFG ": %s", msg);
 }
 
 /* YaRN as transformers' _compute_yarn_parameters and the gpt-oss reference compute it: the ramp between the
@@ -118,8 +119,7 @@ static rill_status parse_gpt_oss(reader *r, rill_model_config *c) {
 
 static rill_status parse(const rill_json *root, rill_model_config *c, char *err, size_t err_cap) {
   if (root->kind != RILL_JSON_OBJECT) {
-    snprintf(err, err_cap, CFG ": not a JSON object");
-    return RILL_ERR_MODEL;
+    return rill_fail(err, err_cap, RILL_ERR_MODEL, CFG ": not a JSON object");
   }
   reader r = {.root = root, .err = err, .err_cap = err_cap, .failed = false};
   const rill_json *archs = rill_json_get(root, "architectures");
@@ -138,8 +138,7 @@ static rill_status parse(const rill_json *root, rill_model_config *c, char *err,
     }
   }
   if (arch == NULL) {
-    snprintf(err, err_cap, CFG ": no architectures entry or known model_type");
-    return RILL_ERR_MODEL;
+    return rill_fail(err, err_cap, RILL_ERR_MODEL, CFG ": no architectures entry or known model_type");
   }
   bool llama = strcmp(arch, "LlamaForCausalLM") == 0, mistral = strcmp(arch, "MistralForCausalLM") == 0;
   bool qwen2 = strcmp(arch, "Qwen2ForCausalLM") == 0, qwen3 = strcmp(arch, "Qwen3ForCausalLM") == 0;
@@ -161,9 +160,9 @@ static rill_status parse(const rill_json *root, rill_model_config *c, char *err,
   c->max_positions = rill_config_int(&r, root, "max_position_embeddings", 2048);
   if (r.failed) return RILL_ERR_MODEL;
   if (c->hidden_size % c->num_heads != 0 && rill_json_get(root, "head_dim") == NULL) {
-    snprintf(err, err_cap, CFG ": hidden_size %d is not a multiple of num_attention_heads %d and no head_dim is given",
-             c->hidden_size, c->num_heads);
-    return RILL_ERR_MODEL;
+    return rill_fail(err, err_cap, RILL_ERR_MODEL,
+                     CFG ": hidden_size %d is not a multiple of num_attention_heads %d and no head_dim is given",
+                     c->hidden_size, c->num_heads);
   }
   c->head_dim = rill_config_int(&r, root, "head_dim", c->hidden_size / c->num_heads);
   c->rms_norm_eps = (float)rill_config_number(&r, root, "rms_norm_eps", 1e-6, false);
@@ -173,22 +172,19 @@ static rill_status parse(const rill_json *root, rill_model_config *c, char *err,
   bool mlp_bias = bool_field(&r, "mlp_bias", false);
   if (r.failed) return RILL_ERR_MODEL;
   if (c->num_heads % c->num_kv_heads != 0) {
-    snprintf(err, err_cap, CFG ": num_attention_heads %d is not a multiple of num_key_value_heads %d", c->num_heads,
-             c->num_kv_heads);
-    return RILL_ERR_MODEL;
+    return rill_fail(err, err_cap, RILL_ERR_MODEL,
+                     CFG ": num_attention_heads %d is not a multiple of num_key_value_heads %d", c->num_heads,
+                     c->num_kv_heads);
   }
   if (c->head_dim % 2 != 0 || c->head_dim > 1024) {
-    snprintf(err, err_cap, CFG ": head_dim %d must be even and at most 1024", c->head_dim);
-    return RILL_ERR_MODEL;
+    return rill_fail(err, err_cap, RILL_ERR_MODEL, CFG ": head_dim %d must be even and at most 1024", c->head_dim);
   }
   if (mlp_bias) {
-    snprintf(err, err_cap, CFG ": mlp_bias true is not supported");
-    return RILL_ERR_MODEL;
+    return rill_fail(err, err_cap, RILL_ERR_MODEL, CFG ": mlp_bias true is not supported");
   }
   const char *act = rill_config_string(root, "hidden_act");
   if (act != NULL && strcmp(act, "silu") != 0) {
-    snprintf(err, err_cap, CFG ": hidden_act %.32s is not supported (only silu)", act);
-    return RILL_ERR_MODEL;
+    return rill_fail(err, err_cap, RILL_ERR_MODEL, CFG ": hidden_act %.32s is not supported (only silu)", act);
   }
   c->qkv_bias = qwen2 || attention_bias;
   c->o_bias = !qwen2 && attention_bias;
@@ -218,8 +214,7 @@ static rill_status parse(const rill_json *root, rill_model_config *c, char *err,
     const char *type = rill_config_string(rs, "rope_type");
     if (type == NULL) type = rill_config_string(rs, "type");
     if (rs->kind != RILL_JSON_OBJECT || type == NULL) {
-      snprintf(err, err_cap, CFG ": rope_scaling must be an object with rope_type");
-      return RILL_ERR_MODEL;
+      return rill_fail(err, err_cap, RILL_ERR_MODEL, CFG ": rope_scaling must be an object with rope_type");
     }
     if (strcmp(type, "default") == 0) {
       c->rope_scaling = RILL_ROPE_NONE;
@@ -234,15 +229,15 @@ static rill_status parse(const rill_json *root, rill_model_config *c, char *err,
       double orig = rill_config_number(&r, rs, "original_max_position_embeddings", 8192, true);
       c->rope_original_max_positions = (int32_t)orig;
       if (!r.failed && !(c->rope_high_freq_factor > c->rope_low_freq_factor)) {
-        snprintf(err, err_cap, CFG ": rope_scaling high_freq_factor must exceed low_freq_factor");
-        return RILL_ERR_MODEL;
+        return rill_fail(err, err_cap, RILL_ERR_MODEL,
+                         CFG ": rope_scaling high_freq_factor must exceed low_freq_factor");
       }
     } else if (strcmp(type, "yarn") == 0) {
       rill_status ys = parse_yarn(&r, rs, c);
       if (ys != RILL_OK) return ys;
     } else {
-      snprintf(err, err_cap, CFG ": rope_scaling type %.32s is not supported (default, linear, llama3, yarn)", type);
-      return RILL_ERR_MODEL;
+      return rill_fail(err, err_cap, RILL_ERR_MODEL,
+                       CFG ": rope_scaling type %.32s is not supported (default, linear, llama3, yarn)", type);
     }
     if (r.failed) return RILL_ERR_MODEL;
   }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fail.h"
 #include "tensor_shape.h"
 
 typedef struct loader {
@@ -150,8 +151,7 @@ rill_status rill_model_weights_load(const rill_checkpoint *ck, const char *ck_na
   w->num_layers = c->num_layers;
   w->layers = calloc((size_t)c->num_layers, sizeof *w->layers);
   if (w->layers == NULL) {
-    snprintf(err, err_cap, "out of memory");
-    return RILL_ERR_OUT_OF_MEMORY;
+    return rill_fail(err, err_cap, RILL_ERR_OUT_OF_MEMORY, "out of memory");
   }
   matrix(&l, &w->embed, type, &embed, 1, (int)H, &s);
   if (!w->tied) matrix(&l, &w->lm_head, type, &head, 1, (int)H, &s);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fail.h"
 #include "matrix.h"
 #include "tensor_shape.h"
 
@@ -28,8 +29,8 @@ static const rill_tensor *need(const rill_checkpoint *ck, const char *ck_name, c
 rill_status rill_mxfp4_experts_check(const rill_checkpoint *ck, const char *ck_name, const char *prefix, int32_t E,
                                      int32_t rows, int32_t cols, char *err, size_t err_cap) {
   if (cols % 32 != 0) {
-    snprintf(err, err_cap, "%s: %sblocks: %d columns are not whole MXFP4 blocks of 32", ck_name, prefix, cols);
-    return RILL_ERR_MODEL;
+    return rill_fail(err, err_cap, RILL_ERR_MODEL, "%s: %sblocks: %d columns are not whole MXFP4 blocks of 32", ck_name,
+                     prefix, cols);
   }
   const int64_t nb = cols / 32;
   const int64_t bshape[4] = {E, rows, nb, 16}, sshape[3] = {E, rows, nb}, biashape[2] = {E, rows};
@@ -40,9 +41,9 @@ rill_status rill_mxfp4_experts_check(const rill_checkpoint *ck, const char *ck_n
   snprintf(blocks_name, sizeof blocks_name, "%sblocks", prefix);
   const rill_tensor *dense = rill_checkpoint_find(ck, plain);
   if (dense != NULL && rill_checkpoint_find(ck, blocks_name) == NULL) {
-    snprintf(err, err_cap, "%s: tensor %s holds the experts unquantized (%s); only the MXFP4 release layout is supported",
-             dense->file, plain, dense->dtype_name);
-    return RILL_ERR_MODEL;
+    return rill_fail(err, err_cap, RILL_ERR_MODEL,
+                     "%s: tensor %s holds the experts unquantized (%s); only the MXFP4 release layout is supported",
+                     dense->file, plain, dense->dtype_name);
   }
   if (need(ck, ck_name, prefix, "blocks", bshape, 4, 1, err, err_cap) == NULL ||
       need(ck, ck_name, prefix, "scales", sshape, 3, 1, err, err_cap) == NULL ||
@@ -93,8 +94,7 @@ rill_status rill_mxfp4_experts_load(const rill_checkpoint *ck, const char *prefi
   m->bias = malloc(nbias * sizeof(float));
   if (m->blocks == NULL || m->scales == NULL || m->bias == NULL) {
     rill_mxfp4_experts_free(m);
-    snprintf(err, err_cap, "out of memory loading %sblocks", prefix);
-    return RILL_ERR_OUT_OF_MEMORY;
+    return rill_fail(err, err_cap, RILL_ERR_OUT_OF_MEMORY, "out of memory loading %sblocks", prefix);
   }
   copy(pool, m->blocks, tb->data, nsc * 16);
   copy(pool, m->scales, ts->data, nsc);

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fail.h"
 #include "json.h"
 #include "read_file.h"
 
@@ -85,15 +86,13 @@ static bool dtype_of(const char *s, rill_tensor_dtype *dt, size_t *elem) {
 
 static rill_status add_tensor(rill_checkpoint *ck, const rill_tensor *t, char *err, size_t err_cap) {
   if (rill_checkpoint_find(ck, t->name) != NULL) {
-    snprintf(err, err_cap, "%s: tensor %s is also in another file", t->file, t->name);
-    return RILL_ERR_MODEL;
+    return rill_fail(err, err_cap, RILL_ERR_MODEL, "%s: tensor %s is also in another file", t->file, t->name);
   }
   if (ck->num_tensors == ck->cap_tensors) {
     size_t cap = ck->cap_tensors == 0 ? 64 : ck->cap_tensors * 2;
     rill_tensor *nt = realloc(ck->tensors, cap * sizeof *nt);
     if (nt == NULL) {
-      snprintf(err, err_cap, "out of memory");
-      return RILL_ERR_OUT_OF_MEMORY;
+      return rill_fail(err, err_cap, RILL_ERR_OUT_OF_MEMORY, "out of memory");
     }
     ck->tensors = nt;
     ck->cap_tensors = cap;
@@ -108,64 +107,56 @@ static rill_status open_file(rill_checkpoint *ck, const char *dir, const char *n
   memset(f, 0, sizeof *f);
   f->name = strdup(name);
   if (f->name == NULL) {
-    snprintf(err, err_cap, "out of memory");
-    return RILL_ERR_OUT_OF_MEMORY;
+    return rill_fail(err, err_cap, RILL_ERR_OUT_OF_MEMORY, "out of memory");
   }
   ck->num_files++;
   size_t plen = strlen(dir) + strlen(name) + 2;
   char *path = malloc(plen);
   if (path == NULL) {
-    snprintf(err, err_cap, "out of memory");
-    return RILL_ERR_OUT_OF_MEMORY;
+    return rill_fail(err, err_cap, RILL_ERR_OUT_OF_MEMORY, "out of memory");
   }
   snprintf(path, plen, "%s/%s", dir, name);
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   free(path);
   if (fd < 0) {
-    snprintf(err, err_cap, "%s: cannot open: %s", name, strerror(errno));
-    return RILL_ERR_MODEL;
+    return rill_fail(err, err_cap, RILL_ERR_MODEL, "%s: cannot open: %s", name, strerror(errno));
   }
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     close(fd);
-    snprintf(err, err_cap, "%s: not a regular file", name);
-    return RILL_ERR_MODEL;
+    return rill_fail(err, err_cap, RILL_ERR_MODEL, "%s: not a regular file", name);
   }
   f->size = (size_t)st.st_size;
   if (f->size < 8) {
     close(fd);
-    snprintf(err, err_cap, "%s: truncated: %zu bytes, shorter than the 8-byte header length", name, f->size);
-    return RILL_ERR_MODEL;
+    return rill_fail(err, err_cap, RILL_ERR_MODEL, "%s: truncated: %zu bytes, shorter than the 8-byte header length",
+                     name, f->size);
   }
   f->map = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
   close(fd);
   if (f->map == MAP_FAILED) {
     f->map = NULL;
-    snprintf(err, err_cap, "%s: cannot map: %s", name, strerror(errno));
-    return RILL_ERR_MODEL;
+    return rill_fail(err, err_cap, RILL_ERR_MODEL, "%s: cannot map: %s", name, strerror(errno));
   }
   const unsigned char *bytes = f->map;
   uint64_t hlen = 0;
   for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | bytes[i];
   if (hlen > HEADER_MAX) {
-    snprintf(err, err_cap, "%s: header length %llu is over the format's 100 MB limit", name, (unsigned long long)hlen);
-    return RILL_ERR_MODEL;
+    return rill_fail(err, err_cap, RILL_ERR_MODEL, "%s: header length %llu is over the format's 100 MB limit", name,
+                     (unsigned long long)hlen);
   }
   if (hlen > f->size - 8) {
-    snprintf(err, err_cap, "%s: truncated: header of %llu bytes but the file has %zu", name, (unsigned long long)hlen,
-             f->size);
-    return RILL_ERR_MODEL;
+    return rill_fail(err, err_cap, RILL_ERR_MODEL, "%s: truncated: header of %llu bytes but the file has %zu", name,
+                     (unsigned long long)hlen, f->size);
   }
   char jerr[192];
   f->header = rill_json_parse((const char *)bytes + 8, (size_t)hlen, jerr, sizeof jerr);
   if (f->header == NULL) {
-    snprintf(err, err_cap, "%s: bad header: %s", name, jerr);
-    return RILL_ERR_MODEL;
+    return rill_fail(err, err_cap, RILL_ERR_MODEL, "%s: bad header: %s", name, jerr);
   }
   const rill_json *root = rill_json_root(f->header);
   if (root->kind != RILL_JSON_OBJECT) {
-    snprintf(err, err_cap, "%s: bad header: not a JSON object", name);
-    return RILL_ERR_MODEL;
+    return rill_fail(err, err_cap, RILL_ERR_MODEL, "%s: bad header: not a JSON object", name);
   }
   const unsigned char *data = bytes + 8 + hlen;
   size_t data_len = f->size - 8 - (size_t)hlen;
@@ -181,51 +172,45 @@ static rill_status open_file(rill_checkpoint *ck, const char *dir, const char *n
     size_t elem = 0;
     if (m->kind != RILL_JSON_OBJECT || dt == NULL || dt->kind != RILL_JSON_STRING || shape == NULL ||
         shape->kind != RILL_JSON_ARRAY || offs == NULL || offs->kind != RILL_JSON_ARRAY || offs->length != 2) {
-      snprintf(err, err_cap, "%s: tensor %s: header entry needs dtype, shape and data_offsets [begin, end]", name,
-               m->key);
-      return RILL_ERR_MODEL;
+      return rill_fail(err, err_cap, RILL_ERR_MODEL,
+                       "%s: tensor %s: header entry needs dtype, shape and data_offsets [begin, end]", name, m->key);
     }
     if (!dtype_of(dt->string, &t.dtype, &elem)) {
-      snprintf(err, err_cap, "%s: tensor %s: unknown dtype %s", name, m->key, dt->string);
-      return RILL_ERR_MODEL;
+      return rill_fail(err, err_cap, RILL_ERR_MODEL, "%s: tensor %s: unknown dtype %s", name, m->key, dt->string);
     }
     t.dtype_name = dt->string;
     if (shape->length > RILL_TENSOR_MAX_DIMS) {
-      snprintf(err, err_cap, "%s: tensor %s: %zu dimensions (at most %d)", name, m->key, shape->length,
-               RILL_TENSOR_MAX_DIMS);
-      return RILL_ERR_MODEL;
+      return rill_fail(err, err_cap, RILL_ERR_MODEL, "%s: tensor %s: %zu dimensions (at most %d)", name, m->key,
+                       shape->length, RILL_TENSOR_MAX_DIMS);
     }
     t.ndim = (int)shape->length;
     t.numel = 1;
     int d = 0;
     for (const rill_json *e = shape->first; e != NULL; e = e->next, d++) {
       if (e->kind != RILL_JSON_NUMBER || !e->is_integer || e->integer < 0 || e->integer > ((int64_t)1 << 40)) {
-        snprintf(err, err_cap, "%s: tensor %s: bad shape entry", name, m->key);
-        return RILL_ERR_MODEL;
+        return rill_fail(err, err_cap, RILL_ERR_MODEL, "%s: tensor %s: bad shape entry", name, m->key);
       }
       t.shape[d] = e->integer;
       if (t.numel > 0 && e->integer > ((int64_t)1 << 50) / t.numel) {
-        snprintf(err, err_cap, "%s: tensor %s: shape too large", name, m->key);
-        return RILL_ERR_MODEL;
+        return rill_fail(err, err_cap, RILL_ERR_MODEL, "%s: tensor %s: shape too large", name, m->key);
       }
       t.numel *= e->integer;
     }
     const rill_json *b = offs->first, *e = offs->first->next;
     if (b->kind != RILL_JSON_NUMBER || !b->is_integer || e->kind != RILL_JSON_NUMBER || !e->is_integer ||
         b->integer < 0 || e->integer < b->integer) {
-      snprintf(err, err_cap, "%s: tensor %s: bad data_offsets", name, m->key);
-      return RILL_ERR_MODEL;
+      return rill_fail(err, err_cap, RILL_ERR_MODEL, "%s: tensor %s: bad data_offsets", name, m->key);
     }
     uint64_t begin = (uint64_t)b->integer, end = (uint64_t)e->integer;
     if (end - begin != (uint64_t)t.numel * elem) {
-      snprintf(err, err_cap, "%s: tensor %s: data_offsets span %llu bytes but %s of shape needs %llu", name, m->key,
-               (unsigned long long)(end - begin), dt->string, (unsigned long long)((uint64_t)t.numel * elem));
-      return RILL_ERR_MODEL;
+      return rill_fail(err, err_cap, RILL_ERR_MODEL,
+                       "%s: tensor %s: data_offsets span %llu bytes but %s of shape needs %llu", name, m->key,
+                       (unsigned long long)(end - begin), dt->string, (unsigned long long)((uint64_t)t.numel * elem));
     }
     if (end > data_len) {
-      snprintf(err, err_cap, "%s: truncated: tensor %s ends at data byte %llu but the file holds %zu data bytes", name,
-               m->key, (unsigned long long)end, data_len);
-      return RILL_ERR_MODEL;
+      return rill_fail(err, err_cap, RILL_ERR_MODEL,
+                       "%s: truncated: tensor %s ends at data byte %llu but the file holds %zu data bytes", name,
+                       m->key, (unsigned long long)end, data_len);
     }
     t.data = data + begin;
     t.nbytes = (size_t)(end - begin);
@@ -252,20 +237,17 @@ static rill_status open_sharded(rill_checkpoint *ck, const char *dir, const char
   rill_json_doc *doc = rill_json_parse(text, len, jerr, sizeof jerr);
   free(text);
   if (doc == NULL) {
-    snprintf(err, err_cap, "%s: %s", iname, jerr);
-    return RILL_ERR_MODEL;
+    return rill_fail(err, err_cap, RILL_ERR_MODEL, "%s: %s", iname, jerr);
   }
   const rill_json *map = rill_json_get(rill_json_root(doc), "weight_map");
   if (map == NULL || map->kind != RILL_JSON_OBJECT || map->length == 0) {
     rill_json_free(doc);
-    snprintf(err, err_cap, "%s: no weight_map object", iname);
-    return RILL_ERR_MODEL;
+    return rill_fail(err, err_cap, RILL_ERR_MODEL, "%s: no weight_map object", iname);
   }
   ck->files = calloc(map->length, sizeof *ck->files);
   if (ck->files == NULL) {
     rill_json_free(doc);
-    snprintf(err, err_cap, "out of memory");
-    return RILL_ERR_OUT_OF_MEMORY;
+    return rill_fail(err, err_cap, RILL_ERR_OUT_OF_MEMORY, "out of memory");
   }
   s = RILL_OK;
   for (const rill_json *m = map->first; m != NULL && s == RILL_OK; m = m->next) {
@@ -294,15 +276,13 @@ rill_status rill_checkpoint_open(const char *dir, rill_checkpoint **out, char *e
   *out = NULL;
   rill_checkpoint *ck = calloc(1, sizeof *ck);
   if (ck == NULL) {
-    snprintf(err, err_cap, "out of memory");
-    return RILL_ERR_OUT_OF_MEMORY;
+    return rill_fail(err, err_cap, RILL_ERR_OUT_OF_MEMORY, "out of memory");
   }
   size_t plen = strlen(dir) + 64;
   char *path = malloc(plen);
   if (path == NULL) {
     free(ck);
-    snprintf(err, err_cap, "out of memory");
-    return RILL_ERR_OUT_OF_MEMORY;
+    return rill_fail(err, err_cap, RILL_ERR_OUT_OF_MEMORY, "out of memory");
   }
   rill_status s;
   snprintf(path, plen, "%s/model.safetensors.index.json", dir);

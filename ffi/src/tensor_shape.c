@@ -2,6 +2,8 @@
 
 #include <stdio.h>
 
+#include "fail.h"
+
 static void shape_text(const int64_t *shape, int ndim, char *out, size_t cap) {
   size_t n = (size_t)snprintf(out, cap, "[");
   for (int d = 0; d < ndim && n < cap; d++) {
@@ -18,8 +20,7 @@ rill_status rill_tensor_check_dims(const rill_tensor *t, const char *name, const
   char got[128], want[128];
   shape_text(t->shape, t->ndim, got, sizeof got);
   shape_text(shape, ndim, want, sizeof want);
-  snprintf(err, err_cap, "%s: tensor %s has shape %s; expected %s", t->file, name, got, want);
-  return RILL_ERR_MODEL;
+  return rill_fail(err, err_cap, RILL_ERR_MODEL, "%s: tensor %s has shape %s; expected %s", t->file, name, got, want);
 }
 
 rill_status rill_tensor_check_shape(const rill_tensor *t, const char *name, int64_t d0, int64_t d1, char *err,

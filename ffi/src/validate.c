@@ -1,20 +1,10 @@
 #include "validate.h"
 
 #include <math.h>
-#include <stdarg.h>
-#include <stdio.h>
 
-static rill_status fail(char *err, size_t err_cap, const char *fmt, ...) {
-  if (err != NULL && err_cap > 0) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, err_cap, fmt, ap);
-    va_end(ap);
-  }
-  return RILL_ERR_INVALID_ARGUMENT;
-}
+#include "fail.h"
 
-#define FAIL(...) return fail(err, err_cap, __VA_ARGS__)
+#define FAIL(...) return rill_fail(err, err_cap, RILL_ERR_INVALID_ARGUMENT, __VA_ARGS__)
 
 #define REQUIRE_PTR(field)                                              \
   do {                                                                  \

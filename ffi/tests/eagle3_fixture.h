@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "test_rng.h"
+
 typedef struct head_spec {
   int hidden, inter, heads, kv_heads, head_dim, vocab, draft_vocab, target_hidden;
   int own_embed;
@@ -23,10 +25,7 @@ typedef struct head_spec {
   int d2t_offset;       /* added to d2t[0] (pushes draft id 0 outside the vocabulary when large) */
 } head_spec;
 
-static inline float fx_rand(uint32_t *s) {
-  *s = *s * 1664525u + 1013904223u;
-  return (float)((*s >> 8) & 0xFFFFFF) / 16777216.0f * 2.0f - 1.0f;
-}
+static inline float fx_rand(uint32_t *s) { return (float)((lcg32(s) >> 8) & 0xFFFFFF) / 16777216.0f * 2.0f - 1.0f; }
 
 typedef struct fx_tensor {
   char name[96];

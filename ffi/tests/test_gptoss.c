@@ -37,17 +37,13 @@
 #include "safetensors.h"
 #include "safetensors_writer.h"
 #include "test_model_batch.h"
+#include "test_rng.h"
 #include "text_replace.h"
 
 #define DIR "tests/fixtures/checkpoints/gptoss-bf16"
 
 static uint32_t rng = 2024;
-static uint32_t next_u32(void) {
-  rng ^= rng << 13;
-  rng ^= rng >> 17;
-  rng ^= rng << 5;
-  return rng;
-}
+static uint32_t next_u32(void) { return xorshift32(&rng); }
 static float frand(void) { return (float)(next_u32() >> 8) / 8388608.0f - 1.0f; }
 
 static int same_float(float a, float b) { return (isnan(a) && isnan(b)) || a == b; }

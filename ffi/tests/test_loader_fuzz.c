@@ -16,14 +16,10 @@
 #include "model_config.h"
 #include "safetensors.h"
 #include "test_model_batch.h"
+#include "test_rng.h"
 
 static uint32_t rng = 2024;
-static uint32_t next(void) {
-  rng ^= rng << 13;
-  rng ^= rng >> 17;
-  rng ^= rng << 5;
-  return rng;
-}
+static uint32_t next(void) { return xorshift32(&rng); }
 
 /* Applies 1..4 random edits to buf[0..*len) (capacity cap). */
 static void mutate(char *buf, size_t *len, size_t cap) {

@@ -12,12 +12,10 @@
 #include "cpu/kernels.h"
 #include "matrix.h"
 #include "rms_norm.h"
+#include "test_rng.h"
 
 static uint32_t rng = 12345;
-static float frand(void) {
-  rng = rng * 1664525u + 1013904223u;
-  return (float)((rng >> 8) & 0xFFFF) / 32768.0f - 1.0f;
-}
+static float frand(void) { return (float)((lcg32(&rng) >> 8) & 0xFFFF) / 32768.0f - 1.0f; }
 
 static void check_kernels(const rill_kernels *k, int rows, int cols, int T) {
   const int nb = (cols + RILL_Q8_BLOCK - 1) / RILL_Q8_BLOCK, ldq = nb * RILL_Q8_BLOCK;

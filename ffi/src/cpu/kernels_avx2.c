@@ -1,3 +1,4 @@
+#include "bf16.h"
 #include "cpu/kernels.h"
 
 /* Only x86 processors have these instructions; elsewhere rill_kernels_select never names this table. */
@@ -18,13 +19,6 @@
 #define TGT_FN __attribute__((target("avx2,fma,f16c"))) static
 #define TGT_VNNI __attribute__((target("avx2,fma,f16c,avxvnni"), always_inline)) static inline
 #define TGT_VNNI_FN __attribute__((target("avx2,fma,f16c,avxvnni"))) static
-
-static inline float bf16f(uint16_t v) {
-  uint32_t u = (uint32_t)v << 16;
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
 
 TGT __m256 load_bf16(const uint16_t *p) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
@@ -92,7 +86,7 @@ TGT void tile_bf16(const int NR, const int NT, const float *x, size_t ldx, const
   for (int r = 0; r < NR; r++) {
     for (int t = 0; t < NT; t++) {
       float s = hsum256(acc[r][t]);
-      for (int k = c; k < cols; k++) s += x[(size_t)t * ldx + k] * bf16f(w[(size_t)r * ldw + k]);
+      for (int k = c; k < cols; k++) s += x[(size_t)t * ldx + k] * rill_bf16_to_f32(w[(size_t)r * ldw + k]);
       y[(size_t)t * ldy + (size_t)r] = s;
     }
   }
@@ -124,7 +118,7 @@ TGT float row_bf16(const float *x, const uint16_t *w, int cols) {
     acc = _mm256_fmadd_ps(load_bf16(w + c), _mm256_loadu_ps(x + c), acc);
   }
   float s = hsum256(acc);
-  for (int k = c; k < cols; k++) s += x[k] * bf16f(w[k]);
+  for (int k = c; k < cols; k++) s += x[k] * rill_bf16_to_f32(w[k]);
   return s;
 }
 

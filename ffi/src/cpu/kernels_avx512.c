@@ -1,3 +1,4 @@
+#include "bf16.h"
 #include "cpu/kernels.h"
 
 /* Only x86 processors have these instructions; elsewhere rill_kernels_select never names this table. */
@@ -39,13 +40,6 @@
 
 #define TGT __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma"), always_inline)) static inline
 #define TGT_FN __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma"))) static
-
-static inline float bf16f(uint16_t v) {
-  uint32_t u = (uint32_t)v << 16;
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
 
 TGT __m512 load_bf16(const uint16_t *p) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
@@ -211,7 +205,7 @@ TGT void tile_bf16(const int NR, const int NT, const float *x, size_t ldx, const
   for (int r = 0; r < NR; r++) {
     for (int t = 0; t < NT; t++) {
       float s = _mm512_reduce_add_ps(acc[r][t]);
-      for (int k = c; k < cols; k++) s += x[(size_t)t * ldx + k] * bf16f(w[(size_t)r * ldw + k]);
+      for (int k = c; k < cols; k++) s += x[(size_t)t * ldx + k] * rill_bf16_to_f32(w[(size_t)r * ldw + k]);
       y[(size_t)t * ldy + (size_t)r] = s;
     }
   }
@@ -250,7 +244,7 @@ TGT void row_bf16(const int NT, const float *x, size_t ldx, const uint16_t *w, i
 #pragma GCC unroll 8
   for (int t = 0; t < NT; t++) {
     float s = _mm512_reduce_add_ps(acc[t]);
-    for (int k = c; k < cols; k++) s += x[(size_t)t * ldx + k] * bf16f(w[k]);
+    for (int k = c; k < cols; k++) s += x[(size_t)t * ldx + k] * rill_bf16_to_f32(w[k]);
     y[(size_t)t * ldy] = s;
   }
 }

@@ -1,17 +1,11 @@
 #include <math.h>
 #include <string.h>
 
+#include "bf16.h"
 #include "cpu/kernels.h"
 
 /* Eight partial sums, so a vectorising compiler may keep them in one register; then a fixed pairwise reduction. */
 static float reduce8(const float a[8]) { return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7])); }
-
-static float bf16_to_f32(uint16_t v) {
-  uint32_t u = (uint32_t)v << 16;
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
 
 static void gemm_f32(const float *x, size_t ldx, int T, const float *w, size_t ldw, int cols, int r0, int r1, float *y,
                      size_t ldy) {
@@ -40,10 +34,10 @@ static void gemm_bf16(const float *x, size_t ldx, int T, const uint16_t *w, size
       const float *xt = x + (size_t)t * ldx;
       float acc[8] = {0};
       for (int c = 0; c < main; c += 8) {
-        for (int l = 0; l < 8; l++) acc[l] += xt[c + l] * bf16_to_f32(wr[c + l]);
+        for (int l = 0; l < 8; l++) acc[l] += xt[c + l] * rill_bf16_to_f32(wr[c + l]);
       }
       float s = reduce8(acc);
-      for (int c = main; c < cols; c++) s += xt[c] * bf16_to_f32(wr[c]);
+      for (int c = main; c < cols; c++) s += xt[c] * rill_bf16_to_f32(wr[c]);
       y[(size_t)t * ldy + (size_t)r] = s;
     }
   }
@@ -97,7 +91,7 @@ static void attn_scores_bf16(const float *q, int G, int D, const uint16_t *kt, i
       for (int d = 0; d < D; d++) {
         float qd = q[(size_t)g * D + d];
         const uint16_t *k = kt + (size_t)d * bs + j0;
-        for (int j = 0; j < m; j++) acc[j] += qd * bf16_to_f32(k[j]);
+        for (int j = 0; j < m; j++) acc[j] += qd * rill_bf16_to_f32(k[j]);
       }
       for (int j = 0; j < m; j++) s[(size_t)g * lds + (size_t)(j0 + j)] = acc[j] * scale;
     }
@@ -121,7 +115,7 @@ static void attn_values_bf16(const float *p, size_t lds, int G, const uint16_t *
     for (int j = 0; j < n; j++) {
       float w = p[(size_t)g * lds + (size_t)j];
       const uint16_t *vj = v + (size_t)j * D;
-      for (int d = 0; d < D; d++) o[d] += w * bf16_to_f32(vj[d]);
+      for (int d = 0; d < D; d++) o[d] += w * rill_bf16_to_f32(vj[d]);
     }
   }
 }

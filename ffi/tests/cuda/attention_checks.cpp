@@ -14,8 +14,8 @@
 
 #include <vector>
 
-#include "../../tests/check.h"
-#include "../kernels.cuh"
+#include "../check.h"
+#include "../../cuda/kernels.cuh"
 #include "attention_checks.h"
 #include "xorshift.h"
 

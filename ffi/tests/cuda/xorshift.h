@@ -2,8 +2,8 @@
  * xorshift64*: the emulation checks' random parameters and inputs, one sequence per seed. Each check derives the values
  * it draws (unit floats, signed values away from zero) from next().
  */
-#ifndef RILL_CUDA_EMU_XORSHIFT_H
-#define RILL_CUDA_EMU_XORSHIFT_H
+#ifndef RILL_TESTS_CUDA_XORSHIFT_H
+#define RILL_TESTS_CUDA_XORSHIFT_H
 
 #include <stdint.h>
 
@@ -19,4 +19,4 @@ struct xorshift64s {
   int32_t below(int32_t n) { return (int32_t)(next() % (uint32_t)n); }
 };
 
-#endif /* RILL_CUDA_EMU_XORSHIFT_H */
+#endif /* RILL_TESTS_CUDA_XORSHIFT_H */

@@ -7,8 +7,8 @@
  * from the device, logprobs within float rounding of a double sum in another order, and the same top ids.
  * Included once, by test_cuda_emu.cpp (its checks count in that program's summary).
  */
-#ifndef RILL_CUDA_EMU_SAMPLE_ROWS_CHECKS_H
-#define RILL_CUDA_EMU_SAMPLE_ROWS_CHECKS_H
+#ifndef RILL_TESTS_CUDA_SAMPLE_ROWS_CHECKS_H
+#define RILL_TESTS_CUDA_SAMPLE_ROWS_CHECKS_H
 
 #include <math.h>
 #include <stdio.h>
@@ -17,8 +17,8 @@
 
 #include <vector>
 
-#include "../../tests/check.h"
-#include "../sample.cuh"
+#include "../check.h"
+#include "../../cuda/sample.cuh"
 #include "xorshift.h"
 #include "rill.h"
 extern "C" {
@@ -309,4 +309,4 @@ void run(int cases) {
 
 } // namespace sample_rows
 
-#endif /* RILL_CUDA_EMU_SAMPLE_ROWS_CHECKS_H */
+#endif /* RILL_TESTS_CUDA_SAMPLE_ROWS_CHECKS_H */
