@@ -62,7 +62,7 @@ const CUDA_LIBS = ["-cudart", "static", "-ldl", "-lrt"];
 const EMU = join(CUDA, "emu");
 /** The CUDA device's sources built for the host emulation (ffi/cuda/emu/cuda_runtime.h); needs no nvcc. */
 /** The parts test_cuda_emu's checks come in (its main names them). */
-const EMU_PARTS = ["kernels", "models", "engine"] as const;
+const EMU_PARTS = ["kernels", "models", "engine", "eagle3"] as const;
 const EMU_FLAGS = [
   "-std=c++17",
   "-O2",
