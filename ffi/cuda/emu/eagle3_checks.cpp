@@ -3,13 +3,18 @@
  * holding the same bf16 target, bf16 KV cache and the same random head stored in BF16 (ffi/tests/eagle3_fixture.h):
  * both engines take every step of a speculative decode in lockstep — proposals of one step fed back as the next
  * step's drafts, as the scheduler does — and must return the same accepted tokens and the same proposals at every
- * step: one sequence alone, three batched, mixed k (one not speculating), chunked prefill beside a decode, and a
- * sequence that starts after a prefix hit on another's blocks (its head KV and features written by that one). Each
- * step's last proposal round's draft-vocabulary logits and pre-norm hidden states agree to a relative bound (the
- * devices sum in other orders; the head reads the target's taps, which carry the target's own differences). Targets:
- * a dense llama3 fixture with two heads (the target's embeddings and a draft vocabulary with d2t; its own embeddings,
- * hidden size and llama3 RoPE with pinned taps) and the gpt-oss (MoE) fixture, whose taps follow MoE layers. The
- * CUDA engines capture their graphs, so decode and verify steps replay the taps and the head's follow-up in them.
+ * step, but where a chain parts at a near tie (check_tie: the CPU device's logits of that round put the CUDA device's
+ * pick within the bound of its best; random heads have close runners-up, and at most a tenth of the proposals may be
+ * lost that way): one sequence alone, three batched (a prefill above the GEMV threshold), mixed k (one not
+ * speculating), chunked prefill beside a decode, and a sequence that starts after a prefix hit on another's blocks
+ * (its head KV and features written by that one). Each step's last proposal round's draft-vocabulary logits and
+ * pre-norm hidden states agree to a relative bound (the devices sum in other orders; the head reads the target's
+ * taps, which carry the target's own differences). Targets: a dense llama3 fixture with two heads (the target's
+ * embeddings and a draft vocabulary with d2t, every scenario; its own embeddings, hidden size and llama3 RoPE with
+ * pinned taps, alone and mixed k) and the gpt-oss (MoE) fixture, whose taps follow MoE layers (batched, prefix hit:
+ * fewer steps, the emulation is slow). The
+ * CUDA engines capture their graphs, so decode and verify steps replay the taps and the head's follow-up in them
+ * (checked: graphs were replayed). A head whose shapes the kernels do not take is refused in one line.
  */
 #include <math.h>
 #include <stdio.h>
@@ -22,6 +27,7 @@
 #include "../../tests/eagle3_fixture.h"
 #define KMAX 4
 #include "../../tests/spec_step_outputs.h"
+#include "cuda_runtime.h"
 #include "eagle3_checks.h"
 extern "C" {
 #include "eagle3.h" /* the CPU device's head, for its last round's rows */
@@ -248,6 +254,7 @@ void scenarios(const char *target, const head_spec *spec, const char *dir, const
               "%s: cuda info %s, head weights %lld, blocks %d / %d", what, ig.device, (long long)ig.draft_weight_bytes,
               ic.num_blocks, ig.num_blocks);
     enum { kTotal = 32 };
+    const long graphs_before = rill_emu_graph_launches();
     seq_state s[3];
     if (set & kAlone) {
       init_seq(&s[0], 11u, KMAX, 0);
@@ -281,6 +288,7 @@ void scenarios(const char *target, const head_spec *spec, const char *dir, const
       second.computed = 8;
       decode(&p, &second, 1, kTotal, "after a prefix hit");
     }
+    CHECK_MSG(rill_emu_graph_launches() > graphs_before, "%s: no step replayed a graph", what);
     /* Near ties are rare: a device that proposes differently for another reason fails check_tie, and one whose chains
      * drift apart would leave most proposals unmatched. */
     CHECK_MSG(p.proposals > 0 && p.agreed * 10 >= p.proposals * 9, "%s: %d of %d proposals the same", what, p.agreed,
@@ -318,6 +326,44 @@ head_spec base_head(int target_hidden) {
   return h;
 }
 
+/* A head whose shapes the device's kernels do not take is refused in one line that says why. */
+void refusal_check(const char *dir) {
+  head_spec h = base_head(32);
+  h.hidden = 20;
+  h.heads = 5;
+  h.kv_heads = 1;
+  h.head_dim = 4;
+  h.own_embed = 1;
+  mkdir(dir, 0700);
+  CHECK_MSG(fx_write_head(dir, &h) == 0, "write %s", dir);
+  rill_options o;
+  memset(&o, 0, sizeof o);
+  o.threads = 1;
+  o.block_size = kBS;
+  o.num_blocks = kBlocks;
+  o.max_batch_tokens = 64;
+  o.max_seqs = 4;
+  o.max_drafts = KMAX;
+  o.max_model_len = kMaxPos;
+  o.device = "cuda";
+  o.draft_model_dir = dir;
+  rill_engine *e = nullptr;
+  const rill_status s = rill_engine_create("tests/fixtures/checkpoints/llama3-bf16", &o, &e);
+  const char *msg = rill_global_error();
+  CHECK_MSG(s == RILL_ERR_UNSUPPORTED && e == nullptr &&
+                strstr(msg, "device cuda: eagle3 head: hidden_size, intermediate_size and heads × head_dim must be "
+                            "multiples of 8") == msg &&
+                strchr(msg, '\n') == nullptr,
+            "refusal: status %d, %s", s, msg);
+  rill_engine_destroy(e);
+  char path[700];
+  snprintf(path, sizeof path, "%s/config.json", dir);
+  unlink(path);
+  snprintf(path, sizeof path, "%s/model.safetensors", dir);
+  unlink(path);
+  rmdir(dir);
+}
+
 } // namespace
 
 void eagle3_device_checks(int *passed, int *failed) {
@@ -351,6 +397,8 @@ void eagle3_device_checks(int *passed, int *failed) {
     g.seed = 5u;
     snprintf(dir, sizeof dir, "%s/g", root);
     scenarios("tests/fixtures/checkpoints/gptoss-bf16", &g, dir, "gpt-oss + head", kHeadBoundMoe, kBatched | kPrefix);
+    snprintf(dir, sizeof dir, "%s/r", root);
+    refusal_check(dir);
     rmdir(root);
   }
   *passed = check_passed_count;
