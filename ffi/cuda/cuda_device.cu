@@ -18,6 +18,10 @@
  * gpt-oss (cfg num_experts > 0): the MoE layers keep their experts packed in MXFP4 as the host loaded them, route
  * on the device (kernels_moe.cu), and the attention takes the layer's sliding window and sinks.
  *
+ * An EAGLE-3 head (eagle3_device.cuh): the layers hand it their residual stream at its tapped layer inputs and it
+ * follows every forward pass (features, its KV) inside run_layers, so inside the graphs; its proposals run after
+ * sampling (rill_cuda_propose). Its KV and features take a share of every KV block's budget.
+ *
  * Every CUDA call's status is checked; a failure is RILL_ERR_DEVICE naming the call and CUDA's message.
  */
 #include <stdarg.h>
