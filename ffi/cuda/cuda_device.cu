@@ -18,6 +18,10 @@
  * gpt-oss (cfg num_experts > 0): the MoE layers keep their experts packed in MXFP4 as the host loaded them, route
  * on the device (kernels_moe.cu), and the attention takes the layer's sliding window and sinks.
  *
+ * An EAGLE-3 head (eagle3_device.cuh): the layers hand it their residual stream at its tapped layer inputs and it
+ * follows every forward pass (features, its KV) inside run_layers, so inside the graphs; its proposals run after
+ * sampling (rill_cuda_propose). Its KV and features take a share of every KV block's budget.
+ *
  * Every CUDA call's status is checked; a failure is RILL_ERR_DEVICE naming the call and CUDA's message.
  */
 #include <stdio.h>
@@ -27,6 +31,7 @@
 
 #include "device_cuda.h"
 #include "fail.h"
+#include "eagle3_device.cuh"
 #include "gemm_lt.cuh"
 #include "kernels.cuh"
 #include "sample.cuh"
@@ -124,6 +129,8 @@ struct rill_cuda {
   rill_gemm_lt lt;
   int lt_on;
   char lt_why[192];
+  /* The EAGLE-3 head (eagle3_device.cuh), or NULL: tapped and followed inside run_layers, so inside the graphs. */
+  rill_cuda_e3 *e3;
 };
 
 /* The packed sampling inputs and outputs: parts at 64-byte-aligned offsets of one block, so one copy moves each. */
@@ -202,6 +209,7 @@ void rill_cuda_destroy(rill_cuda *d) {
                   d->part_ml, d->part_acc,  d->moe_xn,     d->moe_logits, d->moe_w,  d->moe_gu, d->moe_act,
                   d->moe_y,  d->moe_sel};
   for (void *p : ptrs) cudaFree(p);
+  rill_cuda_e3_destroy(d->e3);
   rill_gemm_lt_destroy(&d->lt);
   cudaFree(d->samp_in);
   cudaFree(d->samp_out);
@@ -405,10 +413,17 @@ rill_status rill_cuda_create(const rill_cuda_setup *setup, rill_cuda **out, rill
     rill_status st = upload_weights(d, setup->w, setup->inv_freq, err, err_cap);
     if (st != RILL_OK) return st;
     if ((st = alloc_buffers(d, err, err_cap)) != RILL_OK) return st;
+    if (setup->eagle3 != nullptr &&
+        (st = rill_cuda_e3_create(setup->eagle3, setup->eagle3_inv_freq, d->embed, &d->lim, d->lt_on ? &d->lt : nullptr,
+                                  &d->e3, err, err_cap)) != RILL_OK) {
+      return st;
+    }
     size_t free1 = 0;
     CU(cudaMemGetInfo(&free1, &total));
     const size_t per_layer = 2 * (size_t)c->num_kv_heads * (size_t)bs * (size_t)c->head_dim * 2;
-    const size_t block_bytes = (size_t)full_layers * per_layer, win_block_bytes = (size_t)sliding_layers * per_layer;
+    /* The target's full-attention layers' K and V, and the head's K, V and features when it has one. */
+    const size_t target_block_bytes = (size_t)full_layers * per_layer, win_block_bytes = (size_t)sliding_layers * per_layer;
+    const size_t block_bytes = target_block_bytes + (d->e3 != nullptr ? rill_cuda_e3_block_bytes(d->e3) : 0);
     int64_t win_blocks = 0;
     if (d->kv_split) {
       const int64_t per_seq = (d->lim.max_positions + bs - 1) / bs;
@@ -445,7 +460,7 @@ rill_status rill_cuda_create(const rill_cuda_setup *setup, rill_cuda **out, rill
     d->lim.num_blocks = (int32_t)blocks;
     d->scratch_block = (int32_t)blocks;
     d->geom.num_blocks = d->lim.num_blocks + 1;
-    const size_t half = (size_t)(blocks + 1) * block_bytes / 2;
+    const size_t half = (size_t)(blocks + 1) * target_block_bytes / 2;
     CU(cudaMalloc(&d->kc, half));
     CU(cudaMalloc(&d->vc, half));
     info->kv_bytes = (int64_t)(2 * half);
@@ -461,6 +476,11 @@ rill_status rill_cuda_create(const rill_cuda_setup *setup, rill_cuda **out, rill
       CU(cudaMemset(d->vc_win, 0, win_half));
       info->kv_bytes += win_bytes;
       info->sliding_kv_bytes = win_bytes;
+    }
+    if (d->e3 != nullptr) {
+      if ((st = rill_cuda_e3_alloc_pool(d->e3, (int32_t)blocks + 1, err, err_cap)) != RILL_OK) return st;
+      info->kv_bytes += rill_cuda_e3_state_bytes(d->e3);
+      info->draft_weight_bytes = rill_cuda_e3_weight_bytes(d->e3);
     }
     timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -536,6 +556,8 @@ static rill_status run_layers(rill_cuda *d, int T, int S, const int32_t *tokens,
    * down with SiLU·mul and the residual add. Larger steps norm and multiply in separate kernels through bf16. */
   for (int l = 0; l < c->num_layers; l++) {
     const layer_dev *L = &d->layers[l];
+    /* The head's taps: the residual stream at the input of layer l (here, before either kind of MLP can skip ahead). */
+    if (d->e3 != nullptr) CU(rill_cuda_e3_tap(d->e3, st, l, d->x, T));
     CU(norm_linear(d, d->x, nullptr, L->attn_norm, T, H, d->xb, L->qkv, d->qkv_dim, L->qkv_bias, d->qkv));
     const bool win = d->kv_split && c->layer_sliding[l];
     const int32_t *tab = win ? tables_win : tables;
@@ -572,6 +594,10 @@ static rill_status run_layers(rill_cuda *d, int T, int S, const int32_t *tokens,
       CU(rill_k_silu_mul(st, d->gu, T, I, d->xb));
       CU(linear_bf16x(d, d->xb, T, I, L->down, H, nullptr, 1, d->x));
     }
+  }
+  if (d->e3 != nullptr) {
+    CU(rill_cuda_e3_tap(d->e3, st, c->num_layers, d->x, T));
+    CU(rill_cuda_e3_follow(d->e3, st, T, tokens, positions, tok_seq, tables));
   }
   return RILL_OK;
 }
@@ -894,4 +920,17 @@ rill_status rill_cuda_step(rill_cuda *d, const rill_step_batch *b, rill_step_res
     row += dc + 1;
   }
   return RILL_OK;
+}
+
+int rill_cuda_has_head(const rill_cuda *d) { return d->e3 != nullptr; }
+
+rill_status rill_cuda_propose(rill_cuda *d, const rill_step_batch *b, rill_step_result *r, char *err, size_t err_cap) {
+  if (d->e3 == nullptr) return rill_fail(err, err_cap, RILL_ERR_INTERNAL, "device cuda: no eagle3 head");
+  return rill_cuda_e3_propose(d->e3, d->stream, b, r, err, err_cap);
+}
+
+rill_status rill_cuda_head_rows(rill_cuda *d, float *logits, float *hidden, int32_t cap, int32_t *rows, char *err,
+                                size_t err_cap) {
+  if (d->e3 == nullptr) return rill_fail(err, err_cap, RILL_ERR_INTERNAL, "device cuda: no eagle3 head");
+  return rill_cuda_e3_last_rows(d->e3, d->stream, logits, hidden, cap, rows, err, err_cap);
 }

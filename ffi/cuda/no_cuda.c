@@ -42,3 +42,25 @@ rill_status rill_cuda_step(rill_cuda *d, const rill_step_batch *b, rill_step_res
   (void)r;
   return rill_cuda_probe(err, err_cap);
 }
+
+int rill_cuda_has_head(const rill_cuda *d) {
+  (void)d;
+  return 0;
+}
+
+rill_status rill_cuda_propose(rill_cuda *d, const rill_step_batch *b, rill_step_result *r, char *err, size_t err_cap) {
+  (void)d;
+  (void)b;
+  (void)r;
+  return rill_cuda_probe(err, err_cap);
+}
+
+rill_status rill_cuda_head_rows(rill_cuda *d, float *logits, float *hidden, int32_t cap, int32_t *rows, char *err,
+                                size_t err_cap) {
+  (void)d;
+  (void)logits;
+  (void)hidden;
+  (void)cap;
+  *rows = 0;
+  return rill_cuda_probe(err, err_cap);
+}

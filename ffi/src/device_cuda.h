@@ -20,6 +20,7 @@ extern "C" {
 #endif
 
 typedef struct rill_cuda rill_cuda;
+struct rill_eagle3_head;
 
 /* RILL_OK when a CUDA GPU is usable; RILL_ERR_UNSUPPORTED (no CUDA in this build) or RILL_ERR_DEVICE (no driver, no
  * GPU) with a one-line reason in err. */
@@ -36,13 +37,18 @@ typedef struct rill_cuda_setup {
   int32_t max_rows;          /* most logits rows one step computes */
   int32_t num_sliding_blocks; /* rill_options' (sliding layers' pool; 0 = rill.h's default) */
   int32_t sliding_kv_in_main; /* 1: no second pool */
+  /* An EAGLE-3 head loaded on the host (eagle3_head.h) and its RoPE inverse frequencies, or NULL: copied to the
+   * device (as bf16) with its own KV pool of the target's blocks; the caller may free it afterwards. */
+  const struct rill_eagle3_head *eagle3;
+  const float *eagle3_inv_freq;
 } rill_cuda_setup;
 
 typedef struct rill_cuda_info {
   char device[32]; /* "cuda:0" */
   char isa[32];    /* "sm_90 cublasLt g10" or "sm_90 tiled: <short reason> g10": the GEMM path, then the graphs */
-  int64_t weight_bytes, kv_bytes;
-  int64_t sliding_kv_bytes; /* part of kv_bytes */
+  int64_t weight_bytes, kv_bytes; /* kv_bytes: with the sliding layers' pool and the head's KV and features */
+  int64_t sliding_kv_bytes;        /* part of kv_bytes */
+  int64_t draft_weight_bytes;      /* the head's weights on the device */
   int32_t graphs;   /* CUDA graphs captured (decode/verify buckets); 0 with RILL_CUDA_GRAPHS=0 */
   double capture_s; /* their warm-up, capture and first replay, in seconds */
   char gemm[192]; /* "cublasLt", or why the tiled kernel serves large batches */
@@ -66,6 +72,18 @@ int rill_cuda_samples_on_device(const rill_cuda *d, const rill_step_batch *b);
 /* A validated batch's forward pass and sampling on the device (docs/backend-step.md): only each sampled row's token,
  * logprob and top alternatives come back, and the drafts are verified from them. */
 rill_status rill_cuda_step(rill_cuda *d, const rill_step_batch *b, rill_step_result *r, char *err, size_t err_cap);
+
+/* Whether the device holds an EAGLE-3 head. Its forward passes then keep the head's features and KV in step. */
+int rill_cuda_has_head(const rill_cuda *d);
+
+/* After a step of the validated batch b (r->counts and r->tokens filled): the head's chained greedy proposals for
+ * b->propose_counts, on the device, into r->proposed and r->proposed_counts (rill_step's contract). */
+rill_status rill_cuda_propose(rill_cuda *d, const rill_step_batch *b, rill_step_result *r, char *err, size_t err_cap);
+
+/* Tests: the last proposal round's draft-vocabulary logits ([rows × draft_vocab]) and the head's pre-norm hidden
+ * states ([rows × head hidden]), in batch order, at most cap rows copied (either pointer may be NULL). */
+rill_status rill_cuda_head_rows(rill_cuda *d, float *logits, float *hidden, int32_t cap, int32_t *rows, char *err,
+                                size_t err_cap);
 
 #ifdef __cplusplus
 }

@@ -30,6 +30,7 @@ struct rill_eagle3 {
   float *feat;     /* [num_blocks × block_size × hidden], mapped lazily */
   size_t feat_bytes;
   bool tapped; /* the last forward pass captured taps */
+  int32_t tap_rows; /* its fed tokens */
 
   float *tap;           /* [max_batch_tokens × 3 × target hidden] */
   float *g;             /* [max_batch_tokens × hidden] */
@@ -74,6 +75,16 @@ const rill_eagle3_head *rill_eagle3_head_of(const rill_eagle3 *x) { return &x->h
 const float *rill_eagle3_last_logits(const rill_eagle3 *x, int32_t *rows) {
   *rows = x->logit_rows;
   return x->logits;
+}
+
+const float *rill_eagle3_last_hidden(const rill_eagle3 *x, int32_t *rows) {
+  *rows = x->logit_rows;
+  return x->hs;
+}
+
+const float *rill_eagle3_last_taps(const rill_eagle3 *x, int32_t *rows) {
+  *rows = x->tap_rows;
+  return x->tap;
 }
 
 rill_status rill_eagle3_create(rill_engine *e, const char *dir, rill_eagle3 **out, char *err, size_t err_cap) {
@@ -162,6 +173,7 @@ void rill_eagle3_capture(rill_eagle3 *x, int32_t layer_input, const float *resid
     }
   }
   x->tapped = true;
+  x->tap_rows = T;
 }
 
 /* ---- stages, each split over the engine's thread pool ---- */

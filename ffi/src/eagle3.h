@@ -42,5 +42,10 @@ rill_status rill_eagle3_propose(rill_engine *e, const rill_step_batch *b, rill_s
 /* The last proposal round's draft-vocabulary logits, [sequences proposing in that round × draft_vocab], in batch
  * order, and their count (for tests against a reference). */
 const float *rill_eagle3_last_logits(const rill_eagle3 *x, int32_t *rows);
+/* The same round's pre-norm hidden states, [rows × head hidden] (tests). */
+const float *rill_eagle3_last_hidden(const rill_eagle3 *x, int32_t *rows);
+/* The last forward pass's captured taps, [fed tokens × 3 × target hidden] in batch order, tap i at i × target hidden
+ * of each row (tests). */
+const float *rill_eagle3_last_taps(const rill_eagle3 *x, int32_t *rows);
 
 #endif /* RILL_EAGLE3_H */

@@ -230,9 +230,37 @@ static rill_status create_on_cuda(rill_engine *e, const rill_options *o, int thr
   }
   rill_rope_inv_freq(&e->cfg, e->inv_freq);
   setup.inv_freq = e->inv_freq;
+  /* An EAGLE-3 head goes to the device with the target, whose graphs then capture its taps and follow-up. */
+  rill_eagle3_head head;
+  memset(&head, 0, sizeof head);
+  float *head_inv_freq = NULL;
+  const bool with_head = o->draft_model_dir != NULL && rill_eagle3_is_head(o->draft_model_dir);
+  if (with_head) {
+    char msg[RILL_ERR_CAP];
+    rill_status hs = rill_eagle3_head_load(o->draft_model_dir, &e->cfg, e->pool, &head, msg, sizeof msg);
+    if (hs == RILL_OK) {
+      head_inv_freq = rill_alloc_floats((size_t)head.cfg.head_dim / 2 + 1);
+      if (head_inv_freq == NULL) {
+        rill_eagle3_head_free(&head);
+        snprintf(msg, sizeof msg, "out of memory");
+        hs = RILL_ERR_OUT_OF_MEMORY;
+      }
+    }
+    if (hs != RILL_OK) {
+      rill_engine_destroy(e);
+      return set_global(hs, "eagle3 head %.200s: %.280s", o->draft_model_dir, msg);
+    }
+    rill_rope_inv_freq(&head.cfg, head_inv_freq);
+    setup.eagle3 = &head;
+    setup.eagle3_inv_freq = head_inv_freq;
+  }
   rill_cuda_info ci;
   memset(&ci, 0, sizeof ci);
   rill_status s = rill_cuda_create(&setup, &e->cuda, &ci, global_err, sizeof global_err);
+  if (with_head) {
+    rill_eagle3_head_free(&head);
+    free(head_inv_freq);
+  }
   if (s != RILL_OK) {
     rill_engine_destroy(e);
     return s;
@@ -242,6 +270,7 @@ static rill_status create_on_cuda(rill_engine *e, const rill_options *o, int thr
   e->info.weight_bytes = ci.weight_bytes;
   e->info.kv_bytes = ci.kv_bytes;
   e->info.sliding_kv_bytes = ci.sliding_kv_bytes;
+  e->info.draft_weight_bytes = ci.draft_weight_bytes;
   snprintf(e->info.device, sizeof e->info.device, "%s", ci.device);
   snprintf(e->info.isa, sizeof e->info.isa, "%s", ci.isa);
   snprintf(e->info.dtype, sizeof e->info.dtype, "bf16");
@@ -289,11 +318,6 @@ static rill_status engine_create(const char *model_dir, const rill_options *o, r
   bool bf16_only = (o->dtype == NULL || strcmp(o->dtype, "bf16") == 0) &&
                    (o->kv_dtype == NULL || strcmp(o->kv_dtype, "bf16") == 0);
   if (want_cuda && !bf16_only && strcmp(o->device, "auto") == 0) want_cuda = false;
-  /* Only the CPU device captures the hidden states an EAGLE-3 head reads: "auto" with a head runs on the CPU. */
-  if (want_cuda && strcmp(o->device, "auto") == 0 && o->draft_model_dir != NULL &&
-      rill_eagle3_is_head(o->draft_model_dir)) {
-    want_cuda = false;
-  }
   if (want_cuda && !bf16_only) {
     free(e);
     return set_global(RILL_ERR_UNSUPPORTED, "device cuda: holds bf16 weights and a bf16 KV cache only");
@@ -483,12 +507,9 @@ static rill_status attach_draft(rill_engine *e, const char *dir, const rill_opti
   return RILL_OK;
 }
 
-/* An EAGLE-3 head reads the target's hidden states, which only the CPU device's forward pass captures. */
+/* An EAGLE-3 head on the CPU device (on the CUDA device, create_on_cuda gave it to the device). */
 static rill_status attach_eagle3(rill_engine *e, const char *dir) {
-  if (e->cuda != NULL) {
-    return set_global(RILL_ERR_UNSUPPORTED, "eagle3 head: the CUDA device does not capture the target's hidden "
-                                            "states yet (use device cpu)");
-  }
+  if (e->cuda != NULL) return RILL_OK;
   char msg[RILL_ERR_CAP];
   rill_status s = rill_eagle3_create(e, dir, &e->eagle3, msg, sizeof msg);
   if (s != RILL_OK) return set_global(s, "eagle3 head %.200s: %.280s", dir, msg);
@@ -534,7 +555,8 @@ RILL_API rill_status rill_step(rill_engine *e, const rill_step_batch *b, rill_st
   if (s != RILL_OK) return s;
   if (b->propose_counts != NULL) {
     for (int32_t i = 0; i < b->num_seqs; i++) {
-      if (b->propose_counts[i] > 0 && e->draft == NULL && e->eagle3 == NULL) {
+      if (b->propose_counts[i] > 0 && e->draft == NULL && e->eagle3 == NULL &&
+          (e->cuda == NULL || !rill_cuda_has_head(e->cuda))) {
         snprintf(e->err, sizeof e->err, "propose_counts[%d] = %d: this engine has no draft model", i,
                  b->propose_counts[i]);
         return RILL_ERR_INVALID_ARGUMENT;
@@ -559,6 +581,7 @@ RILL_API rill_status rill_step(rill_engine *e, const rill_step_batch *b, rill_st
   if (s != RILL_OK) return s;
   if (e->draft != NULL) return rill_draft_propose(e, b, r);
   if (e->eagle3 != NULL) return rill_eagle3_propose(e, b, r);
+  if (e->cuda != NULL && rill_cuda_has_head(e->cuda)) return rill_cuda_propose(e->cuda, b, r, e->err, sizeof e->err);
   if (b->propose_counts != NULL) memset(r->proposed_counts, 0, (size_t)b->num_seqs * sizeof(int32_t));
   return RILL_OK;
 }

@@ -23,6 +23,7 @@ typedef struct head_spec {
   const char *drop;     /* a tensor left out, or NULL */
   const char *misshape; /* a tensor written with one column too few, or NULL */
   int d2t_offset;       /* added to d2t[0] (pushes draft id 0 outside the vocabulary when large) */
+  int bf16;             /* float tensors stored as BF16 (the same values rounded), else F32 */
 } head_spec;
 
 static inline float fx_rand(uint32_t *s) { return (float)((lcg32(s) >> 8) & 0xFFFFFF) / 16777216.0f * 2.0f - 1.0f; }
@@ -51,16 +52,24 @@ static inline void fx_add(fx_file *f, const head_spec *h, const char *name, int6
   }
   fx_tensor *t = &f->t[f->n++];
   snprintf(t->name, sizeof t->name, "%s", name);
-  t->dtype = "F32";
+  t->dtype = h->bf16 ? "BF16" : "F32";
   t->ndim = d1 > 0 ? 2 : 1;
   t->shape[0] = d0;
   t->shape[1] = d1;
   size_t n = (size_t)d0 * (size_t)(d1 > 0 ? d1 : 1);
-  t->nbytes = n * 4;
-  t->data = malloc(t->nbytes);
+  const size_t width = h->bf16 ? 2 : 4;
+  t->nbytes = n * width;
+  t->data = (unsigned char *)malloc(t->nbytes);
   for (size_t i = 0; i < n; i++) {
     float v = center + scale * fx_rand(seed);
-    memcpy(t->data + i * 4, &v, 4);
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    if (h->bf16) {
+      const uint16_t b = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); /* round to nearest even */
+      memcpy(t->data + i * 2, &b, 2);
+    } else {
+      memcpy(t->data + i * 4, &u, 4);
+    }
   }
 }
 
@@ -145,7 +154,7 @@ static inline int fx_write_head(const char *dir, const head_spec *h) {
     t->ndim = 1;
     t->shape[0] = h->draft_vocab;
     t->nbytes = (size_t)h->draft_vocab * 8;
-    t->data = malloc(t->nbytes);
+    t->data = (unsigned char *)malloc(t->nbytes);
     for (int i = 0; i < h->draft_vocab; i++) {
       int64_t d = (int64_t)i * h->vocab / h->draft_vocab - i + (i == 0 ? h->d2t_offset : 0);
       memcpy(t->data + (size_t)i * 8, &d, 8);

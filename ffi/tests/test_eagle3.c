@@ -7,7 +7,10 @@
  * proposals are a function of the token history alone (the same wherever two runs reach the same position), which is
  * what keeping its KV and features in step through the block tables means. Reference: two committed random heads
  * (scripts/eagle3_reference.py) on the random target propose the tokens, with the draft-vocabulary logits of every
- * round, that a float64 torch forward computed.
+ * round, that a float64 torch forward computed. Behind a gpt-oss (MoE) target: greedy tokens with speculation equal
+ * plain decoding's, and the captured taps are the target's residual stream computed without a head — the embeddings,
+ * the stream after the first MoE layer (the final norm and output projection of a one-layer copy of the target give
+ * its logits) and after the last.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -24,6 +27,7 @@
 #include "json.h"
 #include "rill.h"
 #include "test_model_batch.h"
+#include "text_replace.h"
 
 #define TARGET "tests/fixtures/checkpoints/llama3-fp32"
 #define V 96
@@ -81,6 +85,24 @@ static rill_engine *open_with(const char *head, rill_status *status) {
   o.draft_model_dir = head;
   rill_engine *e = NULL;
   *status = rill_engine_create(TARGET, &o, &e);
+  return e;
+}
+
+/* The gpt-oss fixture (or a copy at model) over this file's pool, its positions capped at MAXPOS. */
+static rill_engine *open_gptoss(const char *model, const char *head) {
+  rill_options o = {0};
+  o.threads = 2;
+  o.block_size = BS;
+  o.num_blocks = NUM_BLOCKS;
+  o.max_batch_tokens = 256;
+  o.max_seqs = 8;
+  o.max_drafts = KMAX;
+  o.max_model_len = MAXPOS;
+  o.draft_model_dir = head;
+  rill_engine *e = NULL;
+  rill_status s = rill_engine_create(model, &o, &e);
+  CHECK_MSG(s == RILL_OK && e != NULL, "create %s with head %s: %s", model, head ? head : "(none)",
+            rill_global_error());
   return e;
 }
 
@@ -377,6 +399,154 @@ static void test_decoding_with(const head_spec *spec) {
   remove_head(dir);
 }
 
+#define GPTOSS "tests/fixtures/checkpoints/gptoss-bf16"
+
+/* Relative difference of lm_head(final_norm(x)) in double (the target's weights) from logits. */
+static double head_of_stream_diff(const rill_engine *e, const float *x, const float *logits) {
+  const rill_model_config *c = &e->cfg;
+  const int H = c->hidden_size, NV = c->vocab_size;
+  const rill_matrix *out = e->w.tied ? &e->w.embed : &e->w.lm_head;
+  double ss = 0.0;
+  for (int i = 0; i < H; i++) ss += (double)x[i] * (double)x[i];
+  const double inv = 1.0 / sqrt(ss / H + (double)c->rms_norm_eps);
+  float row[512];
+  double scale = 0.0, diff = 0.0;
+  for (int v = 0; v < NV; v++) {
+    rill_matrix_row(out, v, row);
+    double dot = 0.0;
+    for (int i = 0; i < H; i++) dot += (double)row[i] * (double)e->w.final_norm[i] * (double)x[i] * inv;
+    scale = fabs(dot) > scale ? fabs(dot) : scale;
+    diff = fabs(dot - (double)logits[v]) > diff ? fabs(dot - (double)logits[v]) : diff;
+  }
+  return diff / (1.0 + scale);
+}
+
+/* A copy of the gpt-oss fixture with only its first layer (config edited, tensors linked; the second layer's are
+ * left unread) in dir. */
+static int write_one_layer_gptoss(const char *dir) {
+  mkdir(dir, 0700);
+  size_t len = 0;
+  char *text = mb_read_file(GPTOSS "/config.json", &len);
+  if (text == NULL) return -1;
+  char *a = replace(text, "\"num_hidden_layers\": 2", "\"num_hidden_layers\": 1");
+  char *b = a != NULL ? replace(a, ",\n    \"full_attention\"", "") : NULL;
+  free(text);
+  free(a);
+  if (b == NULL) return -1;
+  char path[512], target[512];
+  snprintf(path, sizeof path, "%s/config.json", dir);
+  FILE *f = fopen(path, "w");
+  int rc = f != NULL && fputs(b, f) >= 0 ? 0 : -1;
+  if (f != NULL && fclose(f) != 0) rc = -1;
+  free(b);
+  static const char *const files[] = {"model-00000-of-00001.safetensors", "model-00001-of-00001.safetensors",
+                                      "model.safetensors.index.json"};
+  char cwd[256];
+  if (getcwd(cwd, sizeof cwd) == NULL) return -1;
+  for (int i = 0; i < 3; i++) {
+    snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+    snprintf(target, sizeof target, "%s/" GPTOSS "/%s", cwd, files[i]);
+    if (symlink(target, path) != 0) rc = -1;
+  }
+  return rc;
+}
+
+static void remove_one_layer_gptoss(const char *dir) {
+  static const char *const files[] = {"config.json", "model-00000-of-00001.safetensors",
+                                      "model-00001-of-00001.safetensors", "model.safetensors.index.json"};
+  char path[512];
+  for (int i = 0; i < 4; i++) {
+    snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+    unlink(path);
+  }
+  rmdir(dir);
+}
+
+static void test_gptoss(void) {
+  enum { TOTAL = 40 };
+  /* Its own embeddings (the target's hidden size is 96), default taps: layer inputs 2, 1, 0 of the two MoE layers. */
+  head_spec spec = head_a();
+  spec.target_hidden = 96;
+  spec.own_embed = 1;
+  spec.seed = 5u;
+  char dir[300];
+  write_head(&spec, dir, sizeof dir);
+  rill_engine *plain = open_gptoss(GPTOSS, NULL);
+  rill_engine *e = open_gptoss(GPTOSS, dir);
+  if (plain == NULL || e == NULL) {
+    rill_engine_destroy(plain);
+    rill_engine_destroy(e);
+    remove_head(dir);
+    return;
+  }
+  /* Greedy identity, alone and batched. */
+  seq_state ref[3], three[3];
+  int drafted = 0;
+  for (int i = 0; i < 3; i++) {
+    init_seq(&ref[i], 61u + (uint32_t)i, 0, 0);
+    decode(plain, &ref[i], 1, TOTAL, &drafted);
+    init_seq(&three[i], 61u + (uint32_t)i, KMAX, i * PER_SEQ);
+  }
+  seq_state alone;
+  init_seq(&alone, 61u, KMAX, 0);
+  decode(e, &alone, 1, TOTAL, &drafted);
+  CHECK_MSG(memcmp(alone.tokens, ref[0].tokens, sizeof alone.tokens) == 0, "gpt-oss alone");
+  CHECK(drafted > 0);
+  int acc = decode(e, three, 3, TOTAL, &drafted);
+  for (int i = 0; i < 3; i++) {
+    CHECK_MSG(memcmp(three[i].tokens, ref[i].tokens, sizeof ref[i].tokens) == 0, "gpt-oss batched %d", i);
+  }
+  CHECK_MSG(same_proposals(&three[0], &alone, "gpt-oss batched") > 3, "gpt-oss: too few positions compared");
+  printf("eagle3 head behind gpt-oss: %d of %d drafts accepted\n", acc, drafted);
+
+  /* The taps of a 12-token prefill against the residual stream without a head. */
+  const rill_eagle3_head *h = rill_eagle3_head_of(e->eagle3);
+  CHECK(h->taps[0] == 2 && h->taps[1] == 1 && h->taps[2] == 0);
+  char one_dir[300];
+  snprintf(one_dir, sizeof one_dir, "%s/gptoss-one-layer", tmp_root);
+  CHECK_MSG(write_one_layer_gptoss(one_dir) == 0, "write %s", one_dir);
+  rill_engine *one = open_gptoss(one_dir, NULL);
+  enum { T = 12 };
+  const int Ht = e->cfg.hidden_size;
+  int32_t table[PER_SEQ];
+  for (int j = 0; j < PER_SEQ; j++) table[j] = j;
+  model_batch mb;
+  mb_init(&mb);
+  mb_add(&mb, 1, ref[1].tokens, T, 0, table, PER_SEQ, 1, 0);
+  rill_step_batch b = mb_batch(&mb);
+  float *with_head = malloc((size_t)T * V * sizeof(float)), *two_layers = malloc((size_t)T * V * sizeof(float));
+  float *one_layer = malloc((size_t)T * V * sizeof(float)), embed[512];
+  CHECK(rill_forward_logits(e, &b, with_head) == RILL_OK && rill_forward_logits(plain, &b, two_layers) == RILL_OK);
+  CHECK(one != NULL && rill_forward_logits(one, &b, one_layer) == RILL_OK);
+  int32_t rows = 0;
+  const float *taps = rill_eagle3_last_taps(e->eagle3, &rows);
+  CHECK_EQ_INT(rows, T);
+  CHECK(memcmp(with_head, two_layers, (size_t)T * V * sizeof(float)) == 0);
+  double worst = 0.0;
+  for (int t = 0; t < T && rows == T && one != NULL; t++) {
+    const float *row = taps + (size_t)t * 3 * Ht;
+    /* Layer input 0: the token's embedding. */
+    rill_matrix_row(&e->w.embed, ref[1].tokens[t], embed);
+    CHECK_MSG(memcmp(row + 2 * Ht, embed, (size_t)Ht * sizeof(float)) == 0, "position %d: tap 0 is not the embedding", t);
+    /* Layer input 2, after the last MoE layer: the target's own logits; input 1: the one-layer copy's. */
+    const double d2 = head_of_stream_diff(e, row, two_layers + (size_t)t * V);
+    const double d1 = head_of_stream_diff(e, row + Ht, one_layer + (size_t)t * V);
+    CHECK_MSG(d2 <= 1e-5 && d1 <= 1e-5, "position %d: taps after the MoE layers differ from the stream by %g, %g", t,
+              d1, d2);
+    worst = d1 > worst ? d1 : worst;
+    worst = d2 > worst ? d2 : worst;
+  }
+  printf("gpt-oss taps against the residual stream without a head: largest logit difference %.3g\n", worst);
+  free(with_head);
+  free(two_layers);
+  free(one_layer);
+  rill_engine_destroy(one);
+  remove_one_layer_gptoss(one_dir);
+  rill_engine_destroy(plain);
+  rill_engine_destroy(e);
+  remove_head(dir);
+}
+
 #define REF_DIR "tests/fixtures/eagle3"
 
 /* Each committed head, proposing k = 1..3 after the prompt: the target's greedy token, the proposals and the last
@@ -454,6 +624,7 @@ int main(void) {
   head_spec a = head_a(), b = head_b();
   test_decoding_with(&a);
   test_decoding_with(&b);
+  test_gptoss();
   rmdir(tmp_root);
   return check_summary();
 }

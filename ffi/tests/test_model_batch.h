@@ -99,7 +99,7 @@ static inline char *mb_read_file(const char *path, size_t *len) {
   fseek(f, 0, SEEK_END);
   long n = ftell(f);
   fseek(f, 0, SEEK_SET);
-  char *buf = malloc((size_t)n + 1);
+  char *buf = (char *)malloc((size_t)n + 1);
   if (buf != NULL && fread(buf, 1, (size_t)n, f) != (size_t)n) {
     free(buf);
     buf = NULL;

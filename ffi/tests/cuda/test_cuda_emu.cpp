@@ -6,8 +6,8 @@
  * which must pick identical tokens and accept identical drafts. Both devices accumulate in fp32 in different orders,
  * and above the GEMV threshold the CUDA device rounds GEMM inputs to bf16, so logits agree to a relative bound, not bit
  * for bit. The streaming kernel's fused prologues (RMSNorm, SiLU·mul) are also checked alone against a double-precision
- * reference, over shapes that exercise its edges (odd N, K not a multiple of its unrolled pass, a second token block).
- * Checks the arithmetic, indexing and barriers of the kernels — not their speed, and not anything the emulation's
+ * reference, over shapes that exercise its edges (odd N, K not a multiple of its unrolled pass, a second token block). EAGLE-3 on the device against the CPU
+ * device: eagle3_checks.cpp (part eagle3). Checks the arithmetic, indexing and barriers of the kernels — not their speed, and not anything the emulation's
  * one-block-at-a-time fiber order cannot show (races between blocks, memory ordering).
  */
 #include <math.h>
@@ -20,6 +20,7 @@
 #include "../../cuda/kernels.cuh"
 #include "attention_checks.h"
 #include "cuda_runtime.h"
+#include "eagle3_checks.h"
 #include "rill.h"
 #include "sample_rows_checks.h"
 #include "xorshift.h"
@@ -881,8 +882,8 @@ int main(int argc, char **argv) {
   }
   const bool all = part == nullptr;
   if (!all && strcmp(part, "kernels") != 0 && strcmp(part, "models") != 0 && strcmp(part, "engine") != 0 &&
-      strcmp(part, "sliding") != 0) {
-    fprintf(stderr, "test_cuda_emu: unknown part %s (kernels, models, engine, sliding)\n", part);
+      strcmp(part, "sliding") != 0 && strcmp(part, "eagle3") != 0) {
+    fprintf(stderr, "test_cuda_emu: unknown part %s (kernels, models, engine, sliding, eagle3)\n", part);
     return 2;
   }
   if (all || strcmp(part, "kernels") == 0) {
@@ -920,6 +921,12 @@ int main(int argc, char **argv) {
     greedy_checks("models/rill-tiny-chatml");
     sampling_checks("models/rill-tiny-chatml");
     graph_checks("models/rill-tiny-chatml", 6); /* the larger shape: fewer steps, the emulation is slow */
+  }
+  if (all || strcmp(part, "eagle3") == 0) {
+    int passed = 0, failed = 0;
+    eagle3_device_checks(&passed, &failed);
+    check_passed_count += passed;
+    check_failed_count += failed;
   }
   printf("largest logits difference, relative: %.3g on the GEMV path (bound %.3g), %.3g with bf16 GEMM inputs (bound "
          "%.3g)\n",
