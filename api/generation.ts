@@ -22,8 +22,9 @@ export interface Generation {
   readonly tap: ChunkTap;
   readonly abort: AbortController;
   /**
-   * Aborts the generation unless it already finished, exactly as the reader's cancel (`tap.cancel`) would, for a caller that does not
-   * hold the stream (the HTTP handler when the client's connection closes). Its stream then ends within a step.
+   * Aborts the generation unless it already finished, exactly as the reader's cancel (`tap.cancel`) would, for a
+   * caller that does not hold the stream (the HTTP handler when the client's connection closes). Its stream then
+   * ends within a step.
    */
   stop(): void;
   /** Resolves when the finish chunk passed or the stream was cancelled, with the generation's token counts. */

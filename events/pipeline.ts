@@ -1,10 +1,10 @@
 /**
  * The streaming core: engine chunks → split (one token at a time) → parse → emit → sequence → (SSE).
  *
- * Each stage is a synchronous core with its own thin TransformStream, in its own file: splitStage (split_stage.ts),
- * parseStage (parse_stage.ts), emitterStage (emitter.ts), sequencerStage (sequencer.ts), sseEncoder (sse.ts). The
- * production path does not chain those streams: it runs the same cores inside one fused stream, because the chain
- * costs far more than the 10% the design allows. Measured with `deno task bench pipeline` (bench/pipeline_bench.ts,
+ * Each stage is a synchronous core with its own thin TransformStream, in a file named after it: splitStage
+ * (SplitCore), parseStage (ParseCore), emitterStage (ResponseEmitter), sequencerStage (Sequencer), sseEncoder
+ * (SseEncoder). The production path does not chain those streams: it runs the same cores inside one fused stream,
+ * because the chain costs far more than the 10% the design allows. Measured with `deno task bench pipeline` (bench/pipeline_bench.ts,
  * which alternates the fused stream and `chunks.pipeThrough(split).pipeThrough(parse).pipeThrough(emit)
  * .pipeThrough(sequence).pipeThrough(sse)` within one run, 5 rounds, medians; 2 shared cores):
  *
@@ -31,13 +31,13 @@ import type { EngineChunk } from "../engine/engine.ts";
 import type { Tokenizer } from "../checkpoint/tokenizer.ts";
 import type { OutputParser, Segment } from "../parsers/segment.ts";
 import type { ChunkTap } from "./chunk_tap.ts";
-import { ResponseEmitter } from "./emitter.ts";
+import { ResponseEmitter } from "./emitter_stage.ts";
 import { type IdSource, randomIds } from "./ids.ts";
 import { ParseCore } from "./parse_stage.ts";
 import { SplitCore } from "./split_stage.ts";
 import type { ResponseTemplate } from "./response_template.ts";
-import { Sequencer } from "./sequencer.ts";
-import { SseEncoder } from "./sse.ts";
+import { Sequencer } from "./sequencer_stage.ts";
+import { SseEncoder } from "./sse_encoder.ts";
 import type { Response, ResponseStreamEvent, UnsequencedEvent } from "./types.ts";
 
 export type { AbortAsError, ParsedChunk } from "./parsed_chunk.ts";
@@ -45,9 +45,9 @@ import type { AbortAsError } from "./parsed_chunk.ts";
 export type { ResponseTemplate } from "./response_template.ts";
 export { parseStage } from "./parse_stage.ts";
 export { type SplitChunk, splitStage } from "./split_stage.ts";
-export { sseEncoder } from "./sse.ts";
-export { emitterStage } from "./emitter.ts";
-export { sequencerStage } from "./sequencer.ts";
+export { sseEncoder } from "./sse_encoder.ts";
+export { emitterStage } from "./emitter_stage.ts";
+export { sequencerStage } from "./sequencer_stage.ts";
 export { type ChunkTap, tapChunks } from "./chunk_tap.ts";
 
 export interface PipelineOptions {

@@ -61,7 +61,7 @@ async function readerLog(): Promise<{ log: string[]; chunks: string[] }> {
   };
 }
 
-Deno.test("chunk tap: the pipeline calls the hooks it is given for every chunk, in order, as a reader of the tapped stream would", async () => {
+Deno.test("chunk tap: the pipeline calls the hooks it is given for every chunk, in order, as a tapped stream's reader sees", async () => {
   const read = await readerLog();
   assert.deepEqual(read.log, [...read.chunks, "end"]);
   const piped = logged(replayTokens(tokens, { seed: 4 }));
