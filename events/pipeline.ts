@@ -4,9 +4,9 @@
  * Each stage is a synchronous core with its own thin TransformStream, in a file named after it: splitStage
  * (SplitCore), parseStage (ParseCore), emitterStage (ResponseEmitter), sequencerStage (Sequencer), sseEncoder
  * (SseEncoder). The production path does not chain those streams: it runs the same cores inside one fused stream,
- * because the chain costs far more than the 10% the design allows. Measured with `deno task bench pipeline` (bench/pipeline_bench.ts,
- * which alternates the fused stream and `chunks.pipeThrough(split).pipeThrough(parse).pipeThrough(emit)
- * .pipeThrough(sequence).pipeThrough(sse)` within one run, 5 rounds, medians; 2 shared cores):
+ * because the chain costs far more than the 10% the design allows. Measured with `deno task bench pipeline`
+ * (bench/pipeline_bench.ts, which alternates the fused stream and `chunks.pipeThrough(split).pipeThrough(parse)
+ * .pipeThrough(emit).pipeThrough(sequence).pipeThrough(sse)` within one run, 5 rounds, medians; 2 shared cores):
  *
  *   tokens/step          1            4            8
  *   harmony fused     782k tok/s  2,328k tok/s  3,604k tok/s
@@ -20,8 +20,9 @@
  *   API path (tap + recorder), fused          3,753          4,837
  *   API path (tap + recorder), staged        14,798         16,151
  *
- * The chain costs 51–69% of the throughput and 3–4× the allocation per step: each stage boundary is a queued chunk,
- * a read result and its promises per step. The fused stream crosses one boundary per step.
+ * Over three such runs the chain reached 0.26–0.50× the fused stream's tokens/s and allocated 3–4× its bytes per
+ * step: each stage boundary is a queued chunk, a read result and its promises per step, where the fused stream
+ * crosses one boundary per step.
  *
  * Hooks are arguments, never found behind the caller's back: the generation's chunk hooks (metrics, abort on cancel)
  * come as `tap`, the server's abort-as-error as `abortAs`, the event log as `onEvents`. A chunk always carries a whole
