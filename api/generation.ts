@@ -1,5 +1,7 @@
 /**
- * One engine generation as the HTTP layer sees it: the engine's chunk stream tapped (events/chunk_tap.ts) so that
+ * One engine generation as the HTTP layer sees it: the engine's chunk stream and the hooks (events/chunk_tap.ts) its
+ * reader calls on every chunk — the pipelines take them as an argument and call them inline, any other reader wraps
+ * the stream with `tapChunks` — so that
  * - cancelling the stream, or `stop()` (a client that went away), aborts the request's signal, so the engine stops at
  *   its next step and frees the sequence's KV memory even if it does not watch stream cancellation;
  * - timing and token counts reach the metrics exactly once, however the generation ends.
@@ -8,17 +10,21 @@
  * any response byte exists (→ 429).
  */
 import type { Engine, EngineChunk, SamplingParams } from "../engine/engine.ts";
-import { tapChunks } from "../events/chunk_tap.ts";
+import type { ChunkTap } from "../events/chunk_tap.ts";
 import type { Metrics } from "./metrics.ts";
 import type { GenerationTotals } from "./request_trace.ts";
 import type { TokenConstraint } from "../engine/token_constraint.ts";
 
 export interface Generation {
-  readonly chunks: ReadableStream<EngineChunk>;
+  /** The engine's chunks, unhooked: read them only together with `tap`. */
+  readonly source: ReadableStream<EngineChunk>;
+  /** The hooks the reader of `source` calls for every chunk, at its end, and when it cancels. */
+  readonly tap: ChunkTap;
   readonly abort: AbortController;
   /**
-   * Aborts the generation unless it already finished, exactly as cancelling `chunks` would, for a caller that does not
-   * hold the stream (the HTTP handler when the client's connection closes). Its stream then ends within a step.
+   * Aborts the generation unless it already finished, exactly as the reader's cancel (`tap.cancel`) would, for a
+   * caller that does not hold the stream (the HTTP handler when the client's connection closes). Its stream then
+   * ends within a step.
    */
   stop(): void;
   /** Resolves when the finish chunk passed or the stream was cancelled, with the generation's token counts. */
@@ -84,9 +90,9 @@ export function startGeneration(engine: Engine, options: GenerationOptions): Gen
     settle(options.promptTokens.length, true);
     options.onCancel?.();
   };
-  // A tap, not a wrapping stream: the Responses pipeline calls these hooks inline as it reads the engine's stream,
-  // so a step costs no extra stream hop; any other reader (Chat Completions) gets a stream that calls them.
-  const chunks = tapChunks(source, {
+  // Hooks, not a wrapping stream: the pipelines call them inline as they read the engine's stream, so a step costs no
+  // extra stream hop.
+  const tap: ChunkTap = {
     chunk(chunk) {
       if (chunk.type === "step") {
         const now = performance.now();
@@ -101,14 +107,20 @@ export function startGeneration(engine: Engine, options: GenerationOptions): Gen
     },
     end: () => settle(options.promptTokens.length, false),
     cancel: stop,
-  });
+  };
   // After a cancel the engine may still consult the constraint in the step in flight; a disposed constraint allows
   // every token, so releasing it as soon as the generation is done is safe.
   if (options.constraint !== undefined) {
     const constraint = options.constraint;
     done.then(() => constraint.dispose());
   }
-  return { chunks, abort, done, stop, prefilled };
+  return { source, tap, abort, done, stop, prefilled };
+}
+
+/** Cancels a generation nobody has read yet as its reader would: the hooks first, then the engine's stream. */
+export async function cancelUnread(generation: Generation): Promise<void> {
+  generation.tap.cancel();
+  await generation.source.cancel().catch(() => {});
 }
 
 /**

@@ -1,13 +1,22 @@
 /**
  * Token ids → SSE bytes through the streaming core on one core, for a harmony and a simple (ChatML) output, at
  * 1, 4 and 8 tokens per engine step. The engine is replaced by pre-built chunks so only the pipeline is measured.
- * Prints `pipeline <harmony|simple> <K> tokens/step: <N> tokens/s`.
+ * Two compositions of the same cores alternate within each round (the machine is shared: load drifts hit both alike),
+ * and each prints the median of the rounds:
+ * - the fused stream the server uses (`responseSseStream`):
+ *   `pipeline <harmony|simple> <K> tokens/step: <N> tokens/s`;
+ * - the design's stage chain, `chunks.pipeThrough(splitStage).pipeThrough(parseStage).pipeThrough(emitterStage)
+ *   .pipeThrough(sequencerStage).pipeThrough(sseEncoder)`:
+ *   `pipeline staged <harmony|simple> <K> tokens/step: <N> tokens/s (staged/fused <R>, ...)`.
  *
  * Then the allocation per engine step, which timing noise on a shared machine cannot hide: the HTTP benchmark's
- * stamped PacedEngine (o200k, harmony) drained bare, through `responseSseStream`, and through the API's path
- * (`startGeneration` + `responseSseStream` + the recorder, as responses_service streams). It runs in a child process
- * whose young generation is large enough that no GC runs while it measures, so heap growth is allocation. Prints
- * `pipeline alloc <engine|pipeline|api> <K> tokens/step: <B> bytes/step (+<E> external), <F> bytes/response`.
+ * stamped PacedEngine (o200k, harmony) drained bare (`engine`), through `responseSseStream` (`pipeline`), through the
+ * stage chain (`staged`), and through the API's path with each (`api`: `startGeneration` + `responseSseStream` with
+ * the generation's hooks + the recorder, as responses_service streams; `staged-api`: the same hooks and recorder as
+ * stages of the chain). It runs in a child process whose young generation is large enough that no GC runs while it
+ * measures, so heap growth is allocation. Prints
+ * `pipeline alloc <engine|pipeline|staged|api|staged-api> <K> tokens/step: <B> bytes/step (+<E> external),
+ * <F> bytes/response`.
  */
 import { Metrics } from "../api/metrics.ts";
 import { startGeneration } from "../api/generation.ts";
@@ -21,6 +30,14 @@ import type { Tokenizer } from "../checkpoint/tokenizer.ts";
 import type { OutputParser } from "../parsers/segment.ts";
 import { CounterIds } from "../events/ids.ts";
 import { responseSseStream, type ResponseTemplate } from "../events/pipeline.ts";
+import type { ChunkTap } from "../events/chunk_tap.ts";
+import type { ResponseStreamEvent } from "../events/types.ts";
+import { splitStage } from "../events/split_stage.ts";
+import { parseStage } from "../events/parse_stage.ts";
+import { emitterStage } from "../events/emitter_stage.ts";
+import { sequencerStage } from "../events/sequencer_stage.ts";
+import { sseEncoder } from "../events/sse_encoder.ts";
+import { randomIds } from "../events/ids.ts";
 import { ChatmlParser } from "../parsers/chatml_parser.ts";
 import { HarmonyParser } from "../parsers/harmony_parser.ts";
 import { ToyTokenizer } from "../testing/toy_tokenizer.ts";
@@ -88,11 +105,76 @@ function source(chunks: readonly EngineChunk[]): ReadableStream<EngineChunk> {
   }, { highWaterMark: 0 });
 }
 
+type Variant = "fused" | "staged";
+
+interface StagedOptions {
+  readonly template: ResponseTemplate;
+  readonly tokenizer: Tokenizer;
+  readonly parser: OutputParser;
+  readonly ids?: CounterIds;
+}
+
+/**
+ * A stage of its own that calls the generation's hooks as chunks pass (metrics; abort on cancel). A transformer's
+ * `cancel` also runs when the source fails (the pipe aborts the writable side), where the generation wants `end`:
+ * close enough to weigh the chain, not to serve it.
+ */
+function tapStage(tap: ChunkTap): TransformStream<EngineChunk, EngineChunk> {
+  return new TransformStream<EngineChunk, EngineChunk>({
+    transform(chunk, controller) {
+      tap.chunk(chunk);
+      controller.enqueue(chunk);
+    },
+    flush: () => tap.end(),
+    cancel: () => tap.cancel(),
+  });
+}
+
+/** The record hook as a stage: each sequenced step goes to `onEvents` before it is encoded. */
+function recordStage(
+  onEvents: (events: readonly ResponseStreamEvent[]) => unknown,
+): TransformStream<
+  ResponseStreamEvent[],
+  ResponseStreamEvent[]
+> {
+  return new TransformStream({
+    async transform(events, controller) {
+      const wait = onEvents(events);
+      if (wait instanceof Promise) await wait;
+      controller.enqueue(events);
+    },
+  });
+}
+
+/** The design's stage chain, production-shaped: engine chunks → (tap) → split → parse → emit → sequence → SSE. */
+function stagedSseStream(
+  chunks: ReadableStream<EngineChunk>,
+  o: StagedOptions,
+  tap?: ChunkTap,
+  onEvents?: (events: readonly ResponseStreamEvent[]) => unknown,
+): ReadableStream<Uint8Array> {
+  const tapped = tap === undefined ? chunks : chunks.pipeThrough(tapStage(tap));
+  const sequenced = tapped
+    .pipeThrough(splitStage(o.tokenizer))
+    .pipeThrough(parseStage(o.parser))
+    .pipeThrough(emitterStage({ template: o.template, ids: o.ids ?? randomIds }))
+    .pipeThrough(sequencerStage());
+  return (onEvents === undefined ? sequenced : sequenced.pipeThrough(recordStage(onEvents))).pipeThrough(sseEncoder());
+}
+
+function sseOf(variant: Variant, chunks: ReadableStream<EngineChunk>, o: StagedOptions): ReadableStream<Uint8Array> {
+  switch (variant) {
+    case "fused":
+      return responseSseStream(chunks, o);
+    case "staged":
+      return stagedSseStream(chunks, o);
+  }
+}
+
 /** Seconds to push the chunks through the pipeline, draining the SSE bytes. */
-async function once(c: Case, chunks: readonly EngineChunk[]): Promise<number> {
+async function once(variant: Variant, c: Case, chunks: readonly EngineChunk[]): Promise<number> {
   const t0 = performance.now();
-  // The fused stream the HTTP layer serves (same cores as responseEventStream piped through sseEncoder).
-  const sse = responseSseStream(source(chunks), {
+  const sse = sseOf(variant, source(chunks), {
     template,
     tokenizer: c.tokenizer,
     parser: c.parser(),
@@ -104,7 +186,7 @@ async function once(c: Case, chunks: readonly EngineChunk[]): Promise<number> {
   return (performance.now() - t0) / 1000;
 }
 
-type AllocPath = "engine" | "pipeline" | "api";
+type AllocPath = "engine" | "pipeline" | "api" | "staged" | "staged-api";
 
 /** Drains one response of `steps` stamped steps of `k` tokens through `path`. */
 async function drain(path: AllocPath, tok: O200kTokenizer, steps: number, k: number): Promise<void> {
@@ -133,6 +215,8 @@ async function drain(path: AllocPath, tok: O200kTokenizer, steps: number, k: num
   if (path === "engine") body = engine.generate({ id: "r", promptTokens: [1], sampling });
   else if (path === "pipeline") {
     body = responseSseStream(engine.generate({ id: "r", promptTokens: [1], sampling }), options);
+  } else if (path === "staged") {
+    body = stagedSseStream(engine.generate({ id: "r", promptTokens: [1], sampling }), options);
   } else {
     const initial = buildResponse(template, { status: "in_progress", output: [], usage: null });
     const recorder = new ResponseRecorder(initial, null);
@@ -144,7 +228,9 @@ async function drain(path: AllocPath, tok: O200kTokenizer, steps: number, k: num
       startedAt: performance.now(),
       onCancel: () => recorder.cancel(),
     });
-    body = responseSseStream(generation.chunks, options, (events) => recorder.record(events));
+    body = path === "api"
+      ? responseSseStream(generation.source, { ...options, tap: generation.tap }, (events) => recorder.record(events))
+      : stagedSseStream(generation.source, options, generation.tap, (events) => recorder.record(events));
   }
   for await (const _ of body);
 }
@@ -164,7 +250,7 @@ async function allocChild(): Promise<void> {
   const responses = 20;
   const [short, long] = [50, 250];
   for (const k of [1, 4]) {
-    for (const path of ["engine", "pipeline", "api"] as const) {
+    for (const path of ["engine", "pipeline", "staged", "api", "staged-api"] as const) {
       for (let i = 0; i < 3; i++) await allocated(path, tok, responses, long, k); // warm-up: JIT
       const a = await allocated(path, tok, responses, short, k);
       const b = await allocated(path, tok, responses, long, k);
@@ -197,15 +283,33 @@ async function allocReport(): Promise<void> {
   if (!out.success) throw new Error("allocation probe failed");
 }
 
+const ROUNDS = 5;
+
+function median(xs: readonly number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+}
+
 export async function run(): Promise<void> {
   await allocReport();
   for (const c of cases()) {
     for (const k of [1, 4, 8]) {
       const chunks = chunksOf(c.tokens, k);
-      await once(c, chunks); // warm-up: JIT and caches
-      // Best of three: the machine is shared, and the minimum is the least disturbed run.
-      const best = Math.min(await once(c, chunks), await once(c, chunks), await once(c, chunks));
-      console.log(`pipeline ${c.name} ${k} tokens/step: ${Math.round(c.tokens.length / best)} tokens/s`);
+      await once("fused", c, chunks); // warm-up: JIT and caches
+      await once("staged", c, chunks);
+      // The machine is shared: the variants alternate within each round so load drifts hit both alike.
+      const times: Record<Variant, number[]> = { fused: [], staged: [] };
+      for (let r = 0; r < ROUNDS; r++) {
+        const order: Variant[] = r % 2 === 0 ? ["fused", "staged"] : ["staged", "fused"];
+        for (const v of order) times[v].push(await once(v, c, chunks));
+      }
+      const rate = (v: Variant) => Math.round(c.tokens.length / median(times[v]));
+      console.log(`pipeline ${c.name} ${k} tokens/step: ${rate("fused")} tokens/s`);
+      console.log(
+        `pipeline staged ${c.name} ${k} tokens/step: ${rate("staged")} tokens/s ` +
+          `(staged/fused ${(rate("staged") / rate("fused")).toFixed(3)}, median of ${ROUNDS} alternating rounds)`,
+      );
     }
   }
 }

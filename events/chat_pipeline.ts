@@ -11,6 +11,7 @@ import type { Tokenizer } from "../checkpoint/tokenizer.ts";
 import type { Logprob } from "../parsers/logprob.ts";
 import type { OutputParser } from "../parsers/segment.ts";
 import { type ChatDelta, ChatDeltaCore } from "./chat_delta.ts";
+import type { ChunkTap } from "./chunk_tap.ts";
 import type { IdSource } from "./ids.ts";
 import { ParseCore } from "./parse_stage.ts";
 import type { ParsedChunk } from "./parsed_chunk.ts";
@@ -24,6 +25,8 @@ export interface ChatPipelineOptions {
   readonly includeLogprobs: boolean;
   /** Call-id source for tool calls the model gave no id. Default: random ids. */
   readonly ids?: IdSource;
+  /** The engine stream's hooks (api/generation.ts), called inline as the pipeline reads it, in chunk order. */
+  readonly tap?: ChunkTap;
 }
 
 export interface ChatStreamOptions extends Omit<ChatPipelineOptions, "parser"> {
@@ -45,29 +48,42 @@ export function chatUsage(u: Usage) {
   };
 }
 
-/** Engine chunks → parsed chunks through the split and parse cores; a failing engine stream becomes an error finish. */
+/**
+ * Engine chunks → parsed chunks through the split and parse cores, calling the chunk hooks inline; a failing engine
+ * stream becomes an error finish.
+ */
 class ChatReader {
   readonly #reader: ReadableStreamDefaultReader<EngineChunk>;
+  readonly #tap: ChunkTap | undefined;
   readonly #split: SplitCore;
   readonly #parse: ParseCore;
 
   constructor(chunks: ReadableStream<EngineChunk>, options: ChatPipelineOptions) {
     this.#reader = chunks.getReader();
+    this.#tap = options.tap;
     this.#split = new SplitCore(options.tokenizer, options.includeLogprobs);
     this.#parse = new ParseCore(options.parser);
   }
 
   async next(): Promise<ParsedChunk[]> {
+    let r: ReadableStreamReadResult<EngineChunk>;
     try {
-      const r = await this.#reader.read();
-      return r.done ? this.#parse.flush() : this.#parse.push(this.#split.push(r.value));
+      r = await this.#reader.read();
     } catch (e) {
+      this.#tap?.end();
       const message = e instanceof Error ? e.message : String(e);
       return this.#parse.push({ type: "finish", reason: "error", promptTokens: 0, outputTokens: 0, message });
     }
+    if (r.done) {
+      this.#tap?.end();
+      return this.#parse.flush();
+    }
+    this.#tap?.chunk(r.value);
+    return this.#parse.push(this.#split.push(r.value));
   }
 
   cancel(reason: unknown): Promise<void> {
+    this.#tap?.cancel();
     return this.#reader.cancel(reason);
   }
 }
@@ -81,15 +97,25 @@ export async function collectChatCompletion(
   const core = new ChatDeltaCore(options.ids);
   for (;;) {
     for (const p of await reader.next()) {
-      if (p.type === "segments") core.push(p.segments);
-      else return { message: core, reason: p.reason, usage: p.usage };
+      switch (p.type) {
+        case "segments":
+          core.push(p.segments);
+          break;
+        case "finish":
+          return { message: core, reason: p.reason, usage: p.usage };
+        default: {
+          const never: never = p;
+          throw new Error(`unknown parsed chunk ${JSON.stringify(never)}`);
+        }
+      }
     }
   }
 }
 
-/** One choice of a streamed completion: its engine stream and its own parser. */
+/** One choice of a streamed completion: its engine stream, that stream's hooks, and its own parser. */
 export interface ChatChoiceSource {
   readonly chunks: ReadableStream<EngineChunk>;
+  readonly tap?: ChunkTap;
   readonly parser: OutputParser;
 }
 
@@ -139,7 +165,11 @@ export function chatCompletionSseStream(
       lps === null ? "null" : JSON.stringify({ content: lps, refusal: null })
     },"finish_reason":${finish === null ? "null" : JSON.stringify(finish)}${suffix}\n\n`;
   const states: ChoiceState[] = choices.map((c) => ({
-    reader: new ChatReader(c.chunks, { ...options, parser: c.parser }),
+    reader: new ChatReader(c.chunks, {
+      ...options,
+      parser: c.parser,
+      ...(c.tap === undefined ? {} : { tap: c.tap }),
+    }),
     core: new ChatDeltaCore(options.ids),
     pending: null,
     done: false,
@@ -174,15 +204,17 @@ export function chatCompletionSseStream(
             }
             continue;
           }
+          // The only other parsed chunk: a new variant fails to compile here.
+          const finish: Extract<ParsedChunk, { type: "finish" }> = p;
           state.done = true;
-          const failure = options.failure(p.reason);
+          const failure = options.failure(finish.reason);
           if (failure !== null) {
             done = true;
             text += `data: ${JSON.stringify(failure)}\n\n`;
             await cancelAll("another choice failed");
           } else {
-            text += frame(index, {}, null, state.core.finishReason(p.reason));
-            usages.push(p.usage);
+            text += frame(index, {}, null, state.core.finishReason(finish.reason));
+            usages.push(finish.usage);
             if (states.every((s) => s.done)) {
               done = true;
               if (includeUsage) {

@@ -1,11 +1,9 @@
 /**
- * A per-chunk hook on an engine chunk stream, for a caller that must watch every chunk (metrics, abort on cancel)
- * without costing the pipeline a stream hop per engine step.
+ * Per-chunk hooks on an engine chunk stream, for a caller that must watch every chunk (metrics, abort on cancel).
  *
- * `tapChunks` returns an ordinary stream that calls the hooks as chunks pass, so any consumer can read it. The
- * pipeline (events/pipeline.ts) instead takes the tap apart with `untap`: it reads the source directly and calls the
- * same hooks inline, in the same order, so one step crosses one stream boundary fewer and allocates a read result and
- * its promises fewer. The hooks see the same calls either way.
+ * A pipeline that reads the engine's stream itself receives the hooks as an argument (PipelineOptions.tap,
+ * ChatPipelineOptions.tap) and calls them inline, so a step costs no extra stream hop; `tapChunks` wraps the stream
+ * for any other reader. Either way the hooks see the same calls in the same order.
  */
 import type { EngineChunk } from "../engine/engine.ts";
 
@@ -18,21 +16,10 @@ export interface ChunkTap {
   cancel(): void;
 }
 
-export interface Tapped {
-  readonly source: ReadableStream<EngineChunk>;
-  readonly tap: ChunkTap;
-}
-
-/** Taps not yet read through their stream, by the stream `tapChunks` returned. */
-const untouched = new WeakMap<ReadableStream<EngineChunk>, Tapped>();
-
 export function tapChunks(source: ReadableStream<EngineChunk>, tap: ChunkTap): ReadableStream<EngineChunk> {
   let reader: ReadableStreamDefaultReader<EngineChunk> | null = null;
-  const open = () => {
-    untouched.delete(stream);
-    return reader ??= source.getReader();
-  };
-  const stream: ReadableStream<EngineChunk> = new ReadableStream<EngineChunk>({
+  const open = () => reader ??= source.getReader();
+  return new ReadableStream<EngineChunk>({
     async pull(controller) {
       const r = open();
       let result: ReadableStreamReadResult<EngineChunk>;
@@ -56,18 +43,4 @@ export function tapChunks(source: ReadableStream<EngineChunk>, tap: ChunkTap): R
       await r.cancel(reason).catch(() => {});
     },
   }, { highWaterMark: 0 });
-  untouched.set(stream, { source, tap });
-  return stream;
-}
-
-/**
- * The source and hooks of a stream from `tapChunks` that nothing has read or cancelled yet, locking that stream so
- * nothing else can; undefined for any other stream (read it as it is).
- */
-export function untap(stream: ReadableStream<EngineChunk>): Tapped | undefined {
-  const tapped = untouched.get(stream);
-  if (tapped === undefined || stream.locked) return undefined;
-  untouched.delete(stream);
-  stream.getReader();
-  return tapped;
 }

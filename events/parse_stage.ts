@@ -30,20 +30,28 @@ export class ParseCore {
 
   push(chunk: SplitChunk): ParsedChunk[] {
     if (this.#finished) return [];
-    if (chunk.type === "finish") {
-      const as = chunk.reason === "abort" ? this.#abortAs?.() : undefined;
-      return this.#finish(
-        as === undefined ? chunk.reason : "error",
-        chunk.promptTokens,
-        chunk.outputTokens,
-        chunk.cachedTokens ?? 0,
-        as?.message ?? chunk.message,
-        as?.code,
-      );
+    switch (chunk.type) {
+      case "finish": {
+        const as = chunk.reason === "abort" ? this.#abortAs?.() : undefined;
+        return this.#finish(
+          as === undefined ? chunk.reason : "error",
+          chunk.promptTokens,
+          chunk.outputTokens,
+          chunk.cachedTokens ?? 0,
+          as?.message ?? chunk.message,
+          as?.code,
+        );
+      }
+      case "tokens": {
+        const segments: Segment[] = [];
+        this.tokensInto(chunk.tokens, chunk.logprobs, chunk.tokens.length, segments);
+        return [{ type: "segments", segments }];
+      }
+      default: {
+        const never: never = chunk;
+        throw new Error(`unknown split chunk ${JSON.stringify(never)}`);
+      }
     }
-    const segments: Segment[] = [];
-    this.tokensInto(chunk.tokens, chunk.logprobs, chunk.tokens.length, segments);
-    return [{ type: "segments", segments }];
   }
 
   /**
@@ -130,9 +138,15 @@ export class ParseCore {
   }
 }
 
-/** The parse stage as a stream: one `segments` chunk per engine step, then the flush segments and one finish. */
-export function parseStage(parser: OutputParser): TransformStream<SplitChunk, ParsedChunk> {
-  const core = new ParseCore(parser);
+/**
+ * The parse stage as a stream: one `segments` chunk per engine step, then the flush segments and one finish.
+ * `abortAs` as for ParseCore.
+ */
+export function parseStage(
+  parser: OutputParser,
+  abortAs?: () => AbortAsError | undefined,
+): TransformStream<SplitChunk, ParsedChunk> {
+  const core = new ParseCore(parser, abortAs);
   return new TransformStream({
     transform(chunk, controller) {
       for (const p of core.push(chunk)) controller.enqueue(p);

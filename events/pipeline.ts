@@ -1,22 +1,44 @@
 /**
  * The streaming core: engine chunks → split (one token at a time) → parse → emit → sequence → (SSE).
  *
- * Each stage is a synchronous core with its own thin TransformStream (splitStage, parseStage, emitterStage,
- * sequencerStage, sseEncoder). `responseEventStream` composes the three cores inside one stream instead of chaining three
- * TransformStreams: the result is the same, but each engine step crosses one stream boundary instead of three,
- * which is most of the per-step cost. A chunk always carries a whole engine step, never one token.
+ * Each stage is a synchronous core with its own thin TransformStream, in a file named after it: splitStage
+ * (SplitCore), parseStage (ParseCore), emitterStage (ResponseEmitter), sequencerStage (Sequencer), sseEncoder
+ * (SseEncoder). The production path does not chain those streams: it runs the same cores inside one fused stream,
+ * because the chain costs far more than the 10% the design allows. Measured with `deno task bench pipeline`
+ * (bench/pipeline_bench.ts, which alternates the fused stream and `chunks.pipeThrough(split).pipeThrough(parse)
+ * .pipeThrough(emit).pipeThrough(sequence).pipeThrough(sse)` within one run, 5 rounds, medians; 2 shared cores):
+ *
+ *   tokens/step          1            4            8
+ *   harmony fused     782k tok/s  2,328k tok/s  3,604k tok/s
+ *   harmony staged    242k (0.31×)  850k (0.37×) 1,567k (0.43×)
+ *   simple  fused     731k        1,959k        2,970k
+ *   simple  staged    235k (0.32×)  809k (0.41×) 1,447k (0.49×)
+ *
+ *   allocation (o200k harmony, bytes/step)   1 token/step   4 tokens/step
+ *   fused stream                              3,601          4,582
+ *   staged chain                             11,459         12,685
+ *   API path (tap + recorder), fused          3,753          4,837
+ *   API path (tap + recorder), staged        14,798         16,151
+ *
+ * Over three such runs the chain reached 0.26–0.50× the fused stream's tokens/s and allocated 3–4× its bytes per
+ * step: each stage boundary is a queued chunk, a read result and its promises per step, where the fused stream
+ * crosses one boundary per step.
+ *
+ * Hooks are arguments, never found behind the caller's back: the generation's chunk hooks (metrics, abort on cancel)
+ * come as `tap`, the server's abort-as-error as `abortAs`, the event log as `onEvents`. A chunk always carries a whole
+ * engine step, never one token.
  */
 import type { EngineChunk } from "../engine/engine.ts";
 import type { Tokenizer } from "../checkpoint/tokenizer.ts";
 import type { OutputParser, Segment } from "../parsers/segment.ts";
-import { type ChunkTap, untap } from "./chunk_tap.ts";
-import { ResponseEmitter } from "./emitter.ts";
+import type { ChunkTap } from "./chunk_tap.ts";
+import { ResponseEmitter } from "./emitter_stage.ts";
 import { type IdSource, randomIds } from "./ids.ts";
 import { ParseCore } from "./parse_stage.ts";
 import { SplitCore } from "./split_stage.ts";
 import type { ResponseTemplate } from "./response_template.ts";
-import { Sequencer } from "./sequencer.ts";
-import { SseEncoder } from "./sse.ts";
+import { Sequencer } from "./sequencer_stage.ts";
+import { SseEncoder } from "./sse_encoder.ts";
 import type { Response, ResponseStreamEvent, UnsequencedEvent } from "./types.ts";
 
 export type { AbortAsError, ParsedChunk } from "./parsed_chunk.ts";
@@ -24,9 +46,9 @@ import type { AbortAsError } from "./parsed_chunk.ts";
 export type { ResponseTemplate } from "./response_template.ts";
 export { parseStage } from "./parse_stage.ts";
 export { type SplitChunk, splitStage } from "./split_stage.ts";
-export { sseEncoder } from "./sse.ts";
-export { emitterStage } from "./emitter.ts";
-export { sequencerStage } from "./sequencer.ts";
+export { sseEncoder } from "./sse_encoder.ts";
+export { emitterStage } from "./emitter_stage.ts";
+export { sequencerStage } from "./sequencer_stage.ts";
 export { type ChunkTap, tapChunks } from "./chunk_tap.ts";
 
 export interface PipelineOptions {
@@ -44,9 +66,12 @@ export interface PipelineOptions {
   readonly abortAs?: () => AbortAsError | undefined;
   /** See EmitterOptions.sealReasoning. */
   readonly sealReasoning?: (text: string) => string;
+  /** The engine stream's hooks (api/generation.ts), called inline as the pipeline reads it, in chunk order. */
+  readonly tap?: ChunkTap;
 }
 
 interface Cores {
+  readonly tap: ChunkTap | undefined;
   readonly split: SplitCore;
   readonly parse: ParseCore;
   readonly emitter: ResponseEmitter;
@@ -55,6 +80,7 @@ interface Cores {
 
 function cores(options: PipelineOptions): Cores {
   return {
+    tap: options.tap,
     split: new SplitCore(options.tokenizer, options.includeLogprobs ?? false),
     parse: new ParseCore(options.parser, options.abortAs),
     emitter: new ResponseEmitter({
@@ -73,8 +99,7 @@ function cores(options: PipelineOptions): Cores {
  * gets `error` + `response.failed` (§5.12 #115).
  *
  * Per step it allocates one events array and the read's promises, nothing else of its own: promise handlers are
- * bound once, segments go through one reused buffer, and a tapped source (chunk_tap.ts) is read directly with its
- * hooks called inline.
+ * bound once, segments go through one reused buffer, and the chunk hooks (`tap`) are called inline.
  */
 class StepPump {
   readonly #reader: ReadableStreamDefaultReader<EngineChunk>;
@@ -89,12 +114,11 @@ class StepPump {
 
   constructor(
     chunks: ReadableStream<EngineChunk>,
-    { split, parse, emitter }: Cores,
+    { tap, split, parse, emitter }: Cores,
     deliver: (events: UnsequencedEvent[] | null) => void,
   ) {
-    const tapped = untap(chunks);
-    this.#tap = tapped?.tap;
-    this.#reader = (tapped?.source ?? chunks).getReader();
+    this.#tap = tap;
+    this.#reader = chunks.getReader();
     this.#split = split;
     this.#parse = parse;
     this.#emitter = emitter;
@@ -136,14 +160,22 @@ class StepPump {
     } else {
       const chunk = r.value;
       this.#tap?.chunk(chunk);
-      if (chunk.type === "step") {
-        const split = this.#split;
-        const count = split.split(chunk);
-        const logprobs = split.includeLogprobs && chunk.logprobs !== undefined ? split.logprobs : undefined;
-        const n = this.#parse.tokensInto(split.tokens, logprobs, count, this.#segments);
-        this.#emitter.pushSegments(this.#segments, n, events);
-      } else {
-        for (const p of this.#parse.push(chunk)) this.#emitter.pushInto(p, events);
+      switch (chunk.type) {
+        case "step": {
+          const split = this.#split;
+          const count = split.split(chunk);
+          const logprobs = split.includeLogprobs && chunk.logprobs !== undefined ? split.logprobs : undefined;
+          const n = this.#parse.tokensInto(split.tokens, logprobs, count, this.#segments);
+          this.#emitter.pushSegments(this.#segments, n, events);
+          break;
+        }
+        case "finish":
+          for (const p of this.#parse.push(chunk)) this.#emitter.pushInto(p, events);
+          break;
+        default: {
+          const never: never = chunk;
+          throw new Error(`unknown engine chunk ${JSON.stringify(never)}`);
+        }
       }
     }
     return this.#settle(events);

@@ -52,11 +52,19 @@ export class SplitCore {
 
   /** The stage's chunk for an engine chunk (fresh arrays: a stream consumer may keep them). */
   push(chunk: EngineChunk): SplitChunk {
-    if (chunk.type === "finish") return chunk;
-    this.split(chunk);
-    return this.#includeLogprobs && chunk.logprobs !== undefined
-      ? { type: "tokens", tokens: [...this.tokens], logprobs: [...this.logprobs] }
-      : { type: "tokens", tokens: [...this.tokens] };
+    switch (chunk.type) {
+      case "finish":
+        return chunk;
+      case "step":
+        this.split(chunk);
+        return this.#includeLogprobs && chunk.logprobs !== undefined
+          ? { type: "tokens", tokens: [...this.tokens], logprobs: [...this.logprobs] }
+          : { type: "tokens", tokens: [...this.tokens] };
+      default: {
+        const never: never = chunk;
+        throw new Error(`unknown engine chunk ${JSON.stringify(never)}`);
+      }
+    }
   }
 
   #wire(token: number, lp: TokenLogprob): Logprob {

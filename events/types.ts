@@ -3,7 +3,7 @@
  * usage, and every stream event. Field sets follow the OpenAPI `required` lists (responses-streaming.md §1.2–§2.4).
  *
  * Events come in two forms. `UnsequencedEvent` is what builders and the emitter produce; it has no
- * `sequence_number`. `ResponseStreamEvent` carries one plus a type-level brand that only events/sequencer.ts can
+ * `sequence_number`. `ResponseStreamEvent` carries one plus a type-level brand that only events/sequencer_stage.ts can
  * apply, so no other code can number an event (vLLM numbered per builder and leaked −1 into nested objects).
  */
 import type { Logprob } from "../parsers/logprob.ts";

@@ -189,17 +189,20 @@ export class ChatCompletionsService {
     })));
     if (body.stream === true) {
       trace.streamsUntil(allDone);
-      return sseResponse(chatCompletionSseStream(generations.map((g) => ({ chunks: g.chunks, parser: parser() })), {
-        tokenizer: engine.tokenizer,
-        includeLogprobs: body.logprobs === true,
-        head,
-        includeUsage: body.stream_options?.include_usage === true,
-        failure: (reason) => unfinished(reason)?.toJSON() ?? null,
-      }));
+      return sseResponse(
+        chatCompletionSseStream(generations.map((g) => ({ chunks: g.source, tap: g.tap, parser: parser() })), {
+          tokenizer: engine.tokenizer,
+          includeLogprobs: body.logprobs === true,
+          head,
+          includeUsage: body.stream_options?.include_usage === true,
+          failure: (reason) => unfinished(reason)?.toJSON() ?? null,
+        }),
+      );
     }
 
     const collected = await Promise.all(generations.map((g) =>
-      collectChatCompletion(g.chunks, {
+      collectChatCompletion(g.source, {
+        tap: g.tap,
         tokenizer: engine.tokenizer,
         parser: parser(),
         includeLogprobs: body.logprobs === true,

@@ -7,6 +7,7 @@
  * error.
  */
 import type { EngineChunk } from "../../engine/engine.ts";
+import type { ChunkTap } from "../../events/chunk_tap.ts";
 import type { Generation } from "../generation.ts";
 import type { GenerationTotals } from "../request_trace.ts";
 
@@ -34,11 +35,11 @@ export function deferredGeneration(ready: Promise<void>, start: () => Generation
     abort.abort();
     inner?.stop();
   };
-  const chunks = new ReadableStream<EngineChunk>({
+  const source = new ReadableStream<EngineChunk>({
     async pull(controller) {
       const g = await begun;
       if (g === null) return controller.close();
-      reader ??= g.chunks.getReader();
+      reader ??= g.source.getReader();
       const r = await reader.read();
       if (r.done) controller.close();
       else controller.enqueue(r.value);
@@ -47,8 +48,17 @@ export function deferredGeneration(ready: Promise<void>, start: () => Generation
       abort.abort();
       const g = await begun.catch(() => null);
       if (g === null) return;
-      await (reader ?? g.chunks).cancel(reason);
+      await (reader ?? g.source).cancel(reason);
     },
   }, { highWaterMark: 0 });
-  return { chunks, abort, done, stop, prefilled: begun.then((g) => g?.prefilled, () => {}) };
+  // The started generation's hooks; before it starts no chunk exists, and a cancel keeps it from starting.
+  const tap: ChunkTap = {
+    chunk: (chunk) => inner?.tap.chunk(chunk),
+    end: () => inner?.tap.end(),
+    cancel: () => {
+      abort.abort();
+      inner?.tap.cancel();
+    },
+  };
+  return { source, tap, abort, done, stop, prefilled: begun.then((g) => g?.prefilled, () => {}) };
 }

@@ -13,7 +13,8 @@ import { IncrementalDetokenizer } from "../../parsers/detokenizer.ts";
 import { randomIds } from "../../events/ids.ts";
 import { checkCompletionSupported, completionPrompts, CompletionSchema } from "./completions_schema.ts";
 import { type ApiError, contextLengthExceeded, modelNotFound, serverError, unavailable } from "../../prompt/errors.ts";
-import { type Generation, startGeneration, stopOnDisconnect } from "../generation.ts";
+import { cancelUnread, type Generation, startGeneration, stopOnDisconnect } from "../generation.ts";
+import { tapChunks } from "../../events/chunk_tap.ts";
 import { startChoices } from "./choice_generations.ts";
 import { choiceSeed, samplingFields } from "../sampling_fields.ts";
 import { jsonResponse, sseResponse } from "../http_response.ts";
@@ -144,7 +145,7 @@ export class CompletionsService {
       }
     } catch (error) {
       // A full queue for a later prompt: the ones already started are let go.
-      for (const g of generations) await g.chunks.cancel();
+      for (const g of generations) await cancelUnread(g);
       throw error;
     }
     for (const g of generations) {
@@ -159,7 +160,7 @@ export class CompletionsService {
 
     const texts = generations.map(() => "");
     const ends = await Promise.all(
-      generations.map((g, i) => readText(g.chunks, tokenizer, (t) => texts[i] += t)),
+      generations.map((g, i) => readText(tapChunks(g.source, g.tap), tokenizer, (t) => texts[i] += t)),
     );
     for (const end of ends) {
       const failure = unfinished(end.reason);
@@ -200,7 +201,7 @@ export class CompletionsService {
           if (!closed) controller.enqueue(utf8.encode(s));
         };
         const runs = generations.map(async (g, i) => {
-          const end = await readText(g.chunks, tokenizer, (text) => send(frame(i, text, null)));
+          const end = await readText(tapChunks(g.source, g.tap), tokenizer, (text) => send(frame(i, text, null)));
           const failure = unfinished(end.reason);
           if (failure !== null) send(`data: ${JSON.stringify(failure.toJSON())}\n\n`);
           else send(frame(i, "", end.reason === "length" ? "length" : "stop"));

@@ -8,7 +8,7 @@
  */
 import type { ResponseStore } from "../store/response_store.ts";
 import { StoreUnavailableError } from "../store/store_unavailable_error.ts";
-import { SseEncoder } from "../../events/sse.ts";
+import { SseEncoder } from "../../events/sse_encoder.ts";
 import type { ResponseStreamEvent } from "../../events/types.ts";
 
 /** How often a waiting tail of another server's response looks for its events (SQLite: no notifications). */

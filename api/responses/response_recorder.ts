@@ -6,7 +6,7 @@
  * always retrieve it, even after the server is killed.
  */
 import { responseFailed } from "../../events/builders.ts";
-import { Sequencer } from "../../events/sequencer.ts";
+import { Sequencer } from "../../events/sequencer_stage.ts";
 import type { OutputItem, Response, ResponseStreamEvent } from "../../events/types.ts";
 import type { ResponseStore } from "../store/response_store.ts";
 

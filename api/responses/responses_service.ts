@@ -21,7 +21,7 @@ import { buildResponse } from "../../events/response_template.ts";
 import type { Response as ResponseObject } from "../../events/types.ts";
 import { type IdSource, randomIds } from "../../events/ids.ts";
 import { invalidRequest, modelNotFound, notFound, shuttingDown } from "../../prompt/errors.ts";
-import { startGeneration, stopOnDisconnect } from "../generation.ts";
+import { cancelUnread, startGeneration, stopOnDisconnect } from "../generation.ts";
 import type { Metrics } from "../metrics.ts";
 import { ResponseRecorder } from "./response_recorder.ts";
 import { asConversationItem } from "../conversations/conversations_service.ts";
@@ -200,7 +200,7 @@ export class ResponsesService {
         await store.create(initial as unknown as Record<string, unknown>, prep.inputItems, prep.conversation);
       } catch (error) {
         // Nothing was sent yet: free the engine slot and answer 500.
-        await generation.chunks.cancel();
+        await cancelUnread(generation);
         throw error;
       }
     }
@@ -216,6 +216,7 @@ export class ResponsesService {
       ),
       includeLogprobs: prep.includeLogprobs,
       abortAs: this.#abortAs,
+      tap: generation.tap,
       ...(prep.sealReasoning ? { sealReasoning: this.#sealReasoning } : {}),
       ...(this.#o.ids === undefined ? {} : { ids: this.#o.ids }),
     };
@@ -231,7 +232,7 @@ export class ResponsesService {
     const { prep, initial, recorder, generation, pipeline } = await this.#start(body, this.#ctx, startedAt, trace);
     const id = prep.template.id;
     if (prep.background) {
-      const events = responseEventStream(generation.chunks, pipeline);
+      const events = responseEventStream(generation.source, pipeline);
       const finished = (async () => {
         try {
           for await (const batch of events) await recorder.record(batch);
@@ -249,12 +250,12 @@ export class ResponsesService {
     stopOnDisconnect(request, generation);
     trace.count(generation.done);
     if (prep.stream) {
-      const body = responseSseStream(generation.chunks, pipeline, (events) => recorder.record(events));
+      const body = responseSseStream(generation.source, pipeline, (events) => recorder.record(events));
       trace.streamsUntil(generation.done);
       return sseResponse(body);
     }
     try {
-      const { response, events } = await collectResponse(generation.chunks, pipeline);
+      const { response, events } = await collectResponse(generation.source, pipeline);
       await recorder.record(events);
       if (!recorder.ended) await recorder.cancel(response);
       if (response.status === "failed" && this.#shuttingDown) throw shuttingDown();
@@ -293,7 +294,7 @@ export class ResponsesService {
     const history = prep.conversation.version === 1
       ? prep.conversation.items
       : [...await previousItems({ previous_response_id: prep.conversation.previous }, ctx), ...prep.inputItems];
-    const reader = responseEventStream(generation.chunks, pipeline).getReader();
+    const reader = responseEventStream(generation.source, pipeline).getReader();
     return {
       id,
       history,
@@ -500,7 +501,8 @@ export class ResponsesService {
     stopOnDisconnect(request, generation);
     trace.count(generation.done);
     try {
-      const { response } = await collectResponse(generation.chunks, {
+      const { response } = await collectResponse(generation.source, {
+        tap: generation.tap,
         template: prep.template,
         tokenizer: engine.tokenizer,
         parser: format.createParser({ toolNames: [], toolChoice: "none" }),

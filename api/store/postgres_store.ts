@@ -44,7 +44,7 @@ import { inputItemsPage } from "./input_items_page.ts";
 import type { QueuedWrite } from "./queued_write.ts";
 import { ResponseListeners } from "./response_listeners.ts";
 import { responseFailed } from "../../events/builders.ts";
-import { Sequencer } from "../../events/sequencer.ts";
+import { Sequencer } from "../../events/sequencer_stage.ts";
 import type { Response } from "../../events/types.ts";
 
 const EVENTS_CHANNEL = "rill_events";

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { startGeneration, stopOnDisconnect } from "../../api/generation.ts";
+import { cancelUnread, startGeneration, stopOnDisconnect } from "../../api/generation.ts";
+import { tapChunks } from "../../events/chunk_tap.ts";
 import { Metrics } from "../../api/metrics.ts";
 import { ScriptedEngine } from "../../testing/scripted_engine.ts";
 import { tokenizer } from "../../testing/test_server.ts";
@@ -41,7 +42,7 @@ Deno.test("stopOnDisconnect: a closed connection aborts the engine request at on
   assert.equal(metrics.aborted, 1);
   generation.stop();
   assert.equal(cancelled(), 1, "stopping twice reports once");
-  return generation.chunks.cancel();
+  return cancelUnread(generation);
 });
 
 Deno.test("stopOnDisconnect: after the finish, the connection closing aborts nothing", async () => {
@@ -49,7 +50,9 @@ Deno.test("stopOnDisconnect: after the finish, the connection closing aborts not
   const connection = new AbortController();
   stopOnDisconnect(new Request("http://rill.test/", { signal: connection.signal }), generation);
   const reasons: string[] = [];
-  for await (const chunk of generation.chunks) if (chunk.type === "finish") reasons.push(chunk.reason);
+  for await (const chunk of tapChunks(generation.source, generation.tap)) {
+    if (chunk.type === "finish") reasons.push(chunk.reason);
+  }
   await generation.done;
   assert.deepEqual(reasons, ["stop"]);
   connection.abort(); // Deno's legacy behaviour: request.signal also aborts once a response was delivered.

@@ -1,10 +1,11 @@
 /**
- * A tapped chunk stream calls its hooks the same way whether it is read as a stream or taken apart by the pipeline
- * (which reads the source directly and calls the hooks inline).
+ * The chunk hooks are called the same way whether a pipeline receives them as an argument (and calls them inline as
+ * it reads the engine's stream) or the stream is wrapped with `tapChunks` for an ordinary reader.
  */
 import assert from "node:assert/strict";
 import type { EngineChunk } from "../../engine/engine.ts";
-import { type ChunkTap, tapChunks, untap } from "../../events/chunk_tap.ts";
+import { type ChunkTap, tapChunks } from "../../events/chunk_tap.ts";
+import { chatCompletionSseStream, collectChatCompletion } from "../../events/chat_pipeline.ts";
 import { CounterIds } from "../../events/ids.ts";
 import { type PipelineOptions, responseEventStream, responseSseStream } from "../../events/pipeline.ts";
 import { replayTokens } from "../../testing/scripted_engine.ts";
@@ -14,11 +15,18 @@ import { PlainTextParser } from "../../testing/plain_text_parser.ts";
 
 const tok = new ToyTokenizer();
 
-function options(): PipelineOptions {
-  return { template, tokenizer: tok, parser: new PlainTextParser(tok), ids: new CounterIds(), clock };
+function options(tap?: ChunkTap): PipelineOptions {
+  return {
+    template,
+    tokenizer: tok,
+    parser: new PlainTextParser(tok),
+    ids: new CounterIds(),
+    clock,
+    ...(tap === undefined ? {} : { tap }),
+  };
 }
 
-/** A tap that logs its calls, and a source that logs its cancellation into the same log. */
+/** Hooks that log their calls, and a source that logs its cancellation into the same log. */
 function logged(source: ReadableStream<EngineChunk>) {
   const log: string[] = [];
   const tap: ChunkTap = {
@@ -38,32 +46,43 @@ function logged(source: ReadableStream<EngineChunk>) {
       return reader.cancel(reason);
     },
   }, { highWaterMark: 0 });
-  return { log, stream: tapChunks(watched, tap) };
+  return { log, tap, source: watched };
 }
 
 const tokens = tok.encode("Hello world");
 
-Deno.test("chunk tap: the pipeline calls the hooks for every chunk, in order, as a reader of the tapped stream would", async () => {
+/** The hook calls a reader of the tapped stream sees, to the end. */
+async function readerLog(): Promise<{ log: string[]; chunks: string[] }> {
   const read = logged(replayTokens(tokens, { seed: 4 }));
-  const chunks = await Array.fromAsync(read.stream);
+  const chunks = await Array.fromAsync(tapChunks(read.source, read.tap));
+  return {
+    log: read.log,
+    chunks: chunks.map((c) => c.type === "step" ? `step ${c.tokens.join(",")}` : `finish ${c.reason}`),
+  };
+}
+
+Deno.test("chunk tap: the pipeline calls the hooks it is given for every chunk, in order, as a tapped stream's reader sees", async () => {
+  const read = await readerLog();
+  assert.deepEqual(read.log, [...read.chunks, "end"]);
   const piped = logged(replayTokens(tokens, { seed: 4 }));
-  const events = (await Array.fromAsync(responseEventStream(piped.stream, options()))).flat();
+  const events = (await Array.fromAsync(responseEventStream(piped.source, options(piped.tap)))).flat();
   assert.equal(events.at(-1)?.type, "response.completed");
-  const expected = chunks.map((c) => c.type === "step" ? `step ${c.tokens.join(",")}` : `finish ${c.reason}`);
-  assert.deepEqual(read.log, [...expected, "end"]);
   // The pipeline stops at the finish chunk and cancels its source (a cancel hook after the finish is a no-op for
   // api/generation), instead of reading the end.
-  assert.deepEqual(piped.log, [...expected, "cancel", "source cancelled: undefined"]);
-  // The same SSE bytes as an untapped source.
+  assert.deepEqual(piped.log, [...read.chunks, "cancel", "source cancelled: undefined"]);
+  // The same SSE bytes as without hooks, and as a tapped stream read as an ordinary stream.
   const plain = await new Response(responseSseStream(replayTokens(tokens, { seed: 4 }), options())).text();
-  const tapped = await new Response(responseSseStream(logged(replayTokens(tokens, { seed: 4 })).stream, options()))
-    .text();
-  assert.equal(tapped, plain);
+  const hooked = logged(replayTokens(tokens, { seed: 4 }));
+  assert.equal(await new Response(responseSseStream(hooked.source, options(hooked.tap))).text(), plain);
+  const wrapped = logged(replayTokens(tokens, { seed: 4 }));
+  const viaStream = await new Response(responseSseStream(tapChunks(wrapped.source, wrapped.tap), options())).text();
+  assert.equal(viaStream, plain);
+  assert.deepEqual(wrapped.log, [...read.chunks, "cancel", "source cancelled: undefined"]);
 });
 
 Deno.test("chunk tap: cancelling the pipeline calls cancel before the source is cancelled", async () => {
   const piped = logged(replayTokens(tokens, "one"));
-  const reader = responseSseStream(piped.stream, options()).getReader();
+  const reader = responseSseStream(piped.source, options(piped.tap)).getReader();
   await reader.read();
   await reader.read();
   await reader.cancel("client gone");
@@ -71,32 +90,71 @@ Deno.test("chunk tap: cancelling the pipeline calls cancel before the source is 
   assert.ok(piped.log[0]?.startsWith("step "));
 });
 
-Deno.test("chunk tap: a failing source calls end, and the pipeline still ends with error + response.failed", async () => {
-  const log: string[] = [];
+function failingSource(): ReadableStream<EngineChunk> {
   let sent = false;
-  const failing = new ReadableStream<EngineChunk>({
+  return new ReadableStream<EngineChunk>({
     pull(controller) {
       if (sent) return controller.error(new Error("device lost"));
       sent = true;
       controller.enqueue({ type: "step", tokens: tok.encode("Hi") });
     },
   });
-  const stream = tapChunks(failing, { chunk: (c) => log.push(c.type), end: () => log.push("end"), cancel: () => {} });
-  const events = (await Array.fromAsync(responseEventStream(stream, options()))).flat();
+}
+
+Deno.test("chunk tap: a failing source calls end, and the pipeline still ends with error + response.failed", async () => {
+  const log: string[] = [];
+  const tap: ChunkTap = { chunk: (c) => log.push(c.type), end: () => log.push("end"), cancel: () => {} };
+  const events = (await Array.fromAsync(responseEventStream(failingSource(), options(tap)))).flat();
   assert.deepEqual(events.slice(-2).map((e) => e.type), ["error", "response.failed"]);
   assert.deepEqual(log, ["step", "end"]);
+  const wrapped: string[] = [];
+  const stream = tapChunks(failingSource(), {
+    chunk: (c) => wrapped.push(c.type),
+    end: () => wrapped.push("end"),
+    cancel: () => {},
+  });
+  await assert.rejects(Array.fromAsync(stream), /device lost/);
+  assert.deepEqual(wrapped, log);
 });
 
-Deno.test("chunk tap: only an untouched tapped stream is taken apart, and it is locked afterwards", async () => {
-  const plain = replayTokens(tokens, "all");
-  assert.equal(untap(plain), undefined);
-  const fresh = logged(replayTokens(tokens, "all")).stream;
-  assert.ok(untap(fresh) !== undefined);
-  assert.ok(fresh.locked);
-  assert.equal(untap(fresh), undefined);
-  const started = logged(replayTokens(tokens, "all"));
-  const reader = started.stream.getReader();
+Deno.test("chunk tap: the chat pipeline calls the hooks it is given, in order, and cancel before the source", async () => {
+  const read = await readerLog();
+  const collected = logged(replayTokens(tokens, { seed: 4 }));
+  const { reason } = await collectChatCompletion(collected.source, {
+    tokenizer: tok,
+    parser: new PlainTextParser(tok),
+    includeLogprobs: false,
+    tap: collected.tap,
+  });
+  assert.equal(reason, "stop");
+  // The collector stops at the finish chunk.
+  assert.deepEqual(collected.log, read.chunks);
+
+  const streamed = logged(replayTokens(tokens, "one"));
+  const reader = chatCompletionSseStream([{
+    chunks: streamed.source,
+    tap: streamed.tap,
+    parser: new PlainTextParser(tok),
+  }], {
+    tokenizer: tok,
+    includeLogprobs: false,
+    head: { id: "chatcmpl-1", created: 0, model: "m" },
+    includeUsage: false,
+    failure: () => null,
+  }).getReader();
   await reader.read();
-  reader.releaseLock();
-  assert.equal(untap(started.stream), undefined, "a stream already read keeps its own reading");
+  await reader.read();
+  await reader.cancel("client gone");
+  assert.ok(streamed.log[0]?.startsWith("step "));
+  assert.deepEqual(streamed.log.slice(-2), ["cancel", "source cancelled: client gone"]);
+
+  const failing: string[] = [];
+  const failed = await collectChatCompletion(failingSource(), {
+    tokenizer: tok,
+    parser: new PlainTextParser(tok),
+    includeLogprobs: false,
+    tap: { chunk: (c) => failing.push(c.type), end: () => failing.push("end"), cancel: () => {} },
+  });
+  assert.equal(failed.reason, "error");
+  assert.deepEqual(failing, ["step", "end"]);
 });

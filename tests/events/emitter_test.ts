@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { ResponseEmitter } from "../../events/emitter.ts";
+import { ResponseEmitter } from "../../events/emitter_stage.ts";
 import { CounterIds } from "../../events/ids.ts";
 import type { ParsedChunk } from "../../events/parsed_chunk.ts";
 import type { ResponseTemplate } from "../../events/response_template.ts";

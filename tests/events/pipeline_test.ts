@@ -15,10 +15,10 @@ import {
   splitStage,
   sseEncoder,
 } from "../../events/pipeline.ts";
-import { Sequencer } from "../../events/sequencer.ts";
+import { Sequencer } from "../../events/sequencer_stage.ts";
 import { HarmonyParser } from "../../parsers/harmony_parser.ts";
 import { ChatmlParser } from "../../parsers/chatml_parser.ts";
-import { SseEncoder } from "../../events/sse.ts";
+import { SseEncoder } from "../../events/sse_encoder.ts";
 import type { ResponseStreamEvent } from "../../events/types.ts";
 import type { OutputParser, Segment } from "../../parsers/segment.ts";
 import { fakeLogprobs, replayTokens, ScriptedEngine } from "../../testing/scripted_engine.ts";

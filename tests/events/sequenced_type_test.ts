@@ -1,10 +1,10 @@
 /**
- * Type-level guarantee (responses-streaming.md §5.2 #14): only events/sequencer.ts can make a `ResponseStreamEvent`.
+ * Type-level guarantee (responses-streaming.md §5.2 #14): only events/sequencer_stage.ts can make a `ResponseStreamEvent`.
  * `deno test` type-checks this file, so an `@ts-expect-error` that stops being an error fails the run.
  */
 import assert from "node:assert/strict";
 import * as b from "../../events/builders.ts";
-import { Sequencer } from "../../events/sequencer.ts";
+import { Sequencer } from "../../events/sequencer_stage.ts";
 import type { ResponseStreamEvent, UnsequencedEvent } from "../../events/types.ts";
 
 const ref = { itemId: "msg_1", outputIndex: 0, contentIndex: 0 };

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { Sequencer } from "../../events/sequencer.ts";
+import { Sequencer } from "../../events/sequencer_stage.ts";
 import * as b from "../../events/builders.ts";
 
 Deno.test("sequencer: continuing a stored log numbers from the given first number", () => {

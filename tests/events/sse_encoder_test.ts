@@ -5,8 +5,8 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import * as b from "../../events/builders.ts";
-import { Sequencer } from "../../events/sequencer.ts";
-import { SseEncoder } from "../../events/sse.ts";
+import { Sequencer } from "../../events/sequencer_stage.ts";
+import { SseEncoder } from "../../events/sse_encoder.ts";
 import type { UnsequencedEvent } from "../../events/types.ts";
 
 const utf8 = new TextEncoder();

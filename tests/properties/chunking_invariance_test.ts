@@ -17,7 +17,7 @@ import { ToyTokenizer } from "../../testing/toy_tokenizer.ts";
 import { clock, toolTemplate as template } from "../../testing/response_fixtures.ts";
 import { modDeltaBoundaries, structuralProblems } from "../../testing/stream_checks.ts";
 import { validateStream } from "../../conformance/validator.ts";
-import { SseEncoder } from "../../events/sse.ts";
+import { SseEncoder } from "../../events/sse_encoder.ts";
 
 const tok = new ToyTokenizer();
 const RUNS = 100;

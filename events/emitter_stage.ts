@@ -122,10 +122,17 @@ export class ResponseEmitter {
 
   /** `push`, appending to `out`. */
   pushInto(chunk: ParsedChunk, out: UnsequencedEvent[]): void {
-    if (chunk.type === "finish") {
-      if (this.#begin(out)) this.#finish(out, chunk.reason, chunk.usage, chunk.message, chunk.code);
-    } else {
-      this.pushSegments(chunk.segments, chunk.segments.length, out);
+    switch (chunk.type) {
+      case "finish":
+        if (this.#begin(out)) this.#finish(out, chunk.reason, chunk.usage, chunk.message, chunk.code);
+        return;
+      case "segments":
+        this.pushSegments(chunk.segments, chunk.segments.length, out);
+        return;
+      default: {
+        const never: never = chunk;
+        throw new Error(`unknown parsed chunk ${JSON.stringify(never)}`);
+      }
     }
   }
 
