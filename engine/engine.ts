@@ -6,6 +6,7 @@
  * Consumers must never assume one token per chunk.
  */
 import type { Tokenizer } from "../checkpoint/tokenizer.ts";
+import type { OptionalSamplingParams } from "./sampling_fields.ts";
 import type { TokenConstraint } from "./token_constraint.ts";
 
 export type FinishReason =
@@ -44,7 +45,11 @@ export type EngineChunk =
     readonly message?: string;
   };
 
-export interface SamplingParams {
+/**
+ * A request's sampling. The optional per-sequence fields (min-p and the penalties, engine/sampling_fields.ts) take
+ * their neutral value ("off") when absent.
+ */
+export interface SamplingParams extends OptionalSamplingParams {
   /** 0 means greedy. */
   readonly temperature: number;
   readonly topP: number;
@@ -58,14 +63,6 @@ export interface SamplingParams {
   readonly stopStrings: readonly string[];
   /** Number of alternatives per token; -1 means no logprobs at all, 0 means sampled-token logprob only. */
   readonly logprobs: number;
-  /** Drop tokens below minP × the most likely one's probability (0 or absent: off). */
-  readonly minP?: number;
-  /** Subtracted once from the logit of every token already generated (0 or absent: off). */
-  readonly presencePenalty?: number;
-  /** Subtracted from a generated token's logit per occurrence (0 or absent: off). */
-  readonly frequencyPenalty?: number;
-  /** Divides positive / multiplies negative logits of every token in the history (1 or absent: off). */
-  readonly repetitionPenalty?: number;
   /** Token id → bias added to its logit before sampling (with the penalties); ids are in the vocabulary. */
   readonly logitBias?: ReadonlyMap<number, number>;
 }

@@ -27,6 +27,7 @@ import { BlockManager } from "./block_manager.ts";
 import { NgramProposer, type NgramProposerOptions } from "./ngram_proposer.ts";
 import { Scheduler, type StepPlan } from "./scheduler.ts";
 import type { Backend } from "./step_batch.ts";
+import { rowFromRequest } from "./sampling_fields.ts";
 import { StepBatchBuilder } from "./step_batch_builder.ts";
 import { StopMatcher } from "./stop_matcher.ts";
 import { advanceConstraint } from "./token_constraint.ts";
@@ -401,15 +402,7 @@ export class LlmEngine implements Engine {
           }
           : {}),
         propose,
-        temperature: sp.temperature,
-        topP: sp.topP,
-        topK: sp.topK,
-        minP: sp.minP ?? 0,
-        presencePenalty: sp.presencePenalty ?? 0,
-        frequencyPenalty: sp.frequencyPenalty ?? 0,
-        repetitionPenalty: sp.repetitionPenalty ?? 1,
-        seed: seq.seed,
-        logprobs: sp.logprobs,
+        ...rowFromRequest(sp, seq.seed),
         ...(sp.logitBias === undefined ? {} : { logitBias: sp.logitBias }),
         promptLength: seq.promptLength,
         ...(seq.request.constraint === undefined ? {} : { constraint: seq.request.constraint }),

@@ -12,23 +12,10 @@
  */
 import type { TokenLogprob } from "./engine.ts";
 import { philoxUniform } from "./philox.ts";
+import type { SamplingRow } from "./sampling_fields.ts";
 
-/** One sequence's sampling parameters, as the step batch carries them. */
-export interface RowSampling {
-  /** 0 = greedy. */
-  readonly temperature: number;
-  /** 1 (or ≤ 0) = off. */
-  readonly topP: number;
-  /** 0 = off. */
-  readonly topK: number;
-  /** 0 = off. */
-  readonly minP: number;
-  readonly presencePenalty: number;
-  readonly frequencyPenalty: number;
-  /** 1 = off. */
-  readonly repetitionPenalty: number;
-  readonly seed: bigint;
-}
+/** One sequence's sampling parameters as the step batch carries them (engine/sampling_fields.ts), keyed by `seed`. */
+export type RowSampling = Omit<SamplingRow, "seeds" | "logprobs"> & { readonly seed: bigint };
 
 /** What the penalties see of a sequence's history: counts of generated tokens, and every token seen at all. */
 export interface PenaltyHistory {

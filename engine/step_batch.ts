@@ -3,26 +3,9 @@
  * Struct of arrays, typed arrays only, so a native backend passes the buffers to C unchanged. The engine allocates
  * these once at their largest size and reuses them: counts (`numSeqs`, `numTokens`) say how much of each is live.
  */
+import type { SamplingArrays } from "./sampling_fields.ts";
 
-/** Per-sequence sampling parameters, one entry per sequence of the batch. */
-export interface SamplingArrays {
-  /** 0 = greedy. */
-  readonly temperature: Float32Array;
-  /** 1 = off. */
-  readonly topP: Float32Array;
-  /** 0 = off. */
-  readonly topK: Int32Array;
-  /** 0 = off. */
-  readonly minP: Float32Array;
-  readonly presencePenalty: Float32Array;
-  readonly frequencyPenalty: Float32Array;
-  /** 1 = off. */
-  readonly repetitionPenalty: Float32Array;
-  /** Philox key of each sequence (docs/random.md); always set, random when the request gave no seed. */
-  readonly seeds: BigUint64Array;
-  /** -1 none, 0 the sampled token's only, n alternatives (n ≤ maxTopLogprobs). */
-  readonly logprobs: Int32Array;
-}
+export type { SamplingArrays };
 
 export interface StepBatch {
   readonly numSeqs: number;

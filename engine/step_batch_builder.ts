@@ -3,11 +3,12 @@
  * at the backend's largest batch (maxSeqs sequences, maxBatchTokens tokens), and reused step after step; only the
  * penalty history and the logit-bias lists grow, and only when a request uses them.
  */
+import { allocSampling, penalised, type SamplingArrays, type SamplingRow, writeRow } from "./sampling_fields.ts";
 import type { BackendInfo, StepBatch, StepResult } from "./step_batch.ts";
 import { fillDraftMasks, maskWords, type TokenConstraint } from "./token_constraint.ts";
 
-/** One sequence's share of a step. */
-export interface StepEntry {
+/** One sequence's share of a step: its sampling row (engine/sampling_fields.ts) and what it feeds. */
+export interface StepEntry extends SamplingRow {
   readonly seqId: number;
   /** The sequence's known tokens (prompt then generated); the step feeds `tokens[from .. to)` then `drafts`. */
   readonly tokens: Int32Array;
@@ -21,15 +22,6 @@ export interface StepEntry {
   /** With a backend's sliding pool (`info.slidingWindow` > 0): its block ids for the same positions, -1 before the
    * window (required then). */
   readonly slidingBlocks?: readonly number[];
-  readonly temperature: number;
-  readonly topP: number;
-  readonly topK: number;
-  readonly minP: number;
-  readonly presencePenalty: number;
-  readonly frequencyPenalty: number;
-  readonly repetitionPenalty: number;
-  readonly seed: bigint;
-  readonly logprobs: number;
   /** Token id → bias added to its logit (absent or empty: none). */
   readonly logitBias?: ReadonlyMap<number, number>;
   /** Prompt length, for the penalties' history (the known tokens up to `to`). */
@@ -42,8 +34,6 @@ export interface StepEntry {
    */
   readonly propose?: number;
 }
-
-const MIN_POSITIVE_F32 = 1.401298464324817e-45;
 
 export class StepBatchBuilder {
   readonly info: BackendInfo;
@@ -58,7 +48,7 @@ export class StepBatchBuilder {
   readonly blockTables: Int32Array;
   /** Rows like blockTables for the sliding pool; empty when the backend has none. */
   readonly slidingBlockTables: Int32Array;
-  readonly sampling;
+  readonly sampling: SamplingArrays;
   readonly maskRowStart: Int32Array;
   readonly proposeCounts: Int32Array;
   /** Mask rows, allocated at their largest (maxSeqs × (maxDrafts + 1) rows) on the first constrained entry. */
@@ -92,17 +82,7 @@ export class StepBatchBuilder {
     this.blockTables = new Int32Array(B * this.stride).fill(-1);
     const sliding = info.slidingWindow !== undefined && info.slidingWindow > 0;
     this.slidingBlockTables = new Int32Array(sliding ? B * this.stride : 0).fill(-1);
-    this.sampling = {
-      temperature: new Float32Array(B),
-      topP: new Float32Array(B),
-      topK: new Int32Array(B),
-      minP: new Float32Array(B),
-      presencePenalty: new Float32Array(B),
-      frequencyPenalty: new Float32Array(B),
-      repetitionPenalty: new Float32Array(B),
-      seeds: new BigUint64Array(B),
-      logprobs: new Int32Array(B),
-    };
+    this.sampling = allocSampling(B);
     this.maskRowStart = new Int32Array(B).fill(-1);
     this.proposeCounts = new Int32Array(B);
     this.historyStart = new Int32Array(B + 1);
@@ -170,18 +150,7 @@ export class StepBatchBuilder {
       if (e.slidingBlocks === undefined) throw new Error("step batch builder: the backend needs sliding block tables");
       for (let j = 0; j < e.slidingBlocks.length; j++) this.slidingBlockTables[row + j] = e.slidingBlocks[j]!;
     }
-    const s = this.sampling;
-    s.temperature[i] = e.temperature;
-    // A positive top-p below float32's range (the API's "top_p 0" is the smallest positive double) must stay a cut,
-    // not become 0, which means off.
-    s.topP[i] = e.topP > 0 && Math.fround(e.topP) === 0 ? MIN_POSITIVE_F32 : e.topP;
-    s.topK[i] = e.topK;
-    s.minP[i] = e.minP;
-    s.presencePenalty[i] = e.presencePenalty;
-    s.frequencyPenalty[i] = e.frequencyPenalty;
-    s.repetitionPenalty[i] = e.repetitionPenalty;
-    s.seeds[i] = e.seed;
-    s.logprobs[i] = Math.min(e.logprobs, this.info.maxTopLogprobs);
+    writeRow(this.sampling, i, e, this.info);
     this.maskRowStart[i] = -1;
     this.proposeCounts[i] = e.propose ?? 0;
     if (e.constraint !== undefined && e.sample) {
@@ -195,10 +164,8 @@ export class StepBatchBuilder {
       this.maskRowStart[i] = this.#maskRows;
       this.#maskRows += rows;
     }
-    const penalised = e.sample &&
-      (e.presencePenalty !== 0 || e.frequencyPenalty !== 0 || e.repetitionPenalty !== 1);
     this.historyStart[i] = this.#historyLength;
-    if (penalised) {
+    if (e.sample && penalised(e)) {
       const need = this.#historyLength + e.to;
       if (need > this.#history.length) {
         const grown = new Int32Array(Math.max(need, this.#history.length * 2));

@@ -3,6 +3,7 @@
  * no filter or penalty (seed 7), no logprobs, no mask, no penalty history, no logit bias — for tests and benches that
  * build batches by hand and set only what they exercise.
  */
+import { allocSampling } from "../engine/sampling_fields.ts";
 import type { StepBatch } from "../engine/step_batch.ts";
 
 export type NeutralStepFields = Pick<
@@ -24,17 +25,7 @@ export function neutralStepFields(B: number): NeutralStepFields {
   return {
     draftCounts: new Int32Array(B),
     sampleFlags: new Uint8Array(B).fill(1),
-    sampling: {
-      temperature: new Float32Array(B),
-      topP: new Float32Array(B).fill(1),
-      topK: new Int32Array(B),
-      minP: new Float32Array(B),
-      presencePenalty: new Float32Array(B),
-      frequencyPenalty: new Float32Array(B),
-      repetitionPenalty: new Float32Array(B).fill(1),
-      seeds: new BigUint64Array(B).fill(7n),
-      logprobs: new Int32Array(B).fill(-1),
-    },
+    sampling: allocSampling(B),
     maskRowStart: new Int32Array(B).fill(-1),
     allowedMask: new Uint32Array(0),
     historyStart: new Int32Array(B + 1),

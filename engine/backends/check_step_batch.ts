@@ -3,7 +3,9 @@
  * backend runs it before reading a batch, so a malformed batch is an Error naming the field, never an out-of-bounds
  * read or a corrupted cache.
  */
+import { invalidField } from "../sampling_fields.ts";
 import type { BackendInfo, StepBatch, StepResult } from "../step_batch.ts";
+import { batchLengths } from "./step_batch_layout.ts";
 
 function fail(field: string, message: string): never {
   throw new Error(`step batch: ${field}: ${message}`);
@@ -22,17 +24,9 @@ export function checkStepBatch(batch: StepBatch, info: BackendInfo): void {
   const T = batch.numTokens;
   if (!isInt(B) || B < 1 || B > info.maxSeqs) fail("numSeqs", `${B} is outside 1..${info.maxSeqs}`);
   if (!isInt(T) || T < B || T > info.maxBatchTokens) fail("numTokens", `${T} is outside ${B}..${info.maxBatchTokens}`);
-  need("seqIds", batch.seqIds, B);
-  need("tokens", batch.tokens, T);
-  need("positions", batch.positions, T);
-  need("queryStart", batch.queryStart, B + 1);
-  need("contextLens", batch.contextLens, B);
-  need("draftCounts", batch.draftCounts, B);
-  need("sampleFlags", batch.sampleFlags, B);
-  need("maskRowStart", batch.maskRowStart, B);
-  need("historyStart", batch.historyStart, B + 1);
-  need("historyPromptLens", batch.historyPromptLens, B);
-  need("biasStart", batch.biasStart, B + 1);
+  const stride = batch.blockTableStride;
+  if (!isInt(stride) || stride < 1) fail("blockTableStride", `${stride} is not a positive integer`);
+  for (const [name, array, n] of batchLengths(batch)) need(name, array, n);
   if (batch.proposeCounts !== undefined && !info.proposesDrafts) {
     // This path has no draft model: a request for proposals is a caller bug, not something to ignore silently.
     for (let i = 0; i < B; i++) {
@@ -40,22 +34,6 @@ export function checkStepBatch(batch: StepBatch, info: BackendInfo): void {
     }
   }
   const s = batch.sampling;
-  for (
-    const [name, arr] of [
-      ["temperature", s.temperature],
-      ["topP", s.topP],
-      ["topK", s.topK],
-      ["minP", s.minP],
-      ["presencePenalty", s.presencePenalty],
-      ["frequencyPenalty", s.frequencyPenalty],
-      ["repetitionPenalty", s.repetitionPenalty],
-      ["seeds", s.seeds],
-      ["logprobs", s.logprobs],
-    ] as const
-  ) need(`sampling.${name}`, arr, B);
-  const stride = batch.blockTableStride;
-  if (!isInt(stride) || stride < 1) fail("blockTableStride", `${stride} is not a positive integer`);
-  need("blockTables", batch.blockTables, B * stride);
   if (batch.queryStart[0] !== 0) fail("queryStart", "queryStart[0] must be 0");
   if (batch.queryStart[B] !== T) fail("queryStart", `queryStart[${B}] is ${batch.queryStart[B]}, numTokens is ${T}`);
   if (batch.historyStart[0] !== 0) fail("historyStart", "historyStart[0] must be 0");
@@ -99,23 +77,8 @@ export function checkStepBatch(batch: StepBatch, info: BackendInfo): void {
         fail("blockTables", `sequence ${i}: block ${b} is outside 0..${info.numBlocks - 1}`);
       }
     }
-    const temperature = s.temperature[i]!;
-    if (!(temperature >= 0) || !Number.isFinite(temperature)) fail("sampling.temperature", `${temperature}`);
-    const topP = s.topP[i]!;
-    if (!(topP >= 0 && topP <= 1)) fail("sampling.topP", `${topP} is outside 0..1`);
-    if (s.topK[i]! < 0) fail("sampling.topK", `${s.topK[i]} is negative`);
-    const minP = s.minP[i]!;
-    if (!(minP >= 0 && minP <= 1)) fail("sampling.minP", `${minP} is outside 0..1`);
-    for (
-      const [name, v] of [["presencePenalty", s.presencePenalty[i]!], ["frequencyPenalty", s.frequencyPenalty[i]!]]
-    ) {
-      if (!Number.isFinite(v)) fail(`sampling.${name}`, `${v} is not finite`);
-    }
-    if (!(s.repetitionPenalty[i]! > 0) || !Number.isFinite(s.repetitionPenalty[i]!)) {
-      fail("sampling.repetitionPenalty", `${s.repetitionPenalty[i]} must be positive`);
-    }
-    const lp = s.logprobs[i]!;
-    if (lp < -1 || lp > info.maxTopLogprobs) fail("sampling.logprobs", `${lp} is outside -1..${info.maxTopLogprobs}`);
+    const bad = invalidField(s, i, info);
+    if (bad !== undefined) fail(`sampling.${bad[0]}`, bad[1]);
     const m = batch.maskRowStart[i]!;
     if (m !== -1 && (m < 0 || m + d + 1 > maskRows)) {
       fail("maskRowStart", `sequence ${i}: rows ${m}..${m + d} are outside the ${maskRows} rows of allowedMask`);

@@ -5,6 +5,7 @@
  * the drafts accepted before a row, the mask, then greedy or a Philox draw keyed by the position the token takes.
  */
 import { logSumExp, type PenaltyHistory, penaltyHistory, type RowSampling, Sampler, topIds } from "../sampler.ts";
+import { penalised, readRow } from "../sampling_fields.ts";
 import type { Backend, BackendInfo, StepBatch, StepResult } from "../step_batch.ts";
 import { checkStepBatch, checkStepResult } from "./check_step_batch.ts";
 import type { LogitsBackend } from "./logits_backend.ts";
@@ -53,11 +54,11 @@ export class HostSampledBackend implements Backend {
       if (batch.sampleFlags[i] !== 1) continue;
       const d = batch.draftCounts[i]!;
       const q1 = batch.queryStart[i + 1]!;
-      const params = rowSampling(batch, i);
+      const sampling = readRow(batch.sampling, i);
+      const params: RowSampling = { ...sampling, seed: sampling.seeds };
       const h0 = batch.historyStart[i]!;
       const h1 = batch.historyStart[i + 1]!;
-      const penalised = params.presencePenalty !== 0 || params.frequencyPenalty !== 0 ||
-        params.repetitionPenalty !== 1;
+      const withHistory = penalised(sampling);
       const history = batch.history.subarray(h0, h1);
       const promptLen = batch.historyPromptLens[i]!;
       const b0 = batch.biasStart[i]!;
@@ -72,7 +73,7 @@ export class HostSampledBackend implements Backend {
         const logits = rows.subarray((row + r) * V, (row + r + 1) * V);
         // The row follows fed position q1 - 1 - d + r; its token takes the next position.
         const position = batch.positions[q1 - 1 - d + r]! + 1;
-        const pen: PenaltyHistory | undefined = penalised ? penaltyHistory(history, promptLen, accepted) : undefined;
+        const pen: PenaltyHistory | undefined = withHistory ? penaltyHistory(history, promptLen, accepted) : undefined;
         const mask = maskStart < 0
           ? undefined
           : batch.allowedMask.subarray((maskStart + r) * words, (maskStart + r + 1) * words);
@@ -104,18 +105,4 @@ export class HostSampledBackend implements Backend {
   close(): Promise<void> {
     return this.inner.close();
   }
-}
-
-function rowSampling(batch: StepBatch, i: number): RowSampling {
-  const s = batch.sampling;
-  return {
-    temperature: s.temperature[i]!,
-    topP: s.topP[i]!,
-    topK: s.topK[i]!,
-    minP: s.minP[i]!,
-    presencePenalty: s.presencePenalty[i]!,
-    frequencyPenalty: s.frequencyPenalty[i]!,
-    repetitionPenalty: s.repetitionPenalty[i]!,
-    seed: s.seeds[i]!,
-  };
 }

@@ -17,45 +17,12 @@ import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { compiledRoot, isEmbedded } from "../../checkpoint/embedded_files.ts";
 import type { Backend, BackendInfo, StepBatch, StepResult } from "../step_batch.ts";
+import { batchLengths, STEP_BATCH_ARRAYS, STEP_BATCH_LAYOUT, STEP_BATCH_POINTERS_AT } from "./step_batch_layout.ts";
 
 /** Field offsets and sizes of the ABI structs, in bytes. */
 export const LAYOUT = {
-  stepBatch: {
-    size: 240,
-    num_seqs: 0,
-    num_tokens: 4,
-    block_table_stride: 8,
-    num_mask_rows: 12,
-    history_len: 16,
-    bias_len: 20,
-    seq_ids: 24,
-    tokens: 32,
-    positions: 40,
-    query_start: 48,
-    context_lens: 56,
-    draft_counts: 64,
-    sample_flags: 72,
-    block_tables: 80,
-    temperature: 88,
-    top_p: 96,
-    top_k: 104,
-    min_p: 112,
-    presence_penalty: 120,
-    frequency_penalty: 128,
-    repetition_penalty: 136,
-    seeds: 144,
-    logprobs: 152,
-    mask_row_start: 160,
-    allowed_mask: 168,
-    history_start: 176,
-    history: 184,
-    history_prompt_lens: 192,
-    bias_start: 200,
-    bias_ids: 208,
-    bias_values: 216,
-    propose_counts: 224,
-    sliding_block_tables: 232,
-  },
+  /** Derived from the batch arrays' list (step_batch_layout.ts). */
+  stepBatch: STEP_BATCH_LAYOUT,
   stepResult: {
     size: 56,
     counts: 0,
@@ -303,38 +270,9 @@ function decodeInfo(bytes: Uint8Array): NativeInfo {
   };
 }
 
-/** The batch arrays in the order of the struct's pointer fields (after the five counts). */
+/** The batch arrays in the order of the struct's pointer fields (after the counts). */
 function batchArrays(b: StepBatch): readonly ArrayBufferView[] {
-  const s = b.sampling;
-  return [
-    b.seqIds,
-    b.tokens,
-    b.positions,
-    b.queryStart,
-    b.contextLens,
-    b.draftCounts,
-    b.sampleFlags,
-    b.blockTables,
-    s.temperature,
-    s.topP,
-    s.topK,
-    s.minP,
-    s.presencePenalty,
-    s.frequencyPenalty,
-    s.repetitionPenalty,
-    s.seeds,
-    s.logprobs,
-    b.maskRowStart,
-    b.allowedMask,
-    b.historyStart,
-    b.history,
-    b.historyPromptLens,
-    b.biasStart,
-    b.biasIds,
-    b.biasValues,
-    b.proposeCounts ?? NO_PROPOSALS,
-    b.slidingBlockTables ?? NO_PROPOSALS,
-  ];
+  return STEP_BATCH_ARRAYS.map((a) => a.get(b) ?? NO_PROPOSALS);
 }
 
 /** Stands for an absent optional array: its address is 0, which the library reads as NULL. */
@@ -357,7 +295,7 @@ class BatchStruct {
     const L = LAYOUT.stepBatch;
     if (!sameArrays(arrays, this.#arrays)) {
       this.#arrays = arrays;
-      arrays.forEach((array, k) => this.#view.setBigUint64(L.seq_ids + 8 * k, address(array), true));
+      arrays.forEach((array, k) => this.#view.setBigUint64(STEP_BATCH_POINTERS_AT + 8 * k, address(array), true));
     }
     const words = Math.ceil(vocabSize / 32);
     this.#view.setInt32(L.num_seqs, batch.numSeqs, true);
@@ -406,33 +344,7 @@ function checkSizes(batch: StepBatch, result: StepResult | undefined, info: Back
   if (T > info.maxBatchTokens) {
     throw new Error(`invalid batch: numTokens ${T} is over the limit ${info.maxBatchTokens}`);
   }
-  const s = batch.sampling;
-  const need: [string, ArrayBufferView & { length: number }, number][] = [
-    ["seqIds", batch.seqIds, B],
-    ["tokens", batch.tokens, T],
-    ["positions", batch.positions, T],
-    ["queryStart", batch.queryStart, B + 1],
-    ["contextLens", batch.contextLens, B],
-    ["draftCounts", batch.draftCounts, B],
-    ["sampleFlags", batch.sampleFlags, B],
-    ["blockTables", batch.blockTables, B * batch.blockTableStride],
-    ["sampling.temperature", s.temperature, B],
-    ["sampling.topP", s.topP, B],
-    ["sampling.topK", s.topK, B],
-    ["sampling.minP", s.minP, B],
-    ["sampling.presencePenalty", s.presencePenalty, B],
-    ["sampling.frequencyPenalty", s.frequencyPenalty, B],
-    ["sampling.repetitionPenalty", s.repetitionPenalty, B],
-    ["sampling.seeds", s.seeds, B],
-    ["sampling.logprobs", s.logprobs, B],
-    ["maskRowStart", batch.maskRowStart, B],
-    ["historyStart", batch.historyStart, B + 1],
-    ["historyPromptLens", batch.historyPromptLens, B],
-  ];
-  if (batch.proposeCounts !== undefined) need.push(["proposeCounts", batch.proposeCounts, B]);
-  if (batch.slidingBlockTables !== undefined) {
-    need.push(["slidingBlockTables", batch.slidingBlockTables, B * batch.blockTableStride]);
-  }
+  const need = batchLengths(batch);
   if (result !== undefined) {
     const K1 = info.maxDrafts + 1;
     need.push(

@@ -2,6 +2,7 @@
  * A compact step batch holding a subset of another batch's sequences, in the given order: what a sharded backend
  * hands each shard, and what crosses to a worker (only the live entries, not the engine's full-size buffers).
  */
+import { allocSampling, copyRow } from "../sampling_fields.ts";
 import type { StepBatch } from "../step_batch.ts";
 
 export function subBatch(batch: StepBatch, indices: readonly number[], vocabSize: number): StepBatch {
@@ -31,17 +32,7 @@ export function subBatch(batch: StepBatch, indices: readonly number[], vocabSize
     sampleFlags: new Uint8Array(B),
     blockTables: new Int32Array(B * stride),
     blockTableStride: stride,
-    sampling: {
-      temperature: new Float32Array(B),
-      topP: new Float32Array(B),
-      topK: new Int32Array(B),
-      minP: new Float32Array(B),
-      presencePenalty: new Float32Array(B),
-      frequencyPenalty: new Float32Array(B),
-      repetitionPenalty: new Float32Array(B),
-      seeds: new BigUint64Array(B),
-      logprobs: new Int32Array(B),
-    },
+    sampling: allocSampling(B),
     maskRowStart: new Int32Array(B),
     allowedMask: new Uint32Array(maskRows * words),
     historyStart: new Int32Array(B + 1),
@@ -68,9 +59,7 @@ export function subBatch(batch: StepBatch, indices: readonly number[], vocabSize
     out.draftCounts[j] = batch.draftCounts[i]!;
     out.sampleFlags[j] = batch.sampleFlags[i]!;
     out.blockTables.set(batch.blockTables.subarray(i * stride, (i + 1) * stride), j * stride);
-    for (const key of Object.keys(out.sampling) as (keyof typeof out.sampling)[]) {
-      (out.sampling[key] as { [k: number]: number | bigint })[j] = s[key][i]!;
-    }
+    copyRow(out.sampling, j, s, i);
     const ms = batch.maskRowStart[i]!;
     if (ms >= 0) {
       const rows = batch.draftCounts[i]! + 1;

@@ -80,7 +80,7 @@ class Driver {
       presencePenalty: 0,
       frequencyPenalty: 0,
       repetitionPenalty: 1,
-      seed: f.seed ?? 0n,
+      seeds: f.seed ?? 0n,
       logprobs: f.logprobs ?? -1,
       promptLength: to,
     };

@@ -25,7 +25,7 @@ function entry(p: Partial<StepEntry> & { tokens: Int32Array; to: number }): Step
     presencePenalty: 0,
     frequencyPenalty: 0,
     repetitionPenalty: 1,
-    seed: 1n,
+    seeds: 1n,
     logprobs: -1,
     promptLength: 2,
     ...p,
