@@ -20,6 +20,7 @@ import {
 } from "./conversations_schema.ts";
 import { parseInputItem } from "../responses/responses_schema.ts";
 import { withId } from "../responses/responses_request.ts";
+import { pageQuery } from "../pagination.ts";
 import { checkQuery, parseOrThrow } from "../validation.ts";
 
 export interface ConversationsServiceOptions {
@@ -86,25 +87,10 @@ export class ConversationsService {
   }
 
   async listItems(id: string, url: URL): Promise<Response> {
-    checkQuery(url, ["limit", "order", "after", "include"]);
-    const q = url.searchParams;
-    const limitText = q.get("limit") ?? "20";
-    const limit = Number(limitText);
-    if (!/^\d+$/.test(limitText) || limit < 1 || limit > 100) {
-      throw invalidRequest("'limit' must be an integer between 1 and 100", "limit", "invalid_value");
-    }
-    const order = q.get("order") ?? "desc";
-    if (order !== "asc" && order !== "desc") {
-      throw invalidRequest("'order' must be 'asc' or 'desc'", "order", "invalid_value");
-    }
-    const after = q.get("after");
-    const page = await this.#o.store.conversations.listItems(id, {
-      limit,
-      order,
-      ...(after === null ? {} : { after }),
-    });
+    const query = pageQuery(url);
+    const page = await this.#o.store.conversations.listItems(id, query);
     if (page === undefined) throw conversationNotFound(id);
-    if (page === "no_item") throw notFound(`Item with id '${after}' not found in conversation '${id}'.`, "after");
+    if (page === "no_item") throw notFound(`Item with id '${query.after}' not found in conversation '${id}'.`, "after");
     return jsonResponse(itemList(page.data, page.has_more));
   }
 

@@ -37,6 +37,7 @@ import {
   type RequestContext,
 } from "./responses_request.ts";
 import type { SamplingDefaults } from "../sampling_defaults.ts";
+import { pageQuery } from "../pagination.ts";
 import { checkQuery, parseOrThrow } from "../validation.ts";
 import type { StructuredOutputs } from "../../prompt/structured_output.ts";
 import { jsonResponse, sseResponse } from "../http_response.ts";
@@ -462,19 +463,7 @@ export class ResponsesService {
   }
 
   async inputItems(id: string, url: URL): Promise<Response> {
-    checkQuery(url, ["limit", "order", "after", "include"]);
-    const q = url.searchParams;
-    const limitText = q.get("limit") ?? "20";
-    const limit = Number(limitText);
-    if (!/^\d+$/.test(limitText) || limit < 1 || limit > 100) {
-      throw invalidRequest("'limit' must be an integer between 1 and 100", "limit", "invalid_value");
-    }
-    const order = q.get("order") ?? "desc";
-    if (order !== "asc" && order !== "desc") {
-      throw invalidRequest("'order' must be 'asc' or 'desc'", "order", "invalid_value");
-    }
-    const after = q.get("after");
-    const page = await this.#o.store.listInputItems(id, { limit, order, ...(after === null ? {} : { after }) });
+    const page = await this.#o.store.listInputItems(id, pageQuery(url));
     if (page === undefined) throw notFound(`Response with id '${id}' not found.`);
     return jsonResponse({ object: "list", ...page });
   }

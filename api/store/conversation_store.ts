@@ -9,6 +9,7 @@
  * - Items are copies: deleting a response leaves the conversation's items, and deleting a conversation leaves the
  *   responses made in it.
  */
+import type { PageQuery } from "../pagination.ts";
 export interface Conversation {
   readonly id: string;
   readonly object: "conversation";
@@ -65,7 +66,7 @@ export interface ConversationStore {
    */
   listItems(
     id: string,
-    query: { readonly limit: number; readonly order: "asc" | "desc"; readonly after?: string },
+    query: PageQuery,
   ): Promise<ConversationItemsPage | "no_item" | undefined>;
 }
 

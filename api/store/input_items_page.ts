@@ -1,4 +1,5 @@
 import type { InputItemsPage } from "./response_store.ts";
+import type { PageQuery } from "../pagination.ts";
 
 /** One stored input item: its id and the item's JSON without the id. */
 export interface StoredInputItemRow {
@@ -12,7 +13,7 @@ export interface StoredInputItemRow {
  */
 export function inputItemsPage(
   rows: readonly StoredInputItemRow[],
-  query: { readonly limit: number; readonly order: "asc" | "desc"; readonly after?: string },
+  query: PageQuery,
 ): InputItemsPage {
   const ordered = query.order === "desc" ? [...rows].reverse() : rows;
   let start = 0;

@@ -20,6 +20,7 @@ import {
 import type postgres from "postgres";
 import type { Sql, TxSql } from "./postgres_sql.ts";
 import { textArray } from "./postgres_text_array.ts";
+import type { PageQuery } from "../pagination.ts";
 
 type Queryable = Sql | TxSql;
 
@@ -115,7 +116,7 @@ export class PostgresConversationStore implements ConversationStore {
 
   async listItems(
     id: string,
-    query: { readonly limit: number; readonly order: "asc" | "desc"; readonly after?: string },
+    query: PageQuery,
   ): Promise<ConversationItemsPage | "no_item" | undefined> {
     if (await this.get(id) === undefined) return undefined;
     let from = query.order === "asc" ? -1 : 2 ** 31 - 1;

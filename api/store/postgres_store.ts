@@ -46,6 +46,7 @@ import { ResponseListeners } from "./response_listeners.ts";
 import { responseFailed } from "../../events/builders.ts";
 import { Sequencer } from "../../events/sequencer_stage.ts";
 import type { Response } from "../../events/types.ts";
+import type { PageQuery } from "../pagination.ts";
 
 const EVENTS_CHANNEL = "rill_events";
 const CANCEL_CHANNEL = "rill_cancel";
@@ -632,7 +633,7 @@ export class PostgresStore implements ResponseStore {
 
   async listInputItems(
     id: string,
-    query: { readonly limit: number; readonly order: "asc" | "desc"; readonly after?: string },
+    query: PageQuery,
   ): Promise<InputItemsPage | undefined> {
     return await this.#guard(async () => {
       await this.flush();

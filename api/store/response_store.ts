@@ -21,6 +21,7 @@
  * - A cancellation asked of any server reaches the owner's `onCancelRequest` listener.
  */
 import type { ConversationStore } from "./conversation_store.ts";
+import type { PageQuery } from "../pagination.ts";
 
 export interface StoredEvent {
   readonly sequence_number: number;
@@ -105,7 +106,7 @@ export interface ResponseStore {
   /** Cursor pagination over a response's input items; undefined for an unknown response. */
   listInputItems(
     id: string,
-    query: { readonly limit: number; readonly order: "asc" | "desc"; readonly after?: string },
+    query: PageQuery,
   ): Promise<InputItemsPage | undefined>;
   eventsAfter(id: string, startingAfter: number): Promise<StoredEvent[]>;
   /** Calls `listener` after each change to response `id`; returns the unsubscribe function. */

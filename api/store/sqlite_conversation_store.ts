@@ -20,6 +20,7 @@ import {
   itemsToAppend,
 } from "./conversation_store.ts";
 import { syncPromise } from "./sync_promise.ts";
+import type { PageQuery } from "../pagination.ts";
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS conversations (
@@ -227,14 +228,14 @@ export class SqliteConversationStore implements ConversationStore {
    */
   listItems(
     id: string,
-    query: { readonly limit: number; readonly order: "asc" | "desc"; readonly after?: string },
+    query: PageQuery,
   ): Promise<ConversationItemsPage | "no_item" | undefined> {
     return syncPromise(() => this.#listItemsSync(id, query));
   }
 
   #listItemsSync(
     id: string,
-    query: { readonly limit: number; readonly order: "asc" | "desc"; readonly after?: string },
+    query: PageQuery,
   ): ConversationItemsPage | "no_item" | undefined {
     if (this.#select.get(id) === undefined) return undefined;
     let from = query.order === "asc" ? -1 : Number.MAX_SAFE_INTEGER;

@@ -39,6 +39,7 @@ import { ResponseListeners } from "./response_listeners.ts";
 import { responseFailed } from "../../events/builders.ts";
 import { Sequencer } from "../../events/sequencer_stage.ts";
 import type { Response } from "../../events/types.ts";
+import type { PageQuery } from "../pagination.ts";
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS responses (
@@ -585,14 +586,14 @@ export class SqliteStore implements ResponseStore {
   /** Cursor pagination over a response's input items; `after` is an item id. Undefined for an unknown response. */
   listInputItems(
     id: string,
-    query: { readonly limit: number; readonly order: "asc" | "desc"; readonly after?: string },
+    query: PageQuery,
   ): Promise<InputItemsPage | undefined> {
     return syncPromise(() => this.#listInputItems(id, query));
   }
 
   #listInputItems(
     id: string,
-    query: { readonly limit: number; readonly order: "asc" | "desc"; readonly after?: string },
+    query: PageQuery,
   ): InputItemsPage | undefined {
     this.flushSync();
     if (this.#responseExists.get(id) === undefined) return undefined;
