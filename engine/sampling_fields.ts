@@ -187,3 +187,8 @@ export function rowFromRequest(
   }
   return out as SamplingRow;
 }
+
+/** Every field at its neutral value (greedy, no filter, no penalty, seed 7, no logprobs). */
+export function neutralRow(): SamplingRow {
+  return readRow(allocSampling(1), 0);
+}

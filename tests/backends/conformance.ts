@@ -5,6 +5,7 @@
  * the next-token logits torch recorded for the model (golden/logits.json next to the model).
  */
 import assert from "node:assert/strict";
+import { neutralRow } from "../../engine/sampling_fields.ts";
 import { StepBatchBuilder, type StepEntry } from "../../engine/step_batch_builder.ts";
 import type { Backend, StepBatch } from "../../engine/step_batch.ts";
 
@@ -73,13 +74,8 @@ class Driver {
       drafts,
       sample: f.sample ?? true,
       blocks: f.blocks ?? this.blocks(f.seqId, to + drafts.length),
+      ...neutralRow(),
       temperature: f.temperature ?? 0,
-      topP: 1,
-      topK: 0,
-      minP: 0,
-      presencePenalty: 0,
-      frequencyPenalty: 0,
-      repetitionPenalty: 1,
       seeds: f.seed ?? 0n,
       logprobs: f.logprobs ?? -1,
       promptLength: to,

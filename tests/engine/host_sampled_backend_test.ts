@@ -4,6 +4,7 @@
  * and the same tokens whatever the batch.
  */
 import assert from "node:assert/strict";
+import { neutralRow } from "../../engine/sampling_fields.ts";
 import { StepBatchBuilder, type StepEntry } from "../../engine/step_batch_builder.ts";
 import { HistoryBackend } from "../../testing/history_backend.ts";
 
@@ -18,15 +19,8 @@ function entry(p: Partial<StepEntry> & { tokens: Int32Array; to: number }): Step
     drafts: [],
     sample: true,
     blocks: [0, 1, 2, 3],
-    temperature: 0,
-    topP: 1,
-    topK: 0,
-    minP: 0,
-    presencePenalty: 0,
-    frequencyPenalty: 0,
-    repetitionPenalty: 1,
+    ...neutralRow(),
     seeds: 1n,
-    logprobs: -1,
     promptLength: 2,
     ...p,
   };
