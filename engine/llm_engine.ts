@@ -25,7 +25,7 @@
 import type { Engine, EngineChunk, EngineStats, FinishReason, GenerateRequest, TokenLogprob } from "./engine.ts";
 import { BlockManager } from "./block_manager.ts";
 import { NgramProposer, type NgramProposerOptions } from "./ngram_proposer.ts";
-import { Scheduler, type StepPlan } from "./scheduler.ts";
+import { Scheduler, type StepEntry, type StepPlan } from "./scheduler.ts";
 import type { Backend } from "./step_batch.ts";
 import { rowFromRequest } from "./sampling_fields.ts";
 import { StepBatchBuilder } from "./step_batch_builder.ts";
@@ -375,8 +375,21 @@ export class LlmEngine implements Engine {
     return seq.proposal.length;
   }
 
+  /** One engine step over the scheduler's plan: pack the batch, run the backend, then take each sequence's tokens. */
   async #step(plan: StepPlan<Sequence>): Promise<void> {
     const started = performance.now();
+    this.#pack(plan);
+    this.#metrics.peakRunning = Math.max(this.#metrics.peakRunning, this.#scheduler.running.length);
+    if (!await this.#runBackend(plan)) return;
+    this.#metrics.backendSeconds += (performance.now() - started) / 1000;
+    plan.entries.forEach((e, i) => this.#postprocess(e, i));
+    this.#metrics.peakBlocksInUse = Math.max(this.#metrics.peakBlocksInUse, this.#blocks.numUsedBlocks);
+    this.#metrics.steps++;
+    this.#metrics.stepSeconds += (performance.now() - started) / 1000;
+  }
+
+  /** Packs the plan's entries into the step batch: fed tokens, drafts, block tables, sampling, proposals. */
+  #pack(plan: StepPlan<Sequence>): void {
     const b = this.#builder;
     b.reset();
     for (const e of plan.entries) {
@@ -408,66 +421,78 @@ export class LlmEngine implements Engine {
         ...(seq.request.constraint === undefined ? {} : { constraint: seq.request.constraint }),
       });
     }
-    this.#metrics.peakRunning = Math.max(this.#metrics.peakRunning, this.#scheduler.running.length);
-    const result = b.result;
+  }
+
+  /** Runs the packed batch; a backend failure ends every sequence of the plan with its message (false then). */
+  async #runBackend(plan: StepPlan<Sequence>): Promise<boolean> {
     try {
-      await this.backend.step(b.batch(), result);
+      await this.backend.step(this.#builder.batch(), this.#builder.result);
+      return true;
     } catch (e) {
       const message = e instanceof Error ? e.message : String(e);
       for (const entry of plan.entries) this.#finish(entry.seq, "error", message);
+      return false;
+    }
+  }
+
+  /**
+   * Takes entry `i`'s share of the step result: commits a prefill chunk, or hands the accepted tokens (and logprobs)
+   * to the sequence, advances its grammar, commits the accepted drafts' KV and keeps the draft model's proposal.
+   */
+  #postprocess(e: StepEntry<Sequence>, i: number): void {
+    const result = this.#builder.result;
+    const seq = e.seq;
+    if (seq.done) return;
+    const fedEnd = e.start + e.count;
+    if (!e.sample) {
+      this.#scheduler.commit(seq, fedEnd);
       return;
     }
-    this.#metrics.backendSeconds += (performance.now() - started) / 1000;
+    const n = result.counts[i]!;
+    if (!(n >= 1 && n <= e.drafts + 1)) throw new Error(`backend accepted ${n} tokens for ${e.drafts} drafts`);
+    if (e.drafts > 0) {
+      this.#metrics.draftedTokens += e.drafts;
+      this.#metrics.acceptedDrafts += n - 1;
+      this.#metrics.verifySteps++;
+    }
+    const { produced, logprobs } = this.#readTokens(i, n, seq.request.sampling.logprobs);
+    const constraint = seq.request.constraint;
+    if (constraint !== undefined && !advanceConstraint(constraint, produced)) {
+      this.#finish(seq, "error", `a sampled token is outside the output grammar (${produced.join(", ")})`);
+      return;
+    }
+    this.#accept(seq, produced, logprobs);
+    if (seq.done) return;
+    // Accepted drafts are in the KV now; the last accepted token is fed next step.
+    this.#scheduler.commit(seq, fedEnd + n - 1);
+    const proposed = result.proposedCounts?.[i] ?? 0;
+    if (this.#draft && proposed > 0 && result.proposed !== undefined) {
+      const KD = this.backend.info.maxDrafts;
+      seq.draftProposal = Array.from(result.proposed.subarray(i * KD, i * KD + proposed));
+      seq.draftFor = seq.length;
+    }
+  }
+
+  /** Sequence `i`'s `n` accepted tokens from the step result, with their logprobs when asked (`wanted` ≥ 0). */
+  #readTokens(i: number, n: number, wanted: number): { produced: number[]; logprobs: TokenLogprob[] } {
+    const result = this.#builder.result;
     const W = this.backend.info.maxDrafts + 1;
     const maxTop = this.backend.info.maxTopLogprobs;
-    plan.entries.forEach((e, i) => {
-      const seq = e.seq;
-      if (seq.done) return;
-      const fedEnd = e.start + e.count;
-      if (!e.sample) {
-        this.#scheduler.commit(seq, fedEnd);
-        return;
-      }
-      const n = result.counts[i]!;
-      if (!(n >= 1 && n <= e.drafts + 1)) throw new Error(`backend accepted ${n} tokens for ${e.drafts} drafts`);
-      if (e.drafts > 0) {
-        this.#metrics.draftedTokens += e.drafts;
-        this.#metrics.acceptedDrafts += n - 1;
-        this.#metrics.verifySteps++;
-      }
-      const produced: number[] = [];
-      const logprobs: TokenLogprob[] = [];
-      const nTop = Math.min(seq.request.sampling.logprobs, maxTop);
-      for (let r = 0; r < n; r++) {
-        const slot = i * W + r;
-        produced.push(result.tokens[slot]!);
-        if (nTop >= 0) {
-          const top: { id: number; logprob: number }[] = [];
-          for (let j = 0; j < nTop; j++) {
-            top.push({ id: result.topIds[slot * maxTop + j]!, logprob: result.topLogprobs[slot * maxTop + j]! });
-          }
-          logprobs.push({ logprob: result.logprobs[slot]!, top });
+    const nTop = Math.min(wanted, maxTop);
+    const produced: number[] = [];
+    const logprobs: TokenLogprob[] = [];
+    for (let r = 0; r < n; r++) {
+      const slot = i * W + r;
+      produced.push(result.tokens[slot]!);
+      if (nTop >= 0) {
+        const top: { id: number; logprob: number }[] = [];
+        for (let j = 0; j < nTop; j++) {
+          top.push({ id: result.topIds[slot * maxTop + j]!, logprob: result.topLogprobs[slot * maxTop + j]! });
         }
+        logprobs.push({ logprob: result.logprobs[slot]!, top });
       }
-      const constraint = seq.request.constraint;
-      if (constraint !== undefined && !advanceConstraint(constraint, produced)) {
-        this.#finish(seq, "error", `a sampled token is outside the output grammar (${produced.join(", ")})`);
-        return;
-      }
-      this.#accept(seq, produced, logprobs);
-      if (seq.done) return;
-      // Accepted drafts are in the KV now; the last accepted token is fed next step.
-      this.#scheduler.commit(seq, fedEnd + n - 1);
-      const proposed = result.proposedCounts?.[i] ?? 0;
-      if (this.#draft && proposed > 0 && result.proposed !== undefined) {
-        const KD = this.backend.info.maxDrafts;
-        seq.draftProposal = Array.from(result.proposed.subarray(i * KD, i * KD + proposed));
-        seq.draftFor = seq.length;
-      }
-    });
-    this.#metrics.peakBlocksInUse = Math.max(this.#metrics.peakBlocksInUse, this.#blocks.numUsedBlocks);
-    this.#metrics.steps++;
-    this.#metrics.stepSeconds += (performance.now() - started) / 1000;
+    }
+    return { produced, logprobs };
   }
 
   /**
