@@ -73,6 +73,13 @@ export interface StepPlan<T> {
   readonly numTokens: number;
 }
 
+/** A step being planned: its entries so far, who was preempted, and the fed tokens still free. */
+interface PlanInProgress<T> {
+  readonly entries: StepEntry<T>[];
+  readonly preempted: T[];
+  budget: number;
+}
+
 export interface SchedulerStats {
   readonly preemptions: number;
   /** Sequences admitted for the first time, and the total / largest time they waited, in ms. */
@@ -177,12 +184,25 @@ export class Scheduler<T extends Schedulable> {
    * may still be fewer when blocks run short. After the backend runs, call `commit` for every entry.
    */
   schedule(wantDrafts?: (seq: T, most: number) => number): StepPlan<T> {
-    const entries: StepEntry<T>[] = [];
-    const preempted: T[] = [];
+    const plan: PlanInProgress<T> = { entries: [], preempted: [], budget: this.options.maxNumBatchedTokens };
+    this.#planDecodes(plan, wantDrafts);
+    this.#planPrefillChunks(plan);
+    this.#admit(plan);
+    return {
+      entries: plan.entries,
+      preempted: plan.preempted,
+      numTokens: this.options.maxNumBatchedTokens - plan.budget,
+    };
+  }
+
+  /**
+   * One entry per running decode, oldest first, each with the drafts `wantDrafts` asks for as far as the budget
+   * allows while keeping one token for every later decode and one for a prefill (when one is running or could be
+   * admitted).
+   */
+  #planDecodes(plan: PlanInProgress<T>, wantDrafts: ((seq: T, most: number) => number) | undefined): void {
     const running = this.#running;
     const maxLen = this.options.maxModelLen;
-    let budget = this.options.maxNumBatchedTokens;
-
     let decodes = 0;
     let prefills = 0;
     for (const seq of running) {
@@ -193,89 +213,105 @@ export class Scheduler<T extends Schedulable> {
     }
     const canAdmit = this.#waiting.length > 0 && running.length < this.options.maxNumSeqs;
     const prefillReserve = prefills > 0 || canAdmit ? 1 : 0;
-
-    const preempt = (victim: T): void => {
-      const at = entries.findIndex((e) => e.seq === victim);
-      if (at >= 0) {
-        const e = entries[at]!;
-        budget += e.count + e.drafts;
-        entries.splice(at, 1);
-      }
-      running.pop();
-      this.blocks.free(victim.id);
-      victim.computedLength = 0;
-      this.#waiting.unshift(victim);
-      preempted.push(victim);
-      this.#preemptions++;
-    };
-    /** Gives `seq` room for 1 ..= `most` tokens from `start`, preempting the newest; 0 when `seq` itself went. */
-    const room = (seq: T, start: number, most: number): number => {
-      for (;;) {
-        const fits = this.blocks.maxTokensFor(seq.id) - start;
-        if (fits >= 1) {
-          const n = Math.min(most, fits);
-          if (!this.blocks.ensureCapacity(seq.id, start + n)) throw new Error("scheduler: block accounting drifted");
-          this.blocks.assertWritable(seq.id, start);
-          return n;
-        }
-        const victim = running[running.length - 1]!;
-        preempt(victim);
-        if (victim === seq) return 0;
-      }
-    };
-
-    for (let i = 0; i < running.length && budget > 0; i++) {
+    for (let i = 0; i < running.length && plan.budget > 0; i++) {
       const seq = running[i]!;
       if (seq.length - seq.computedLength !== 1) continue;
       decodes--;
       const start = seq.computedLength;
-      const most = Math.max(0, Math.min(maxLen - seq.length, budget - 1 - decodes - prefillReserve));
+      const most = Math.max(0, Math.min(maxLen - seq.length, plan.budget - 1 - decodes - prefillReserve));
       const want = most > 0 && wantDrafts !== undefined ? Math.floor(wantDrafts(seq, most)) : 0;
       const drafts = want > 0 ? Math.min(want, most) : 0; // NaN asks for none
-      const n = room(seq, start, 1 + drafts);
+      const n = this.#room(plan, seq, start, 1 + drafts);
       if (n === 0) break; // it was the newest; everything older is planned
-      entries.push({ seq, start, count: 1, drafts: n - 1, sample: true });
-      budget -= n;
+      plan.entries.push({ seq, start, count: 1, drafts: n - 1, sample: true });
+      plan.budget -= n;
     }
+  }
 
-    for (let i = 0; i < running.length && budget > 0; i++) {
+  /** The next chunk of each running prefill, oldest first, within what is left of the budget. */
+  #planPrefillChunks(plan: PlanInProgress<T>): void {
+    const running = this.#running;
+    for (let i = 0; i < running.length && plan.budget > 0; i++) {
       const seq = running[i]!;
       const start = seq.computedLength;
       if (seq.length - start === 1) continue;
-      const n = room(seq, start, Math.min(budget, seq.length - start));
+      const n = this.#room(plan, seq, start, Math.min(plan.budget, seq.length - start));
       if (n === 0) break;
-      entries.push({ seq, start, count: n, drafts: 0, sample: start + n === seq.length });
-      budget -= n;
+      plan.entries.push({ seq, start, count: n, drafts: 0, sample: start + n === seq.length });
+      plan.budget -= n;
     }
+  }
 
+  /**
+   * Admits waiting sequences in FIFO order while the budget, the sequence limit and the pool allow (none in a step
+   * that preempted), each with its first prefill chunk after the cached prefix.
+   */
+  #admit(plan: PlanInProgress<T>): void {
+    const running = this.#running;
     while (
-      preempted.length === 0 && budget > 0 && this.#waiting.length > 0 && running.length < this.options.maxNumSeqs
+      plan.preempted.length === 0 && plan.budget > 0 && this.#waiting.length > 0 &&
+      running.length < this.options.maxNumSeqs
     ) {
       const seq = this.#waiting[0]!;
       // One block kept free per running sequence, so the next decodes do not at once preempt the newcomer.
-      const cached = this.blocks.allocatePrompt(seq.id, seq.tokens, seq.length, budget, running.length);
+      const cached = this.blocks.allocatePrompt(seq.id, seq.tokens, seq.length, plan.budget, running.length);
       if (cached < 0) break; // FIFO: whoever is behind waits too
       this.#waiting.shift();
       running.push(seq);
       seq.computedLength = cached;
-      const arrived = this.#arrival.get(seq.id);
-      if (arrived !== undefined) {
-        this.#arrival.delete(seq.id);
-        seq.cachedPromptTokens = Math.min(cached, seq.promptLength);
-        const waited = this.#now() - arrived;
-        this.#admitted++;
-        this.#queueTimeMs += waited;
-        this.#maxQueueTimeMs = Math.max(this.#maxQueueTimeMs, waited);
-      }
+      this.#recordAdmission(seq, cached);
       this.blocks.assertWritable(seq.id, cached);
       // The first chunk is what allocatePrompt could hold (a sliding pool may cut it).
       const held = this.blocks.blockTable(seq.id).length * this.blocks.blockSize;
-      const n = Math.min(budget, seq.length - cached, held - cached);
-      entries.push({ seq, start: cached, count: n, drafts: 0, sample: cached + n === seq.length });
-      budget -= n;
+      const n = Math.min(plan.budget, seq.length - cached, held - cached);
+      plan.entries.push({ seq, start: cached, count: n, drafts: 0, sample: cached + n === seq.length });
+      plan.budget -= n;
     }
+  }
 
-    return { entries, preempted, numTokens: this.options.maxNumBatchedTokens - budget };
+  /** A first admission's queue time and cached prompt tokens (a preempted sequence coming back is not counted). */
+  #recordAdmission(seq: T, cached: number): void {
+    const arrived = this.#arrival.get(seq.id);
+    if (arrived === undefined) return;
+    this.#arrival.delete(seq.id);
+    seq.cachedPromptTokens = Math.min(cached, seq.promptLength);
+    const waited = this.#now() - arrived;
+    this.#admitted++;
+    this.#queueTimeMs += waited;
+    this.#maxQueueTimeMs = Math.max(this.#maxQueueTimeMs, waited);
+  }
+
+  /** Sends the newest running sequence back to the front of the queue, dropping its entry and freeing its blocks. */
+  #preempt(plan: PlanInProgress<T>, victim: T): void {
+    const at = plan.entries.findIndex((e) => e.seq === victim);
+    if (at >= 0) {
+      const e = plan.entries[at]!;
+      plan.budget += e.count + e.drafts;
+      plan.entries.splice(at, 1);
+    }
+    this.#running.pop();
+    this.blocks.free(victim.id);
+    victim.computedLength = 0;
+    this.#waiting.unshift(victim);
+    plan.preempted.push(victim);
+    this.#preemptions++;
+  }
+
+  /** Gives `seq` room for 1 ..= `most` tokens from `start`, preempting the newest; 0 when `seq` itself went. */
+  #room(plan: PlanInProgress<T>, seq: T, start: number, most: number): number {
+    const running = this.#running;
+    for (;;) {
+      const fits = this.blocks.maxTokensFor(seq.id) - start;
+      if (fits >= 1) {
+        const n = Math.min(most, fits);
+        if (!this.blocks.ensureCapacity(seq.id, start + n)) throw new Error("scheduler: block accounting drifted");
+        this.blocks.assertWritable(seq.id, start);
+        return n;
+      }
+      const victim = running[running.length - 1]!;
+      this.#preempt(plan, victim);
+      if (victim === seq) return 0;
+    }
   }
 
   /**
