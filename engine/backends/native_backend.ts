@@ -5,13 +5,14 @@
  * - One FFI call per engine step: `rill_step` is `nonblocking`, so it runs on a worker thread and the event loop keeps
  *   serving other streams while the library computes.
  * - The C structs (`rill_step_batch`, `rill_step_result`) are built once per set of typed arrays and reused: the
- *   engine allocates its batch buffers once and refills them, so a step normally rewrites only the five counts.
+ *   engine allocates its batch buffers once and refills them, so a step normally rewrites only the six counts.
  *   Typed arrays are pinned off the V8 heap (`.buffer` externalises an on-heap backing store) before their address
  *   is taken, and the cached struct keeps them alive.
  * - The library is not thread-safe: one call at a time per engine. `release` during a step is deferred until the step
  *   returns; a second concurrent `step` is a programming error and throws.
- * - Offsets below are x86-64/aarch64 LP64 layouts of ffi/include/rill.h; tests/native/layout_test.ts compiles the
- *   header and checks every one.
+ * - Offsets below are x86-64/aarch64 LP64 layouts of ffi/include/rill.h (`rill_step_batch`'s derived from
+ *   step_batch_layout.ts); tests/native/layout_test.ts compiles the header and checks every one, the field lists
+ *   and the batch arrays' element types.
  */
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
