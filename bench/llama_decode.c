@@ -161,6 +161,8 @@ int main(int argc, char **argv) {
   cp.n_ctx = (uint32_t)((biggest + steps + 64 + 255) / 256 * 256);
   cp.n_batch = (uint32_t)(biggest > 512 ? biggest : 512);
   cp.n_seq_max = 8;
+  /* One KV buffer for all sequences, so the single-sequence runs can use the whole context. */
+  cp.kv_unified = true;
   cp.n_threads = threads;
   cp.n_threads_batch = threads;
   cp.no_perf = true;
