@@ -10,7 +10,8 @@
  *    converted once to GGUF beside it (as much again); free disk and memory are checked first.
  * 3. ffi/bench/bench_decode runs rill on it in bf16, then (never at the same time) bench/llama_decode.c runs
  *    llama.cpp on the GGUF file, with the same thread count and the same fed tokens: load time, peak resident memory,
- *    prefill of 128 and 2048 tokens, decode at 1 stream and at 8 (8 sequences, one token each per step), medians.
+ *    prefill of 128 and (once: minutes) 2048 tokens, decode at 1 stream and at 8 (8 sequences, one token each per
+ *    step), medians of 3.
  * 4. Rooflines: the bytes a decode step reads ÷ the best read bandwidth bench_decode measured in the same run. A step
  *    reads every layer's attention weights (bf16) and router (fp32), the MXFP4 weights (and fp32 biases) of the
  *    experts it runs, the output head (bf16) and each stream's keys and values (sliding layers: at most the window).

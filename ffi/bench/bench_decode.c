@@ -7,7 +7,8 @@
  *                [--reps R] [--temperature T]
  *   bench_decode --bandwidth [--threads N]
  *
- * Prints one line per measurement; medians over R repetitions. --long P2 also times the prefill of a P2-token prompt.
+ * Prints one line per measurement; medians over R repetitions. --long P2 also times the prefill of a P2-token prompt,
+ * once (on a large model it takes minutes).
  * Each line ends with the process's peak resident memory (VmHWM): the larger of its peak while the engine loads and
  * its peak while it runs, the latter counted after the bandwidth probe's buffer is freed (the probe is not the
  * engine's). Decoding is greedy unless --temperature T > 0 (then
@@ -361,7 +362,7 @@ int main(int argc, char **argv) {
       }
       d8[r] = 8.0 * steps / (now() - s);
       pl[r] = 0.0;
-      if (long_prompt > 0) {
+      if (long_prompt > 0 && r == 0) {
         int32_t ctxl[8] = {0};
         int fedl[8] = {long_prompt};
         s = now();
@@ -371,7 +372,7 @@ int main(int argc, char **argv) {
     }
     const double rss_run = peak_rss();
     const double rss = rss_reset == 0 ? (rss_run > rss_load ? rss_run : rss_load) : rss_run;
-    double mpf = median(pf, reps), md1 = median(d1, reps), md8 = median(d8, reps), mpl = median(pl, reps);
+    double mpf = median(pf, reps), md1 = median(d1, reps), md8 = median(d8, reps), mpl = pl[0];
     double bw_after = read_bandwidth(info.threads);
     best_bw = bw > best_bw ? bw : best_bw;
     best_bw = bw_after > best_bw ? bw_after : best_bw;
