@@ -155,7 +155,9 @@ int main(int argc, char **argv) {
   g_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
 
   const int n_prompt_tokens = logits_out != NULL ? argc - first_token : 0;
-  const int biggest = n_prompt_tokens > long_prompt ? n_prompt_tokens : long_prompt > prompt ? long_prompt : prompt;
+  /* The largest batch: a prompt, or the 8 streams' first step (16 + i tokens for stream i). */
+  int biggest = n_prompt_tokens > long_prompt ? n_prompt_tokens : long_prompt > prompt ? long_prompt : prompt;
+  if (biggest < 8 * (16 + 7)) biggest = 8 * (16 + 7);
   route_count routes = {0, 0, 0};
   struct llama_context_params cp = llama_context_default_params();
   cp.n_ctx = (uint32_t)((biggest + steps + 64 + 255) / 256 * 256);
