@@ -1,25 +1,45 @@
 /**
- * gpt-oss-20b on the native CPU device (`deno task bench gptoss`): a random checkpoint of the 20b shape in the release
- * layout (testing/gptoss_checkpoint.ts: MXFP4 experts, BF16 for the rest, the o200k_harmony vocabulary) written once
- * into build/bench/ (about 13.8 GB for 24 layers; the free disk is checked first), then ffi/bench/bench_decode on it
- * in bf16: load time, prefill of a 128-token prompt, greedy decode at 1 and 8 streams, and decode at 1 stream as a
- * fraction of the roofline — the bytes a token actually reads (attention, router, the 4 experts it is routed to, the
- * output head) ÷ the read bandwidth bench_decode measures in the same run.
+ * gpt-oss-20b on the native CPU device, side by side with llama.cpp on the same weights (`deno task bench gptoss`).
  *
- * RILL_BENCH_GPTOSS_LAYERS (default 24) writes and measures fewer layers of the same shape, for machines that cannot
- * hold the whole model; RILL_BENCH_THREADS as for the other benchmarks. Not measured here: resident memory, 2k-token
- * prefill, the 8-stream roofline (which experts a step reads depends on its routing) and llama.cpp side by side.
+ * 1. llama.cpp (bench/llama_cpp.ts: node-llama-cpp's bundled release and prebuilt CPU libraries, installed with npm
+ *    into build/bench/llama/) and the GGUF converter (scripts/gptoss_to_gguf.py) are checked first: on the tests'
+ *    small random checkpoint llama.cpp's logits on the conversion must agree with rill's (bench/gguf_logits_check.ts),
+ *    or the bench stops there.
+ * 2. A random checkpoint of the 20b shape in the release layout (testing/gptoss_checkpoint.ts: MXFP4 experts, BF16
+ *    for the rest, the o200k_harmony vocabulary) is written once into build/bench/ (about 13.8 GB for 24 layers) and
+ *    converted once to GGUF beside it (as much again); free disk and memory are checked first.
+ * 3. ffi/bench/bench_decode runs rill on it in bf16, then (never at the same time) bench/llama_decode.c runs
+ *    llama.cpp on the GGUF file, with the same thread count and the same fed tokens: load time, peak resident memory,
+ *    prefill of 128 and (once: minutes) 2048 tokens, decode at 1 stream and at 8 (8 sequences, one token each per
+ *    step), medians of 3.
+ * 4. Rooflines: the bytes a decode step reads ÷ the best read bandwidth bench_decode measured in the same run. A step
+ *    reads every layer's attention weights (bf16) and router (fp32), the MXFP4 weights (and fp32 biases) of the
+ *    experts it runs, the output head (bf16) and each stream's keys and values (sliding layers: at most the window).
+ *    At 1 stream that is 4 experts per layer; at 8 streams, the distinct experts selected across the step's 8 tokens,
+ *    counted per layer from llama.cpp's routing of the same tokens (an untimed pass that reads its ffn_moe_topk
+ *    tensors; rill routes the same fed tokens through the same router weights).
+ *
+ * Printed as one table with rill / llama.cpp ratios and the targets (issue #19): resident memory ≤ 15 GB, decode ≥ 70%
+ * of the roofline at 1 and 8 streams, rill ≥ 1.2× llama.cpp at 1 stream and ≥ 1.5× at 8.
+ *
+ * RILL_BENCH_GPTOSS_LAYERS (default 24) writes and measures fewer layers of the same shape; RILL_BENCH_THREADS as for
+ * the other benchmarks (default: all cores); RILL_BENCH_GPTOSS_PREPARE=1 stops once the files are written (they take
+ * minutes to write; a later run reuses them).
  */
 import { join } from "node:path";
 import { type GptOssShape, writeGptOssCheckpoint } from "../testing/gptoss_checkpoint.ts";
+import { buildNativeLibrary } from "./build_native_library.ts";
 import { exec } from "./exec.ts";
 import { exists } from "./exists.ts";
+import { checkGgufConversion } from "./gguf_logits_check.ts";
+import { llamaCpp } from "./llama_cpp.ts";
 import { nativeToolArgs } from "./native_tool_args.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 const OUT = join(ROOT, "build/bench");
 const THREADS = Number(Deno.env.get("RILL_BENCH_THREADS") ?? navigator.hardwareConcurrency);
 const LAYERS = Number(Deno.env.get("RILL_BENCH_GPTOSS_LAYERS") ?? 24);
+const PROMPT = 128, LONG_PROMPT = 2048, STEPS = 16;
 
 /** openai/gpt-oss-20b's config.json, layer count aside. */
 const SHAPE_20B: GptOssShape = {
@@ -43,12 +63,22 @@ function checkpointBytes(s: GptOssShape): number {
   return s.layers * (attention + 2 * (E * H + E) + experts + 4 * H) + 2 * 2 * VOCAB * H + 2 * H;
 }
 
-/** Bytes one decoded token reads: attention weights (bf16), the router (held in fp32), its experts, the head. */
-function bytesPerToken(s: GptOssShape): number {
+/** Bytes of weights a decode step reads when each layer runs `experts` distinct experts. */
+function weightBytesPerStep(s: GptOssShape, experts: number): number {
   const H = s.hidden, I = s.intermediate, QD = s.heads * s.headDim, KD = s.kvHeads * s.headDim;
-  const attention = 2 * (QD * H + 2 * KD * H + H * QD);
-  const experts = s.perToken * ((2 * I * H + H * I) / 32) * 17;
-  return s.layers * (attention + 4 * s.experts * H + experts) + 2 * VOCAB * H;
+  const attention = 2 * (QD * H + 2 * KD * H + H * QD) + 4 * (QD + 2 * KD + H);
+  const router = 4 * (s.experts * H + s.experts);
+  const expert = ((2 * I * H + H * I) / 32) * 17 + 4 * (2 * I + H);
+  return s.layers * (attention + router + experts * expert) + 2 * VOCAB * H;
+}
+
+/** Bytes of keys and values a decode step reads for streams at these context lengths (even layers slide). */
+function kvBytesPerStep(s: GptOssShape, contexts: readonly number[], bytesPerValue: number): number {
+  let positions = 0;
+  for (let l = 0; l < s.layers; l++) {
+    for (const c of contexts) positions += l % 2 === 0 ? Math.min(c, s.slidingWindow) : c;
+  }
+  return positions * 2 * s.kvHeads * s.headDim * bytesPerValue;
 }
 
 async function freeBytes(dir: string): Promise<number> {
@@ -56,37 +86,132 @@ async function freeBytes(dir: string): Promise<number> {
   return Number(out.trim().split("\n").at(-1)) * 1024;
 }
 
+async function meminfo(key: string): Promise<number> {
+  const m = new RegExp(`^${key}:\\s+(\\d+) kB`, "m").exec(await Deno.readTextFile("/proc/meminfo"));
+  return m === null ? NaN : Number(m[1]) * 1024;
+}
+
+function num(text: string, re: RegExp): number {
+  return Number(re.exec(text)?.[1] ?? NaN);
+}
+
+const gb = (bytes: number) => `${(bytes / 1e9).toFixed(1)} GB`;
+const fixed = (v: number, digits = 1) => Number.isFinite(v) ? v.toFixed(digits) : "-";
+
+function table(rows: readonly (readonly string[])[]): string {
+  const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => r[c]!.length)));
+  return rows.map((r) => "  " + r.map((cell, c) => cell.padEnd(widths[c]!)).join("  ").trimEnd()).join("\n");
+}
+
 export async function run(): Promise<void> {
+  await Deno.mkdir(join(OUT, "bin"), { recursive: true });
+  if (!(await buildNativeLibrary())) throw new Error("gptoss: build/ffi/librill.so did not build");
+  const cc = Deno.env.get("CC") || "cc";
+  const benchDecode = join(OUT, "bin", "bench_decode"), promptLogits = join(OUT, "bin", "prompt_logits");
+  await exec(cc, nativeToolArgs("bench_decode.c", benchDecode));
+  await exec(cc, nativeToolArgs("prompt_logits.c", promptLogits));
+
+  const llama = await llamaCpp(OUT);
+  if (typeof llama === "string") console.log(`gptoss: llama.cpp unavailable (${llama}); rill alone`);
+  else {
+    const a = await checkGgufConversion(OUT, llama, promptLogits, THREADS);
+    console.log(
+      `gptoss: GGUF conversion checked on the small checkpoint: llama.cpp ${llama.release} vs rill, largest logit ` +
+        `difference ${a.worst.toFixed(4)} of the largest logit over ${a.positions} positions, greedy token equal at ` +
+        `${a.sameArgmax}`,
+    );
+  }
+
   const dir = join(OUT, `gpt-oss-20b-shape-${LAYERS}-layers`);
-  await Deno.mkdir(OUT, { recursive: true });
+  const gguf = join(OUT, `gpt-oss-20b-shape-${LAYERS}-layers.gguf`);
   const size = checkpointBytes(SHAPE_20B);
+  const needs = (await exists(join(dir, "complete")) ? 0 : size * 1.1) +
+    (typeof llama !== "string" && !(await exists(gguf)) ? size * 1.1 : 0);
+  const free = await freeBytes(OUT);
+  if (free < needs) {
+    console.log(`gptoss: ${gb(needs)} of disk needed in ${OUT}, ${gb(free)} free; skipped`);
+    return;
+  }
+  const available = await meminfo("MemAvailable");
+  if (available < size + 1e9) {
+    console.log(`gptoss: the weights need ${gb(size)} of memory, ${gb(available)} available; skipped`);
+    return;
+  }
   if (!(await exists(join(dir, "complete")))) {
-    const free = await freeBytes(OUT);
-    if (free < size * 1.1) {
-      console.log(
-        `gptoss: ${(size / 1e9).toFixed(1)} GB needed for ${dir}, ${(free / 1e9).toFixed(1)} GB free; skipped`,
-      );
-      return;
-    }
-    console.log(`gptoss: writing a ${LAYERS}-layer gpt-oss-20b-shaped checkpoint (${(size / 1e9).toFixed(1)} GB)`);
+    console.log(`gptoss: writing a ${LAYERS}-layer gpt-oss-20b-shaped checkpoint (${gb(size)})`);
     await Deno.mkdir(dir, { recursive: true });
     await writeGptOssCheckpoint(dir, SHAPE_20B, 20);
     await Deno.writeTextFile(join(dir, "complete"), "");
   }
-  const tool = join(OUT, "bin", "bench_decode");
-  await Deno.mkdir(join(OUT, "bin"), { recursive: true });
-  const cc = Deno.env.get("CC") || "cc";
-  await exec(cc, nativeToolArgs("bench_decode.c", tool));
-  const out = await exec(tool, [dir, "--dtype", "bf16", "--threads", String(THREADS), "--prompt", "128"]);
-  const num = (re: RegExp) => Number(re.exec(out)?.[1] ?? NaN);
-  const load = num(/load ([\d.]+) s/), prefill = num(/prefill 128: ([\d.]+) tok\/s/);
-  const x1 = num(/decode x1: ([\d.]+) tok\/s/), x8 = num(/decode x8: ([\d.]+) tok\/s/);
-  const bw = num(/read bandwidth ([\d.]+) GB\/s/) * 1e9;
-  const per = bytesPerToken(SHAPE_20B), roofline = bw / per;
+  if (typeof llama !== "string" && !(await exists(gguf))) {
+    console.log(`gptoss: converting it to GGUF (${gguf})`);
+    await exec("python3", [join(ROOT, "scripts/gptoss_to_gguf.py"), dir, gguf]);
+  }
+
+  if (Deno.env.get("RILL_BENCH_GPTOSS_PREPARE") === "1") {
+    console.log(`gptoss: ${dir} and its GGUF conversion are ready; not measured (RILL_BENCH_GPTOSS_PREPARE=1)`);
+    return;
+  }
+  const common = ["--threads", String(THREADS), "--prompt", String(PROMPT), "--steps", String(STEPS)];
+  const rill = await exec(benchDecode, [dir, "--dtype", "bf16", "--long", String(LONG_PROMPT), ...common]);
+  const other = typeof llama === "string"
+    ? ""
+    : await exec(llama.tool, [gguf, llama.libdir, "--long", String(LONG_PROMPT), ...common]);
+
+  const bw = Math.max(num(rill, /read bandwidth ([\d.]+) GB\/s/), num(rill, /\(([\d.]+) after\)/)) * 1e9;
+  const kvBytes = /kv bf16/.test(rill) ? 2 : 4;
+  const union = num(other, /x8 experts read ([\d.]+) per layer/);
+  const step1 = weightBytesPerStep(SHAPE_20B, SHAPE_20B.perToken) +
+    kvBytesPerStep(SHAPE_20B, [PROMPT + STEPS / 2], kvBytes);
+  const step8 = weightBytesPerStep(SHAPE_20B, union) +
+    kvBytesPerStep(SHAPE_20B, Array.from({ length: 8 }, (_, i) => 16 + i + STEPS / 2), kvBytes);
+  const roof1 = bw / step1, roof8 = 8 * bw / step8;
+  const r = {
+    load: num(rill, /load ([\d.]+) s/),
+    rss: num(rill, /peak rss ([\d.]+) GB/),
+    pf: num(rill, /prefill 128: ([\d.]+) tok\/s/),
+    pl: num(rill, /prefill 2048: ([\d.]+) tok\/s/),
+    x1: num(rill, /decode x1: ([\d.]+) tok\/s/),
+    x8: num(rill, /decode x8: ([\d.]+) tok\/s/),
+  };
+  const l = {
+    load: num(other, /load ([\d.]+) s/),
+    rss: num(other, /peak rss ([\d.]+) GB/),
+    pf: num(other, /prefill 128: ([\d.]+) tok\/s/),
+    pl: num(other, /prefill 2048: ([\d.]+) tok\/s/),
+    x1: num(other, /decode x1: ([\d.]+) tok\/s/),
+    x8: num(other, /decode x8: ([\d.]+) tok\/s/),
+  };
+  const ratio = (a: number, b: number) => Number.isFinite(a / b) ? `${(a / b).toFixed(2)}x` : "-";
+  const pct = (v: number, roof: number) => Number.isFinite(v / roof) ? `${(100 * v / roof).toFixed(0)}%` : "-";
+  const cpu = /^model name\s*:\s*(.*)$/m.exec(await Deno.readTextFile("/proc/cpuinfo"))?.[1] ?? "?";
   console.log(
-    `gptoss: 20b shape, ${LAYERS} layers, bf16 + MXFP4 experts, ${THREADS} threads | load ${load} s | prefill 128: ` +
-      `${prefill} tok/s | decode x1: ${x1} tok/s = ${(100 * x1 / roofline).toFixed(0)}% of the roofline ` +
-      `(${(per / 1e6).toFixed(0)} MB a token at ${(bw / 1e9).toFixed(1)} GB/s: ${roofline.toFixed(1)} tok/s) | ` +
-      `decode x8: ${x8} tok/s`,
+    `gptoss: 20b shape, ${LAYERS} layers, ${THREADS} threads, ${cpu}, ${gb(await meminfo("MemTotal"))} RAM, ` +
+      `${new Date().toISOString().slice(0, 16)}Z; rill bf16 + MXFP4 experts (${/isa (\w+)/.exec(rill)?.[1]}, kv ` +
+      `${kvBytes === 2 ? "bf16" : "fp32"}); llama.cpp ${typeof llama === "string" ? "-" : llama.release} on the GGUF ` +
+      `conversion (BF16 + MXFP4 experts, kv f16); read bandwidth ${(bw / 1e9).toFixed(1)} GB/s`,
   );
+  console.log(table([
+    ["", "rill", "llama.cpp", "rill/llama.cpp", "target"],
+    ["load (s)", fixed(r.load, 1), fixed(l.load, 1), "", ""],
+    ["peak resident (GB)", fixed(r.rss, 2), fixed(l.rss, 2), "", "rill <= 15"],
+    [`prefill ${PROMPT} (tok/s)`, fixed(r.pf), fixed(l.pf), ratio(r.pf, l.pf), ""],
+    [`prefill ${LONG_PROMPT} (tok/s)`, fixed(r.pl), fixed(l.pl), ratio(r.pl, l.pl), ""],
+    ["decode x1 (tok/s)", fixed(r.x1, 2), fixed(l.x1, 2), ratio(r.x1, l.x1), ">= 1.2x"],
+    [
+      `  of roofline ${fixed(roof1, 2)} tok/s (${(step1 / 1e6).toFixed(0)} MB/step)`,
+      pct(r.x1, roof1),
+      pct(l.x1, roof1),
+      "",
+      ">= 70%",
+    ],
+    ["decode x8 (tok/s)", fixed(r.x8, 2), fixed(l.x8, 2), ratio(r.x8, l.x8), ">= 1.5x"],
+    [
+      `  of roofline ${fixed(roof8, 2)} tok/s (${(step8 / 1e6).toFixed(0)} MB/step, ${fixed(union, 1)} experts/layer)`,
+      pct(r.x8, roof8),
+      pct(l.x8, roof8),
+      "",
+      ">= 70%",
+    ],
+  ]));
 }

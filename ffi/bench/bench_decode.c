@@ -3,11 +3,15 @@
  * memory read bandwidth so decode can be stated as a fraction of its roofline (bytes of weights streamed per token ÷
  * bandwidth). Uses only the public ABI.
  *
- *   bench_decode MODEL_DIR [--dtype fp32|bf16|int8|all] [--threads N] [--prompt P] [--steps S] [--reps R]
- *                [--temperature T]
+ *   bench_decode MODEL_DIR [--dtype fp32|bf16|int8|all] [--threads N] [--prompt P] [--long P2] [--steps S]
+ *                [--reps R] [--temperature T]
  *   bench_decode --bandwidth [--threads N]
  *
- * Prints one line per measurement; medians over R repetitions. Decoding is greedy unless --temperature T > 0 (then
+ * Prints one line per measurement; medians over R repetitions. --long P2 also times the prefill of a P2-token prompt,
+ * once (on a large model it takes minutes).
+ * Each line ends with the process's peak resident memory (VmHWM): the larger of its peak while the engine loads and
+ * its peak while it runs, the latter counted after the bandwidth probe's buffer is freed (the probe is not the
+ * engine's). Decoding is greedy unless --temperature T > 0 (then
  * sampled with the API's defaults otherwise: no top-p, top-k or min-p, so every row exponentiates and sums the whole
  * vocabulary). --bandwidth prints only the best read bandwidth of 5 passes over 1 GB, in GB/s, with N threads
  * (default: all cores).
@@ -120,6 +124,27 @@ static double read_bandwidth(int threads) {
   return best;
 }
 
+/* Peak resident set in bytes (VmHWM), or -1. */
+static double peak_rss(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  if (f == NULL) return -1.0;
+  char line[256];
+  double kb = -1.0;
+  while (fgets(line, sizeof line, f) != NULL) {
+    if (strncmp(line, "VmHWM:", 6) == 0) kb = atof(line + 6);
+  }
+  fclose(f);
+  return kb * 1024.0;
+}
+
+/* Resets VmHWM to the current resident set (Linux: clear_refs 5); 0 on success. */
+static int reset_peak_rss(void) {
+  FILE *f = fopen("/proc/self/clear_refs", "w");
+  if (f == NULL) return -1;
+  int ok = fputs("5", f) >= 0;
+  return fclose(f) == 0 && ok ? 0 : -1;
+}
+
 /* ---- batches ---- */
 
 typedef struct seqs {
@@ -170,8 +195,10 @@ static void bb_alloc(batch_buf *b, int K1, int L) {
   b->top_lp = calloc((size_t)MAXB * (size_t)K1 * (size_t)L, 4);
 }
 
-/* One step: sequence i feeds fed[i] tokens after ctx[i] cached ones, in its own run of blocks. */
+/* One step: sequence i feeds fed[i] tokens after ctx[i] cached ones, in its own run of blocks: sequence 0's first
+ * block is 0 and it has g_first_blocks of them; sequence i > 0 starts at g_first_blocks + (i - 1) · blocks_per_seq. */
 static float g_temperature = 0.0f;
+static int g_first_blocks = 64;
 
 static rill_status step(rill_engine *e, batch_buf *bb, int n, const int *fed, int32_t *ctx, int block_size,
                         int blocks_per_seq) {
@@ -196,7 +223,8 @@ static rill_status step(rill_engine *e, batch_buf *bb, int n, const int *fed, in
     bb->logprobs[i] = -1;
     bb->mask_row_start[i] = -1;
     for (int j = 0; j < STRIDE; j++) {
-      bb->block_tables[i * STRIDE + j] = j * block_size < ctx[i] ? i * blocks_per_seq + j : -1;
+      const int base = i == 0 ? 0 : g_first_blocks + (i - 1) * blocks_per_seq;
+      bb->block_tables[i * STRIDE + j] = j * block_size < ctx[i] ? base + j : -1;
     }
   }
   bb->query_start[n] = t;
@@ -243,21 +271,30 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (argc < 2) {
-    fprintf(stderr, "usage: bench_decode MODEL_DIR [--dtype fp32|bf16|int8|all] [--threads N] [--prompt P] "
+    fprintf(stderr, "usage: bench_decode MODEL_DIR [--dtype fp32|bf16|int8|all] [--threads N] [--prompt P] [--long P2] "
                     "[--steps S] [--reps R]\n");
     return 2;
   }
   const char *dir = argv[1], *dtype_arg = "all";
-  int threads = 0, prompt = 128, steps = 16, reps = 3;
+  int threads = 0, prompt = 128, long_prompt = 0, steps = 16, reps = 3;
   for (int i = 2; i + 1 < argc; i += 2) {
     if (strcmp(argv[i], "--dtype") == 0) dtype_arg = argv[i + 1];
     else if (strcmp(argv[i], "--threads") == 0) threads = atoi(argv[i + 1]);
     else if (strcmp(argv[i], "--prompt") == 0) prompt = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "--long") == 0) long_prompt = atoi(argv[i + 1]);
     else if (strcmp(argv[i], "--steps") == 0) steps = atoi(argv[i + 1]);
     else if (strcmp(argv[i], "--reps") == 0) reps = atoi(argv[i + 1]);
     else if (strcmp(argv[i], "--temperature") == 0) g_temperature = (float)atof(argv[i + 1]);
   }
   if (reps > 15) reps = 15;
+  const int biggest = long_prompt > prompt ? long_prompt : prompt;
+  if (prompt < 1 || long_prompt < 0 || steps < 1 || biggest + steps > MAXT || reps < 1) {
+    fprintf(stderr, "--prompt and --long plus --steps must be within 1..%d, --reps at least 1\n", MAXT);
+    return 2;
+  }
+  /* Sequence 0 holds the longest prompt and its decode steps; the others, the 8-stream runs' short contexts. */
+  const int bps = 64; /* blocks per other sequence: 1024 positions */
+  g_first_blocks = (biggest + steps + 15) / 16 > bps ? (biggest + steps + 15) / 16 : bps;
   const char *dtypes[3] = {"fp32", "bf16", "int8"};
   int first = 0, last = 2;
   for (int d = 0; d < 3; d++) {
@@ -270,8 +307,8 @@ int main(int argc, char **argv) {
     o.dtype = dtypes[d];
     o.threads = threads;
     o.max_seqs = 8;
-    o.max_batch_tokens = prompt > 256 ? prompt : 256;
-    o.num_blocks = 8 * 64;
+    o.max_batch_tokens = biggest > 256 ? biggest : 256;
+    o.num_blocks = g_first_blocks + 7 * bps;
     o.num_sliding_blocks = o.num_blocks; /* gpt-oss: the sliding layers address the same ids in their own pool */
     o.block_size = 16;
     o.max_drafts = 1;
@@ -283,10 +320,12 @@ int main(int argc, char **argv) {
       return 1;
     }
     double load = now() - t0;
+    const double rss_load = peak_rss();
     rill_info info;
     rill_engine_info(e, &info);
     /* Measured next to each precision's run: on a shared machine the bandwidth available drifts. */
     double bw = read_bandwidth(info.threads);
+    const int rss_reset = reset_peak_rss();
     /* Bytes streamed per decoded token: every layer matrix and the output projection; the embedding table is read
      * one row at a time unless it is the (tied) output projection. */
     const int nb = (int)((info.hidden_size + 31) / 32);
@@ -297,8 +336,7 @@ int main(int argc, char **argv) {
     double roofline = bw * 1e9 / per_token;
     batch_buf bb;
     bb_alloc(&bb, 2, 1);
-    const int bps = 64; /* blocks per sequence: 1024 positions */
-    double pf[15], d1[15], d8[15];
+    double pf[15], d1[15], d8[15], pl[15];
     for (int r = 0; r < reps; r++) {
       int32_t ctx[8] = {0};
       int fed[8] = {prompt, 1, 1, 1, 1, 1, 1, 1};
@@ -325,8 +363,18 @@ int main(int argc, char **argv) {
         if (step(e, &bb, 8, fed8, ctx8, 16, bps) != RILL_OK) return fail(e);
       }
       d8[r] = 8.0 * steps / (now() - s);
+      pl[r] = 0.0;
+      if (long_prompt > 0 && r == 0) {
+        int32_t ctxl[8] = {0};
+        int fedl[8] = {long_prompt};
+        s = now();
+        if (step(e, &bb, 1, fedl, ctxl, 16, bps) != RILL_OK) return fail(e);
+        pl[r] = long_prompt / (now() - s);
+      }
     }
-    double mpf = median(pf, reps), md1 = median(d1, reps), md8 = median(d8, reps);
+    const double rss_run = peak_rss();
+    const double rss = rss_reset == 0 ? (rss_run > rss_load ? rss_run : rss_load) : rss_run;
+    double mpf = median(pf, reps), md1 = median(d1, reps), md8 = median(d8, reps), mpl = pl[0];
     double bw_after = read_bandwidth(info.threads);
     best_bw = bw > best_bw ? bw : best_bw;
     best_bw = bw_after > best_bw ? bw_after : best_bw;
@@ -340,9 +388,11 @@ int main(int argc, char **argv) {
     }
     printf("%s: isa %s, threads %d, load %.1f s, weights %.0f MB, streamed %.0f MB/token | read bandwidth %.2f GB/s "
            "(%.2f after) | prefill %d: %.1f tok/s | decode x1: %.2f tok/s (roofline %.2f, %.0f%%) | decode x8: %.2f "
-           "tok/s | loadavg %.2f\n",
+           "tok/s | loadavg %.2f | peak rss %.2f GB (load %.2f GB)",
            dtypes[d], info.isa, info.threads, load, info.weight_bytes / 1e6, per_token / 1e6, bw, bw_after, prompt,
-           mpf, md1, roofline, 100.0 * md1 / roofline, md8, loadavg);
+           mpf, md1, roofline, 100.0 * md1 / roofline, md8, loadavg, rss / 1e9, rss_load / 1e9);
+    if (long_prompt > 0) printf(" | prefill %d: %.1f tok/s", long_prompt, mpl);
+    printf(" | kv %s\n", info.kv_dtype);
     fflush(stdout);
     rill_engine_destroy(e);
   }

@@ -154,9 +154,13 @@ rill_status rill_model_weights_load(const rill_checkpoint *ck, const char *ck_na
     return rill_fail(err, err_cap, RILL_ERR_OUT_OF_MEMORY, "out of memory");
   }
   matrix(&l, &w->embed, type, &embed, 1, (int)H, &s);
+  rill_checkpoint_drop_resident(ck);
   if (!w->tied) matrix(&l, &w->lm_head, type, &head, 1, (int)H, &s);
   w->final_norm = vector(&l, "model.norm.weight", H, &s);
+  /* Each part's source pages are let go once it is copied out: the resident peak is the copy plus one layer, not
+   * the copy plus the checkpoint. */
   for (int i = 0; i < c->num_layers && s == RILL_OK; i++) {
+    rill_checkpoint_drop_resident(ck);
     rill_layer_weights *L = &w->layers[i];
     snprintf(name, sizeof name, "model.layers.%d.input_layernorm.weight", i);
     L->attn_norm = vector(&l, name, H, &s);
@@ -215,6 +219,7 @@ rill_status rill_model_weights_load(const rill_checkpoint *ck, const char *ck_na
     w->bytes += rill_matrix_bytes(&L->qkv) + rill_matrix_bytes(&L->o) + rill_matrix_bytes(&L->gate_up) +
                 rill_matrix_bytes(&L->down);
   }
+  rill_checkpoint_drop_resident(ck);
   if (s != RILL_OK) {
     rill_model_weights_free(w);
     return s;

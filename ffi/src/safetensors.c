@@ -1,4 +1,5 @@
 #define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* madvise MADV_DONTNEED */
 
 #include "safetensors.h"
 
@@ -57,6 +58,15 @@ const rill_tensor *rill_checkpoint_find(const rill_checkpoint *ck, const char *n
 }
 
 size_t rill_checkpoint_bytes(const rill_checkpoint *ck) { return ck->data_bytes; }
+
+void rill_checkpoint_drop_resident(const rill_checkpoint *ck) {
+  /* The mappings are private, read-only and never written, so dropping their pages loses nothing. Advice only: a
+   * kernel that ignores it keeps the pages resident, which is correct too. */
+  for (size_t i = 0; i < ck->num_files; i++) {
+    const mapped_file *f = &ck->files[i];
+    if (f->map != NULL && f->map != MAP_FAILED && f->size > 0) (void)madvise(f->map, f->size, MADV_DONTNEED);
+  }
+}
 
 const char *rill_checkpoint_name(const rill_checkpoint *ck) {
   return ck->sharded ? "model.safetensors.index.json" : "model.safetensors";

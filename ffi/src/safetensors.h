@@ -44,5 +44,9 @@ const rill_tensor *rill_checkpoint_find(const rill_checkpoint *ck, const char *n
 const char *rill_checkpoint_name(const rill_checkpoint *ck);
 /* Total bytes of tensor data over all files. */
 size_t rill_checkpoint_bytes(const rill_checkpoint *ck);
+/* Lets go of the pages of the files this process has resident through its mappings (the page cache keeps them; a
+ * later read of a tensor maps them in again), so a loader that copies tensors out does not hold the checkpoint and
+ * its copy at once. Tensors stay valid. */
+void rill_checkpoint_drop_resident(const rill_checkpoint *ck);
 
 #endif /* RILL_SAFETENSORS_H */
