@@ -290,6 +290,22 @@ static inline RILL_HD void rill_sample_fill_alternatives(const float *raw, int32
 
 /* ---- a sequence of a step batch (host side of either device) ---- */
 
+/* One sequence's sampling parameters (rill.h's RILL_SAMPLING_FIELDS), read once per row by the CPU sampler and packed
+ * as they are into each CUDA sample job. */
+typedef struct rill_sample_row {
+#define RILL_SAMPLE_ROW_FIELD(name, type, limit, neutral) type name;
+  RILL_SAMPLING_FIELDS(RILL_SAMPLE_ROW_FIELD)
+#undef RILL_SAMPLE_ROW_FIELD
+} rill_sample_row;
+
+static inline rill_sample_row rill_sample_row_at(const rill_step_batch *b, int32_t i) {
+  rill_sample_row p;
+#define RILL_SAMPLE_ROW_READ(name, type, limit, neutral) p.name = b->name[i];
+  RILL_SAMPLING_FIELDS(RILL_SAMPLE_ROW_READ)
+#undef RILL_SAMPLE_ROW_READ
+  return p;
+}
+
 /* Greedy with no penalty, bias or mask: every row of sequence i is the argmax of its raw logits, ties to the lowest
  * id (the general path gives the same token). */
 static inline int rill_sample_plain(const rill_step_batch *b, int32_t i) {

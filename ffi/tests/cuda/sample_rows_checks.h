@@ -47,7 +47,7 @@ struct batch {
   std::vector<float> bias_values, logits;
   std::vector<uint32_t> mask;
 
-  rill_step_batch view() {
+  rill_step_batch view() const {
     rill_step_batch b;
     memset(&b, 0, sizeof b);
     b.num_seqs = S;
@@ -197,6 +197,7 @@ cudaError_t device_sample(const batch *b, outputs *o) {
   std::vector<rill_sample_job> jobs((size_t)b->R);
   std::vector<int32_t> drafts((size_t)b->R + 1, 0);
   const size_t words = ((size_t)b->V + 31) / 32;
+  const rill_step_batch v = b->view();
   int32_t R = 0;
   for (int32_t i = 0; i < b->S; i++) {
     if (!b->sample_flags[i]) continue;
@@ -208,15 +209,7 @@ cudaError_t device_sample(const batch *b, outputs *o) {
       memset(&j, 0, sizeof j);
       j.r = r;
       j.plain = plain;
-      j.temperature = b->temperature[i];
-      j.top_p = b->top_p[i];
-      j.min_p = b->min_p[i];
-      j.presence = b->presence[i];
-      j.frequency = b->frequency[i];
-      j.repetition = b->repetition[i];
-      j.top_k = b->top_k[i];
-      j.logprobs = b->logprobs[i];
-      j.seed = b->seeds[i];
+      j.p = rill_sample_row_at(&v, i);
       j.position = b->context_lens[i] - dc + r;
       j.mask_row = b->mask_row_start[i] < 0 ? -1 : b->mask_row_start[i] + r;
       j.hist_off = b->history_start[i];
