@@ -265,7 +265,7 @@ __device__ int32_t sample_general(const rill_sample_job &j, const float *raw, in
   __syncthreads();
   if (threadIdx.x == 0) {
     rill_sample_penalties(history, j.hist_off, j.hist_off + j.hist_prompt, j.hist_off + j.hist_len,
-                          drafts + j.drafts_off, j.r, j.p.frequency_penalty, j.p.presence_penalty, j.p.repetition_penalty, w, s.counts, s.seen);
+                          drafts + j.drafts_off, j.r, &j.p, w, s.counts, s.seen);
     rill_sample_bias(bias_ids, bias_values, j.bias_off, j.bias_off + j.bias_len, w);
   }
   __syncthreads();

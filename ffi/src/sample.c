@@ -35,8 +35,7 @@ static rill_status sample_row(const rill_step_batch *b, int32_t i, int32_t r, co
   for (int32_t t = 0; t < V; t++) w[t] = rill_sample_logit(raw[t]);
   const int32_t hs = b->history_start[i];
   rill_sample_penalties(b->history, hs, hs + b->history_prompt_lens[i], b->history_start[i + 1],
-                        rill_sample_drafts(b, i), r, p.frequency_penalty, p.presence_penalty,
-                        p.repetition_penalty, w, s->counts, s->seen);
+                        rill_sample_drafts(b, i), r, &p, w, s->counts, s->seen);
   rill_sample_bias(b->bias_ids, b->bias_values, b->bias_start[i], b->bias_start[i + 1], w);
 
   int32_t first_allowed = 0;
