@@ -5,8 +5,9 @@
  * that leaves a field out, and the FFI layout of `rill_step_batch` (whose `c` names and element types
  * tests/native/layout_test.ts checks against ffi/include/rill.h).
  *
- * Adding a field: one entry here (in rill.h's struct order), the field in rill.h and its use in the C samplers, the
- * request field in api/sampling_fields.ts.
+ * Adding a field: one entry here (in rill.h's struct order); in ffi/include/rill.h the struct field and its
+ * RILL_SAMPLING_FIELDS entry (which the C validator, samplers, CUDA packing and C test fixtures iterate); its rule in
+ * ffi/src/sample_rules.h; the request field in api/sampling_fields.ts.
  *
  * Invariants:
  * - Entries are in the order of their pointers in `rill_step_batch`; the binding lays the struct out in this order.

@@ -844,15 +844,7 @@ rill_status rill_cuda_step(rill_cuda *d, const rill_step_batch *b, rill_step_res
       rill_sample_job *j = &jobs[R + r];
       j->r = r;
       j->plain = plain;
-      j->temperature = b->temperature[i];
-      j->top_p = b->top_p[i];
-      j->min_p = b->min_p[i];
-      j->presence = b->presence_penalty[i];
-      j->frequency = b->frequency_penalty[i];
-      j->repetition = b->repetition_penalty[i];
-      j->top_k = b->top_k[i];
-      j->logprobs = b->logprobs[i];
-      j->seed = b->seeds[i];
+      j->p = rill_sample_row_at(b, i);
       j->position = rill_sample_position(b, i, r);
       j->mask_row = -1;
       if (b->mask_row_start[i] >= 0) {

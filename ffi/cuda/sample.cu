@@ -265,7 +265,7 @@ __device__ int32_t sample_general(const rill_sample_job &j, const float *raw, in
   __syncthreads();
   if (threadIdx.x == 0) {
     rill_sample_penalties(history, j.hist_off, j.hist_off + j.hist_prompt, j.hist_off + j.hist_len,
-                          drafts + j.drafts_off, j.r, j.frequency, j.presence, j.repetition, w, s.counts, s.seen);
+                          drafts + j.drafts_off, j.r, &j.p, w, s.counts, s.seen);
     rill_sample_bias(bias_ids, bias_values, j.bias_off, j.bias_off + j.bias_len, w);
   }
   __syncthreads();
@@ -284,7 +284,7 @@ __device__ int32_t sample_general(const rill_sample_job &j, const float *raw, in
   if (first.id < 0) return -1;
   const int32_t best = top.id < 0 ? first.id : top.id;
   const double max = top.id < 0 ? -INFINITY : top.v;
-  const double temperature = j.temperature;
+  const double temperature = j.p.temperature;
   if (rill_sample_is_greedy(temperature, max)) return best;
 
   int32_t positive = 0;
@@ -298,15 +298,15 @@ __device__ int32_t sample_general(const rill_sample_job &j, const float *raw, in
   kept_set ks{w, false, 0, -1, 0.0};
   int32_t kept = n;
   bool sorted = false, decided = true;
-  if (j.top_k > 0 && j.top_k < n) {
-    block_select(ks, V, 8, false, j.top_k - 1, 0.0, &ws->sel); /* n > top_k members: always selects */
+  if (j.p.top_k > 0 && j.p.top_k < n) {
+    block_select(ks, V, 8, false, j.p.top_k - 1, 0.0, &ws->sel); /* n > top_k members: always selects */
     ks.cut = true;
     ks.cut_key = ws->sel.key;
     ks.cut_id = ws->sel.id;
-    kept = j.top_k;
+    kept = j.p.top_k;
     sorted = true;
   }
-  const double top_p = j.top_p;
+  const double top_p = j.p.top_p;
   if (top_p > 0 && top_p < 1 && kept > 1) {
     /* The host's cut: the first member, most probable first, at which the running mass reaches top_p · total. */
     double part = 0;
@@ -330,7 +330,7 @@ __device__ int32_t sample_general(const rill_sample_job &j, const float *raw, in
     }
     sorted = true;
   }
-  const double min_p = j.min_p;
+  const double min_p = j.p.min_p;
   if (min_p > 0 && kept > 1) {
     ks.min_w = min_p;
     if (sorted && min_p > 1) decided = false; /* the host keeps the most probable member then; validation forbids it */
@@ -349,7 +349,7 @@ __device__ int32_t sample_general(const rill_sample_job &j, const float *raw, in
     }
     double total;
     const double base = block_exclusive_sum(part, ws->dbuf, &total);
-    const double target = rill_uniform(j.seed, (uint32_t)j.position, 0) * total, e = margin(total, n);
+    const double target = rill_uniform(j.p.seeds, (uint32_t)j.position, 0) * total, e = margin(total, n);
     if (threadIdx.x == 0) ws->result = -1;
     __syncthreads();
     if (total > 0 && base <= target + e && base + part > target - e) {
@@ -377,8 +377,8 @@ __device__ int32_t sample_general(const rill_sample_job &j, const float *raw, in
   }
   __syncthreads();
   if (threadIdx.x == 0) {
-    const double u = rill_uniform(j.seed, (uint32_t)j.position, 0);
-    ws->result = rill_sample_draw(w, V, s.order, j.top_k, j.top_p, j.min_p, u);
+    const double u = rill_uniform(j.p.seeds, (uint32_t)j.position, 0);
+    ws->result = rill_sample_draw(w, V, s.order, j.p.top_k, j.p.top_p, j.p.min_p, u);
 #ifdef RILL_CUDA_EMU
     rill_sample_serial_rows++;
 #endif
@@ -407,7 +407,7 @@ __global__ void sample_kernel(const float *logits, int R, int V, const rill_samp
       tok = sample_general(j, raw, V, history, bias_ids, bias_values, drafts, mask, slot, &ws);
     }
     if (threadIdx.x == 0) out_tok[row] = tok;
-    if (j.logprobs < 0 || tok < 0) {
+    if (j.p.logprobs < 0 || tok < 0) {
       if (threadIdx.x == 0) out_lp[row] = 0.0f;
       continue;
     }
@@ -429,7 +429,7 @@ __global__ void sample_kernel(const float *logits, int R, int V, const rill_samp
       log_z = max + log(sum);
     }
     if (threadIdx.x == 0) out_lp[row] = rill_sample_logprob(raw[tok], log_z);
-    const int n = j.logprobs;
+    const int n = j.p.logprobs;
     if (n == 0) continue;
     /* The n largest non-NaN logits, descending, ties to the lower id (sample.c's top_alternatives): the n-th by a
      * selection, then the members up to it gathered and sorted. */

@@ -16,12 +16,12 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "sample_rules.h"
+
 struct rill_sample_job {
   int32_t r;     /* row within its sequence: the number of drafts before it */
   int32_t plain; /* greedy with no penalty, bias or mask: argmax of the raw row */
-  float temperature, top_p, min_p, presence, frequency, repetition;
-  int32_t top_k, logprobs; /* logprobs: -1 none, else the number of alternatives */
-  uint64_t seed;
+  rill_sample_row p;             /* the sequence's sampling parameters (logprobs: -1 none, else the alternatives) */
   int32_t position;             /* where the sampled token sits: the Philox counter */
   int32_t mask_row;             /* row of the packed mask, -1 for none */
   int32_t hist_off, hist_len;   /* the sequence's history in the packed history */

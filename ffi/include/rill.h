@@ -149,6 +149,25 @@ typedef struct rill_step_batch {
                                           (a block fallen out of the window, freed by the caller) is the convention */
 } rill_step_batch;
 
+/*
+ * The per-sequence sampling arrays of rill_step_batch (temperature .. logprobs: consecutive there, in this order),
+ * listed once for the library: X(name, element type, limit kind, neutral value). The library declares its per-row
+ * sampling parameters, validates, packs for the device and builds its test batches from this list, and checks at
+ * compile time that the list and the struct agree (same names, types and order, nothing left out between them).
+ * Limit kinds (what validation accepts): NONNEG finite and >= 0; UNIT in 0..1; COUNT an integer >= 0; FINITE finite;
+ * POSITIVE finite and > 0; ANY every value; TOP_LOGPROBS -1..max_top_logprobs. The neutral value turns the field off.
+ */
+#define RILL_SAMPLING_FIELDS(X)                 \
+  X(temperature, float, NONNEG, 0)              \
+  X(top_p, float, UNIT, 1)                      \
+  X(top_k, int32_t, COUNT, 0)                   \
+  X(min_p, float, UNIT, 0)                      \
+  X(presence_penalty, float, FINITE, 0)         \
+  X(frequency_penalty, float, FINITE, 0)        \
+  X(repetition_penalty, float, POSITIVE, 1)     \
+  X(seeds, uint64_t, ANY, 7)                    \
+  X(logprobs, int32_t, TOP_LOGPROBS, -1)
+
 typedef struct rill_step_result {
   int32_t *counts;       /* [B] */
   int32_t *tokens;       /* [B * K1] */

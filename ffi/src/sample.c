@@ -31,11 +31,11 @@ static rill_status sample_row(const rill_step_batch *b, int32_t i, int32_t r, co
     *out = best;
     return RILL_OK;
   }
+  const rill_sample_row p = rill_sample_row_at(b, i);
   for (int32_t t = 0; t < V; t++) w[t] = rill_sample_logit(raw[t]);
   const int32_t hs = b->history_start[i];
   rill_sample_penalties(b->history, hs, hs + b->history_prompt_lens[i], b->history_start[i + 1],
-                        rill_sample_drafts(b, i), r, b->frequency_penalty[i], b->presence_penalty[i],
-                        b->repetition_penalty[i], w, s->counts, s->seen);
+                        rill_sample_drafts(b, i), r, &p, w, s->counts, s->seen);
   rill_sample_bias(b->bias_ids, b->bias_values, b->bias_start[i], b->bias_start[i + 1], w);
 
   int32_t first_allowed = 0;
@@ -62,14 +62,14 @@ static rill_status sample_row(const rill_step_batch *b, int32_t i, int32_t r, co
   }
   /* Every allowed logit is -inf: the rule's tie-break (lowest id) decides. */
   if (best < 0) best = first_allowed;
-  const double temperature = b->temperature[i];
+  const double temperature = p.temperature;
   if (rill_sample_is_greedy(temperature, max)) {
     *out = best;
     return RILL_OK;
   }
   for (int32_t t = 0; t < V; t++) w[t] = rill_sample_weight(w[t], max, temperature);
-  const double u = rill_uniform(b->seeds[i], (uint32_t)rill_sample_position(b, i, r), 0);
-  *out = rill_sample_draw(w, V, s->order, b->top_k[i], b->top_p[i], b->min_p[i], u);
+  const double u = rill_uniform(p.seeds, (uint32_t)rill_sample_position(b, i, r), 0);
+  *out = rill_sample_draw(w, V, s->order, p.top_k, p.top_p, p.min_p, u);
   return RILL_OK;
 }
 

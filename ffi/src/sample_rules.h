@@ -76,14 +76,31 @@ static inline RILL_HD int rill_sample_key_before(uint64_t ka, int32_t a, uint64_
 /* A raw logit as the rule reads it: a NaN (a broken model) can never be chosen, so it ranks as an impossible token. */
 static inline RILL_HD double rill_sample_logit(float raw) { return isnan(raw) ? -INFINITY : (double)raw; }
 
+/* One sequence's sampling parameters (rill.h's RILL_SAMPLING_FIELDS), read once per row by the CPU sampler and packed
+ * as they are into each CUDA sample job. */
+typedef struct rill_sample_row {
+#define RILL_SAMPLE_ROW_FIELD(name, type, limit, neutral) type name;
+  RILL_SAMPLING_FIELDS(RILL_SAMPLE_ROW_FIELD)
+#undef RILL_SAMPLE_ROW_FIELD
+} rill_sample_row;
+
+static inline rill_sample_row rill_sample_row_at(const rill_step_batch *b, int32_t i) {
+  rill_sample_row p;
+#define RILL_SAMPLE_ROW_READ(name, type, limit, neutral) p.name = b->name[i];
+  RILL_SAMPLING_FIELDS(RILL_SAMPLE_ROW_READ)
+#undef RILL_SAMPLE_ROW_READ
+  return p;
+}
+
 /*
  * Penalties (step 2 of the rule) on w. history[hs, he) is the sequence's history, its generated part from gen; the
  * row's history is that followed by its r preceding drafts as generated tokens: what plain decoding would have seen at
  * that position. counts and seen are vocabulary-sized scratch, written before read.
  */
 static inline RILL_HD void rill_sample_penalties(const int32_t *history, int32_t hs, int32_t gen, int32_t he,
-                                                 const int32_t *drafts, int32_t r, double frequency, double presence,
-                                                 double repetition, double *w, int32_t *counts, uint8_t *seen) {
+                                                 const int32_t *drafts, int32_t r, const rill_sample_row *p,
+                                                 double *w, int32_t *counts, uint8_t *seen) {
+  const double frequency = p->frequency_penalty, presence = p->presence_penalty, repetition = p->repetition_penalty;
   if (frequency != 0 || presence != 0) {
     int32_t *c = counts;
     for (int32_t h = gen; h < he; h++) c[history[h]] = 0;

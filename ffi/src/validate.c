@@ -1,6 +1,8 @@
 #include "validate.h"
 
 #include <math.h>
+#include <stddef.h>
+#include <stdio.h>
 
 #include "fail.h"
 
@@ -12,6 +14,60 @@
   } while (0)
 
 static int finite_f(float x) { return isfinite(x) != 0; }
+
+/* The limit kinds of RILL_SAMPLING_FIELDS (rill.h): whether a value (widened to double, exact for every field type
+ * but the 64-bit ANY) is accepted, and the phrase an error gives. */
+static int limit_NONNEG(double v, const rill_limits *lim) { return (void)lim, isfinite(v) && v >= 0; }
+static int limit_UNIT(double v, const rill_limits *lim) { return (void)lim, v >= 0 && v <= 1; }
+static int limit_COUNT(double v, const rill_limits *lim) { return (void)lim, v >= 0; }
+static int limit_FINITE(double v, const rill_limits *lim) { return (void)lim, isfinite(v) != 0; }
+static int limit_POSITIVE(double v, const rill_limits *lim) { return (void)lim, isfinite(v) && v > 0; }
+static int limit_ANY(double v, const rill_limits *lim) { return (void)v, (void)lim, 1; }
+static int limit_TOP_LOGPROBS(double v, const rill_limits *lim) { return v >= -1 && v <= lim->max_top_logprobs; }
+
+static const char *limit_text_NONNEG(const rill_limits *lim, char *buf, size_t cap) {
+  return (void)lim, (void)buf, (void)cap, "finite and >= 0";
+}
+static const char *limit_text_UNIT(const rill_limits *lim, char *buf, size_t cap) {
+  return (void)lim, (void)buf, (void)cap, "in 0..1";
+}
+static const char *limit_text_COUNT(const rill_limits *lim, char *buf, size_t cap) {
+  return (void)lim, (void)buf, (void)cap, ">= 0";
+}
+static const char *limit_text_FINITE(const rill_limits *lim, char *buf, size_t cap) {
+  return (void)lim, (void)buf, (void)cap, "finite";
+}
+static const char *limit_text_POSITIVE(const rill_limits *lim, char *buf, size_t cap) {
+  return (void)lim, (void)buf, (void)cap, "finite and > 0";
+}
+static const char *limit_text_ANY(const rill_limits *lim, char *buf, size_t cap) {
+  return (void)lim, (void)buf, (void)cap, "anything";
+}
+static const char *limit_text_TOP_LOGPROBS(const rill_limits *lim, char *buf, size_t cap) {
+  snprintf(buf, cap, "in -1..%d (max_top_logprobs)", lim->max_top_logprobs);
+  return buf;
+}
+
+/* RILL_SAMPLING_FIELDS agrees with rill_step_batch: each entry is the struct's field of that name and type, the
+ * entries sit in consecutive pointer slots in list order, and mask_row_start follows the last (so a field added to
+ * the struct between them, or to the list alone, or reordered, fails to compile). */
+enum {
+#define SAMPLING_INDEX(name, type, limit, neutral) sampling_index_##name,
+  RILL_SAMPLING_FIELDS(SAMPLING_INDEX)
+#undef SAMPLING_INDEX
+  sampling_count
+};
+#define SAMPLING_AGREES(name, type, limit, neutral)                                                              \
+  _Static_assert(_Generic(((rill_step_batch *)0)->name, const type *: 1, default: 0),                            \
+                 "rill_step_batch." #name " is not const " #type " *");                                          \
+  _Static_assert(offsetof(rill_step_batch, name) ==                                                              \
+                     offsetof(rill_step_batch, temperature) + sampling_index_##name * sizeof(const void *),     \
+                 "rill_step_batch." #name " is out of RILL_SAMPLING_FIELDS order");
+RILL_SAMPLING_FIELDS(SAMPLING_AGREES)
+#undef SAMPLING_AGREES
+_Static_assert(offsetof(rill_step_batch, mask_row_start) ==
+                   offsetof(rill_step_batch, temperature) + sampling_count * sizeof(const void *),
+               "rill_step_batch has a sampling field missing from RILL_SAMPLING_FIELDS");
 
 rill_status rill_validate_batch(const rill_step_batch *b, const rill_limits *lim, char *err, size_t err_cap) {
   if (err != NULL && err_cap > 0) err[0] = '\0';
@@ -38,15 +94,9 @@ rill_status rill_validate_batch(const rill_step_batch *b, const rill_limits *lim
   REQUIRE_PTR(draft_counts);
   REQUIRE_PTR(sample_flags);
   REQUIRE_PTR(block_tables);
-  REQUIRE_PTR(temperature);
-  REQUIRE_PTR(top_p);
-  REQUIRE_PTR(top_k);
-  REQUIRE_PTR(min_p);
-  REQUIRE_PTR(presence_penalty);
-  REQUIRE_PTR(frequency_penalty);
-  REQUIRE_PTR(repetition_penalty);
-  REQUIRE_PTR(seeds);
-  REQUIRE_PTR(logprobs);
+#define REQUIRE_SAMPLING_PTR(name, type, limit, neutral) REQUIRE_PTR(name);
+  RILL_SAMPLING_FIELDS(REQUIRE_SAMPLING_PTR)
+#undef REQUIRE_SAMPLING_PTR
   REQUIRE_PTR(mask_row_start);
   REQUIRE_PTR(history_start);
   REQUIRE_PTR(history_prompt_lens);
@@ -144,9 +194,6 @@ rill_status rill_validate_batch(const rill_step_batch *b, const rill_limits *lim
       }
     }
 
-    const int32_t lp = b->logprobs[i];
-    if (lp < -1 || lp > lim->max_top_logprobs)
-      FAIL("logprobs[%d] = %d is outside -1..%d (max_top_logprobs)", i, lp, lim->max_top_logprobs);
     const int32_t m = b->mask_row_start[i];
     if (m != -1 && (m < 0 || (int64_t)m + d + 1 > b->num_mask_rows))
       FAIL("mask_row_start[%d] = %d: rows %d..%lld are outside the %d mask rows", i, m, m, (long long)m + d,
@@ -156,19 +203,12 @@ rill_status rill_validate_batch(const rill_step_batch *b, const rill_limits *lim
     if (b->history_prompt_lens[i] < 0 || b->history_prompt_lens[i] > hlen)
       FAIL("history_prompt_lens[%d] = %d is outside 0..%d (its history length)", i, b->history_prompt_lens[i], hlen);
 
-    const float temp = b->temperature[i];
-    if (!finite_f(temp) || temp < 0) FAIL("temperature[%d] = %g must be finite and >= 0", i, (double)temp);
-    const float top_p = b->top_p[i];
-    if (!finite_f(top_p) || top_p < 0 || top_p > 1) FAIL("top_p[%d] = %g must be in 0..1", i, (double)top_p);
-    if (b->top_k[i] < 0) FAIL("top_k[%d] = %d is negative", i, b->top_k[i]);
-    const float min_p = b->min_p[i];
-    if (!finite_f(min_p) || min_p < 0 || min_p > 1) FAIL("min_p[%d] = %g must be in 0..1", i, (double)min_p);
-    if (!finite_f(b->presence_penalty[i]))
-      FAIL("presence_penalty[%d] = %g must be finite", i, (double)b->presence_penalty[i]);
-    if (!finite_f(b->frequency_penalty[i]))
-      FAIL("frequency_penalty[%d] = %g must be finite", i, (double)b->frequency_penalty[i]);
-    const float rep = b->repetition_penalty[i];
-    if (!finite_f(rep) || rep <= 0) FAIL("repetition_penalty[%d] = %g must be finite and > 0", i, (double)rep);
+    char why[48];
+#define CHECK_SAMPLING_LIMIT(name, type, limit, neutral)                                 \
+    if (!limit_##limit((double)b->name[i], lim))                                        \
+      FAIL(#name "[%d] = %g must be %s", i, (double)b->name[i], limit_text_##limit(lim, why, sizeof why));
+    RILL_SAMPLING_FIELDS(CHECK_SAMPLING_LIMIT)
+#undef CHECK_SAMPLING_LIMIT
   }
   return RILL_OK;
 }

@@ -26,11 +26,10 @@ typedef struct fixture {
   int32_t context_lens[FX_MAX_SEQS], draft_counts[FX_MAX_SEQS];
   uint8_t sample_flags[FX_MAX_SEQS];
   int32_t block_tables[FX_MAX_SEQS * FX_STRIDE];
-  float temperature[FX_MAX_SEQS], top_p[FX_MAX_SEQS], min_p[FX_MAX_SEQS];
-  int32_t top_k[FX_MAX_SEQS];
-  float presence_penalty[FX_MAX_SEQS], frequency_penalty[FX_MAX_SEQS], repetition_penalty[FX_MAX_SEQS];
-  uint64_t seeds[FX_MAX_SEQS];
-  int32_t logprobs[FX_MAX_SEQS], mask_row_start[FX_MAX_SEQS];
+#define FX_SAMPLING_ARRAY(name, type, limit, neutral) type name[FX_MAX_SEQS];
+  RILL_SAMPLING_FIELDS(FX_SAMPLING_ARRAY)
+#undef FX_SAMPLING_ARRAY
+  int32_t mask_row_start[FX_MAX_SEQS];
   uint32_t allowed_mask[FX_MAX_MASK_ROWS * FX_MAX_MASK_WORDS];
   int32_t history_start[FX_MAX_SEQS + 1], history[FX_MAX_HISTORY], history_prompt_lens[FX_MAX_SEQS];
   int32_t bias_start[FX_MAX_SEQS + 1], bias_ids[FX_MAX_BIAS];
@@ -53,10 +52,10 @@ static inline void fixture_init(fixture *f, int32_t num_seqs, const int32_t *fed
     f->sample_flags[i] = 1;
     for (int32_t j = 0; j < FX_STRIDE; j++)
       f->block_tables[i * FX_STRIDE + j] = j * FX_BLOCK < ctx[i] ? i * FX_STRIDE + j : -1;
-    f->top_p[i] = 1.0f;
-    f->repetition_penalty[i] = 1.0f;
+#define FX_SAMPLING_NEUTRAL(name, type, limit, neutral) f->name[i] = (type)(neutral);
+    RILL_SAMPLING_FIELDS(FX_SAMPLING_NEUTRAL)
+#undef FX_SAMPLING_NEUTRAL
     f->seeds[i] = 1234 + (uint64_t)i;
-    f->logprobs[i] = -1;
     f->mask_row_start[i] = -1;
   }
   f->query_start[num_seqs] = t;
@@ -81,15 +80,9 @@ static inline rill_step_batch fixture_batch(fixture *f) {
   b.block_tables = f->block_tables;
   /* Models with a sliding-layer pool read the same ids there (engines for these batches size it like the main one). */
   b.sliding_block_tables = f->block_tables;
-  b.temperature = f->temperature;
-  b.top_p = f->top_p;
-  b.top_k = f->top_k;
-  b.min_p = f->min_p;
-  b.presence_penalty = f->presence_penalty;
-  b.frequency_penalty = f->frequency_penalty;
-  b.repetition_penalty = f->repetition_penalty;
-  b.seeds = f->seeds;
-  b.logprobs = f->logprobs;
+#define FX_SAMPLING_POINTER(name, type, limit, neutral) b.name = f->name;
+  RILL_SAMPLING_FIELDS(FX_SAMPLING_POINTER)
+#undef FX_SAMPLING_POINTER
   b.mask_row_start = f->mask_row_start;
   b.allowed_mask = f->allowed_mask;
   b.history_start = f->history_start;

@@ -37,18 +37,25 @@ typedef struct logical {
   int32_t seq_ids[CAP], tokens[CAP], positions[CAP], query_start[CAP], context_lens[CAP], draft_counts[CAP];
   uint8_t sample_flags[CAP];
   int32_t block_tables[CAP];
-  float temperature[CAP], top_p[CAP], min_p[CAP], presence[CAP], frequency[CAP], repetition[CAP];
-  int32_t top_k[CAP], logprobs[CAP], mask_row_start[CAP], history_start[CAP], history[CAP], prompt_lens[CAP];
+#define SAMPLING_ARRAY(name, type, limit, neutral) type name[CAP];
+  RILL_SAMPLING_FIELDS(SAMPLING_ARRAY)
+#undef SAMPLING_ARRAY
+  int32_t mask_row_start[CAP], history_start[CAP], history[CAP], prompt_lens[CAP];
   int32_t bias_start[CAP], bias_ids[CAP];
   float bias_values[CAP];
-  uint64_t seeds[CAP];
   uint32_t mask[CAP];
   int null_field; /* -1: none; else the index of a required pointer to pass as NULL */
 } logical;
 
 /* The exactly-sized arrays handed to the library. */
+enum {
+#define SAMPLING_ONE(name, type, limit, neutral) +1
+  SAMPLING_COUNT = 0 RILL_SAMPLING_FIELDS(SAMPLING_ONE)
+#undef SAMPLING_ONE
+};
+
 typedef struct materialised {
-  void *arrays[25];
+  void *arrays[16 + SAMPLING_COUNT]; /* the 16 other arrays and the sampling arrays */
   rill_step_batch b;
 } materialised;
 
@@ -85,15 +92,9 @@ static void materialise(const logical *l, int32_t vocab, materialised *m) {
   COPY(draft_counts, l->draft_counts, B);
   COPY(sample_flags, l->sample_flags, B);
   COPY(block_tables, l->block_tables, bt > CAP ? CAP : bt);
-  COPY(temperature, l->temperature, B);
-  COPY(top_p, l->top_p, B);
-  COPY(top_k, l->top_k, B);
-  COPY(min_p, l->min_p, B);
-  COPY(presence_penalty, l->presence, B);
-  COPY(frequency_penalty, l->frequency, B);
-  COPY(repetition_penalty, l->repetition, B);
-  COPY(seeds, l->seeds, B);
-  COPY(logprobs, l->logprobs, B);
+#define COPY_SAMPLING(name, type, limit, neutral) COPY(name, l->name, B);
+  RILL_SAMPLING_FIELDS(COPY_SAMPLING)
+#undef COPY_SAMPLING
   COPY(mask_row_start, l->mask_row_start, B);
   COPY(allowed_mask, l->mask, mask_words > CAP ? CAP : mask_words);
   COPY(history_start, l->history_start, B + 1);
@@ -108,11 +109,10 @@ static void materialise(const logical *l, int32_t vocab, materialised *m) {
                              (const void **)&b->positions,     (const void **)&b->query_start,
                              (const void **)&b->context_lens,  (const void **)&b->draft_counts,
                              (const void **)&b->sample_flags,  (const void **)&b->block_tables,
-                             (const void **)&b->temperature,   (const void **)&b->top_p,
-                             (const void **)&b->top_k,         (const void **)&b->min_p,
-                             (const void **)&b->presence_penalty, (const void **)&b->frequency_penalty,
-                             (const void **)&b->repetition_penalty, (const void **)&b->seeds,
-                             (const void **)&b->logprobs,      (const void **)&b->mask_row_start,
+#define SAMPLING_FIELD(name, type, limit, neutral) (const void **)&b->name,
+                             RILL_SAMPLING_FIELDS(SAMPLING_FIELD)
+#undef SAMPLING_FIELD
+                             (const void **)&b->mask_row_start,
                              (const void **)&b->history_start, (const void **)&b->history_prompt_lens,
                              (const void **)&b->bias_start};
     *fields[l->null_field % (int)(sizeof fields / sizeof fields[0])] = NULL;
@@ -126,6 +126,11 @@ static void release_materialised(materialised *m) {
 /* A valid batch within lim whose sequences use disjoint blocks. */
 static void make_valid(logical *l, const rill_limits *lim) {
   memset(l, 0, sizeof *l);
+  for (int32_t i = 0; i < CAP; i++) {
+#define SAMPLING_NEUTRAL(name, type, limit, neutral) l->name[i] = (type)(neutral);
+    RILL_SAMPLING_FIELDS(SAMPLING_NEUTRAL)
+#undef SAMPLING_NEUTRAL
+  }
   l->null_field = -1;
   const int32_t B = rnd(1, lim->max_seqs < 4 ? lim->max_seqs : 4);
   const int32_t max_ctx = lim->max_positions < 40 ? lim->max_positions : 40;
@@ -161,9 +166,9 @@ static void make_valid(logical *l, const rill_limits *lim) {
     l->top_p[i] = rnd(0, 1) ? 1.0f : rndf(0.0f, 1.0f);
     l->top_k[i] = rnd(0, 1) ? 0 : rnd(1, 50);
     l->min_p[i] = rnd(0, 1) ? 0.0f : rndf(0.0f, 0.3f);
-    l->presence[i] = rnd(0, 2) ? 0.0f : rndf(-2.0f, 2.0f);
-    l->frequency[i] = rnd(0, 2) ? 0.0f : rndf(-2.0f, 2.0f);
-    l->repetition[i] = rnd(0, 2) ? 1.0f : rndf(0.5f, 2.0f);
+    l->presence_penalty[i] = rnd(0, 2) ? 0.0f : rndf(-2.0f, 2.0f);
+    l->frequency_penalty[i] = rnd(0, 2) ? 0.0f : rndf(-2.0f, 2.0f);
+    l->repetition_penalty[i] = rnd(0, 2) ? 1.0f : rndf(0.5f, 2.0f);
     l->seeds[i] = next_u64();
     l->logprobs[i] = rnd(-1, lim->max_top_logprobs);
     if (rnd(0, 2) == 0) {
@@ -237,9 +242,9 @@ static void corrupt(logical *l, const rill_limits *lim, int kind) {
     case 16: l->top_p[i] = rnd(0, 1) ? NAN : (rnd(0, 1) ? rndf(1.01f, 5.0f) : -rndf(0.01f, 5.0f)); break;
     case 17: l->top_k[i] = rnd(INT32_MIN, -1); break;
     case 18: l->min_p[i] = rnd(0, 1) ? NAN : rndf(1.01f, 3.0f); break;
-    case 19: l->presence[i] = rnd(0, 1) ? INFINITY : NAN; break;
-    case 20: l->frequency[i] = rnd(0, 1) ? -INFINITY : NAN; break;
-    case 21: l->repetition[i] = rnd(0, 1) ? -rndf(0.0f, 3.0f) : NAN; break;
+    case 19: l->presence_penalty[i] = rnd(0, 1) ? INFINITY : NAN; break;
+    case 20: l->frequency_penalty[i] = rnd(0, 1) ? -INFINITY : NAN; break;
+    case 21: l->repetition_penalty[i] = rnd(0, 1) ? -rndf(0.0f, 3.0f) : NAN; break;
     case 22: l->sample_flags[i] = (uint8_t)rnd(2, 255); break;
     case 23: l->num_seqs = rnd(0, 1) ? rnd(INT32_MIN, 0) : lim->max_seqs + rnd(1, 100); break;
     case 24: /* more tokens than the batch may hold (the arrays grow with the count) */
@@ -302,9 +307,9 @@ static void make_garbage(logical *l, const rill_limits *lim) {
     l->top_p[k] = rndf(-0.2f, 1.2f);
     l->top_k[k] = rnd(-2, 20);
     l->min_p[k] = rndf(-0.2f, 1.2f);
-    l->presence[k] = rndf(-2.0f, 2.0f);
-    l->frequency[k] = rndf(-2.0f, 2.0f);
-    l->repetition[k] = rndf(-0.5f, 2.0f);
+    l->presence_penalty[k] = rndf(-2.0f, 2.0f);
+    l->frequency_penalty[k] = rndf(-2.0f, 2.0f);
+    l->repetition_penalty[k] = rndf(-0.5f, 2.0f);
     l->seeds[k] = next_u64();
     l->logprobs[k] = rnd(-2, lim->max_top_logprobs + 1);
     l->mask_row_start[k] = rnd(-2, 6);

@@ -21,11 +21,10 @@ typedef struct model_batch {
   int32_t context_lens[MB_MAX_SEQS], draft_counts[MB_MAX_SEQS];
   uint8_t sample_flags[MB_MAX_SEQS];
   int32_t block_tables[MB_MAX_SEQS * MB_STRIDE];
-  float temperature[MB_MAX_SEQS], top_p[MB_MAX_SEQS], min_p[MB_MAX_SEQS];
-  int32_t top_k[MB_MAX_SEQS];
-  float presence_penalty[MB_MAX_SEQS], frequency_penalty[MB_MAX_SEQS], repetition_penalty[MB_MAX_SEQS];
-  uint64_t seeds[MB_MAX_SEQS];
-  int32_t logprobs[MB_MAX_SEQS], mask_row_start[MB_MAX_SEQS];
+#define MB_SAMPLING_ARRAY(name, type, limit, neutral) type name[MB_MAX_SEQS];
+  RILL_SAMPLING_FIELDS(MB_SAMPLING_ARRAY)
+#undef MB_SAMPLING_ARRAY
+  int32_t mask_row_start[MB_MAX_SEQS];
   int32_t history_start[MB_MAX_SEQS + 1], history_prompt_lens[MB_MAX_SEQS], bias_start[MB_MAX_SEQS + 1];
 } model_batch;
 
@@ -51,10 +50,10 @@ static inline void mb_add(model_batch *m, int32_t seq_id, const int32_t *tokens,
   m->draft_counts[i] = drafts;
   m->sample_flags[i] = (uint8_t)(sample != 0);
   for (int32_t j = 0; j < MB_STRIDE; j++) m->block_tables[i * MB_STRIDE + j] = j < table_len ? table[j] : -1;
-  m->top_p[i] = 1.0f;
-  m->repetition_penalty[i] = 1.0f;
+#define MB_SAMPLING_NEUTRAL(name, type, limit, neutral) m->name[i] = (type)(neutral);
+  RILL_SAMPLING_FIELDS(MB_SAMPLING_NEUTRAL)
+#undef MB_SAMPLING_NEUTRAL
   m->seeds[i] = 42;
-  m->logprobs[i] = -1;
   m->mask_row_start[i] = -1;
 }
 
@@ -74,15 +73,9 @@ static inline rill_step_batch mb_batch(model_batch *m) {
   b.block_tables = m->block_tables;
   /* Models with a sliding-layer pool read the same ids there (the tests size that pool at least as large). */
   b.sliding_block_tables = m->block_tables;
-  b.temperature = m->temperature;
-  b.top_p = m->top_p;
-  b.top_k = m->top_k;
-  b.min_p = m->min_p;
-  b.presence_penalty = m->presence_penalty;
-  b.frequency_penalty = m->frequency_penalty;
-  b.repetition_penalty = m->repetition_penalty;
-  b.seeds = m->seeds;
-  b.logprobs = m->logprobs;
+#define MB_SAMPLING_POINTER(name, type, limit, neutral) b.name = m->name;
+  RILL_SAMPLING_FIELDS(MB_SAMPLING_POINTER)
+#undef MB_SAMPLING_POINTER
   b.mask_row_start = m->mask_row_start;
   for (int32_t i = 0; i <= m->num_seqs; i++) m->history_start[i] = 0;
   b.history_start = m->history_start;

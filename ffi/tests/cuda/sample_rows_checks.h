@@ -38,16 +38,16 @@ struct batch {
   int32_t V = 0, S = 0, R = 0;
   int32_t seq_ids[kMaxSeqs], query_start[kMaxSeqs + 1], context_lens[kMaxSeqs], draft_counts[kMaxSeqs];
   uint8_t sample_flags[kMaxSeqs];
-  float temperature[kMaxSeqs], top_p[kMaxSeqs], min_p[kMaxSeqs], presence[kMaxSeqs], frequency[kMaxSeqs],
-      repetition[kMaxSeqs];
-  int32_t top_k[kMaxSeqs], logprobs[kMaxSeqs], mask_row_start[kMaxSeqs];
-  uint64_t seeds[kMaxSeqs];
+#define SAMPLING_ARRAY(name, type, limit, neutral) type name[kMaxSeqs];
+  RILL_SAMPLING_FIELDS(SAMPLING_ARRAY)
+#undef SAMPLING_ARRAY
+  int32_t mask_row_start[kMaxSeqs];
   int32_t history_start[kMaxSeqs + 1], history_prompt_lens[kMaxSeqs], bias_start[kMaxSeqs + 1];
   std::vector<int32_t> tokens, history, bias_ids;
   std::vector<float> bias_values, logits;
   std::vector<uint32_t> mask;
 
-  rill_step_batch view() {
+  rill_step_batch view() const {
     rill_step_batch b;
     memset(&b, 0, sizeof b);
     b.num_seqs = S;
@@ -58,15 +58,9 @@ struct batch {
     b.context_lens = context_lens;
     b.draft_counts = draft_counts;
     b.sample_flags = sample_flags;
-    b.temperature = temperature;
-    b.top_p = top_p;
-    b.top_k = top_k;
-    b.min_p = min_p;
-    b.presence_penalty = presence;
-    b.frequency_penalty = frequency;
-    b.repetition_penalty = repetition;
-    b.seeds = seeds;
-    b.logprobs = logprobs;
+#define SAMPLING_POINTER(name, type, limit, neutral) b.name = name;
+    RILL_SAMPLING_FIELDS(SAMPLING_POINTER)
+#undef SAMPLING_POINTER
     b.mask_row_start = mask_row_start;
     b.allowed_mask = mask.data();
     b.num_mask_rows = (int32_t)(mask.size() / (((size_t)V + 31) / 32));
@@ -119,6 +113,9 @@ void make_batch(gen *g, batch *b) {
   const int32_t lps[5] = {-1, 0, 1, 5, kTop};
   for (int32_t i = 0; i < b->S; i++) {
     const int32_t d = g->below(kMaxDrafts + 1), fed = d + 1 + g->below(3);
+#define SAMPLING_NEUTRAL(name, type, limit, neutral) b->name[i] = (type)(neutral);
+    RILL_SAMPLING_FIELDS(SAMPLING_NEUTRAL)
+#undef SAMPLING_NEUTRAL
     b->seq_ids[i] = 10 + i;
     b->query_start[i] = (int32_t)b->tokens.size();
     for (int32_t k = 0; k < fed; k++) b->tokens.push_back(g->below(V));
@@ -132,14 +129,14 @@ void make_batch(gen *g, batch *b) {
     b->top_k[i] = ks[g->below(8)];
     b->logprobs[i] = lps[g->below(5)];
     b->seeds[i] = ((uint64_t)g->next() << 32) | g->next();
-    b->presence[i] = b->frequency[i] = 0.0f;
-    b->repetition[i] = 1.0f;
+    b->presence_penalty[i] = b->frequency_penalty[i] = 0.0f;
+    b->repetition_penalty[i] = 1.0f;
     b->history_start[i] = (int32_t)b->history.size();
     b->history_prompt_lens[i] = 0;
     if (g->below(3) == 0) {
-      b->presence[i] = (float)g->unit() * 1.5f;
-      b->frequency[i] = (float)g->unit();
-      b->repetition[i] = g->below(2) == 0 ? 1.0f + (float)g->unit() : 0.5f + 0.5f * (float)g->unit();
+      b->presence_penalty[i] = (float)g->unit() * 1.5f;
+      b->frequency_penalty[i] = (float)g->unit();
+      b->repetition_penalty[i] = g->below(2) == 0 ? 1.0f + (float)g->unit() : 0.5f + 0.5f * (float)g->unit();
       const int32_t n = 1 + g->below(30);
       for (int32_t k = 0; k < n; k++) b->history.push_back(g->below(k < 8 ? V : (V < 16 ? V : 16)));
       b->history_prompt_lens[i] = g->below(n + 1);
@@ -197,26 +194,18 @@ cudaError_t device_sample(const batch *b, outputs *o) {
   std::vector<rill_sample_job> jobs((size_t)b->R);
   std::vector<int32_t> drafts((size_t)b->R + 1, 0);
   const size_t words = ((size_t)b->V + 31) / 32;
+  const rill_step_batch v = b->view();
   int32_t R = 0;
   for (int32_t i = 0; i < b->S; i++) {
     if (!b->sample_flags[i]) continue;
     const int32_t dc = b->draft_counts[i], bl = b->bias_start[i + 1] - b->bias_start[i];
-    const int plain = b->frequency[i] == 0 && b->presence[i] == 0 && b->repetition[i] == 1 &&
-                      b->mask_row_start[i] < 0 && bl == 0 && b->temperature[i] == 0;
+    const int plain = rill_sample_plain(&v, i);
     for (int32_t r = 0; r <= dc; r++) {
       rill_sample_job &j = jobs[(size_t)(R + r)];
       memset(&j, 0, sizeof j);
       j.r = r;
       j.plain = plain;
-      j.temperature = b->temperature[i];
-      j.top_p = b->top_p[i];
-      j.min_p = b->min_p[i];
-      j.presence = b->presence[i];
-      j.frequency = b->frequency[i];
-      j.repetition = b->repetition[i];
-      j.top_k = b->top_k[i];
-      j.logprobs = b->logprobs[i];
-      j.seed = b->seeds[i];
+      j.p = rill_sample_row_at(&v, i);
       j.position = b->context_lens[i] - dc + r;
       j.mask_row = b->mask_row_start[i] < 0 ? -1 : b->mask_row_start[i] + r;
       j.hist_off = b->history_start[i];
