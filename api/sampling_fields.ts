@@ -3,9 +3,19 @@
  * `presence_penalty`, `frequency_penalty` and `logit_bias`, and the extras vLLM users send as top-level fields
  * (`top_k`, `min_p`, `repetition_penalty`). The zod shapes bound each value (a bad one is a 400 naming it); what zod
  * cannot know, a `logit_bias` key outside the vocabulary, is checked against the tokenizer here.
+ *
+ * Every optional per-sequence field of engine/sampling_fields.ts is a request field here under its snake_case name
+ * (`repetitionPenalty` → `repetition_penalty`), bounded by the engine's own limits unless `API_BOUNDS` names tighter
+ * ones (OpenAI's ±2 for the penalties): a field added to that description is accepted by the API with no edit here.
  */
 import { z } from "zod";
 import type { SamplingParams } from "../engine/engine.ts";
+import {
+  invalidRequestValue,
+  OPTIONAL_SAMPLING_KEYS,
+  type OptionalSamplingField,
+  type OptionalSamplingParams,
+} from "../engine/sampling_fields.ts";
 import { invalidRequest } from "../prompt/errors.ts";
 
 const nullish = <T extends z.ZodType>(schema: T) => schema.nullable().optional();
@@ -19,30 +29,50 @@ export const LogitBias = z.record(
   z.number().min(-100).max(100),
 );
 
+/** `presencePenalty` → `presence_penalty`. */
+type Snake<S extends string> = S extends `${infer H}${infer T}`
+  ? `${H extends Lowercase<H> ? H : `_${Lowercase<H>}`}${Snake<T>}`
+  : S;
+
+/** The request name of an optional sampling field. */
+export function requestName<K extends OptionalSamplingField>(key: K): Snake<K> {
+  return key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`) as Snake<K>;
+}
+
+/** Request bounds tighter than the engine's limits (which every field gets). */
+const API_BOUNDS: Partial<Record<OptionalSamplingField, z.ZodNumber>> = {
+  presencePenalty: Penalty,
+  frequencyPenalty: Penalty,
+  /** vLLM: > 0; 1 is off, above 1 discourages repeats. */
+  repetitionPenalty: z.number().gt(0).max(100),
+};
+
+function optionalField(key: OptionalSamplingField) {
+  return nullish(
+    (API_BOUNDS[key] ?? z.number()).superRefine((v, ctx) => {
+      const reason = invalidRequestValue(key, v);
+      if (reason !== undefined) ctx.addIssue({ code: "custom", message: reason });
+    }),
+  );
+}
+
+type OptionalShape = { readonly [K in OptionalSamplingField as Snake<K>]: ReturnType<typeof optionalField> };
+
 export const SamplingFieldShape = {
-  presence_penalty: nullish(Penalty),
-  frequency_penalty: nullish(Penalty),
+  ...Object.fromEntries(OPTIONAL_SAMPLING_KEYS.map((key) => [requestName(key), optionalField(key)])) as OptionalShape,
   logit_bias: nullish(LogitBias),
   /** vLLM: -1 or 0 keep every token. */
   top_k: nullish(z.number().int().min(-1)),
-  min_p: nullish(z.number().min(0).max(1)),
-  /** vLLM: > 0; 1 is off, above 1 discourages repeats. */
-  repetition_penalty: nullish(z.number().gt(0).max(100)),
 };
 
-export interface SamplingFieldsBody {
-  readonly presence_penalty?: number | null | undefined;
-  readonly frequency_penalty?: number | null | undefined;
-  readonly logit_bias?: Record<string, number> | null | undefined;
-  readonly top_k?: number | null | undefined;
-  readonly min_p?: number | null | undefined;
-  readonly repetition_penalty?: number | null | undefined;
-}
+export type SamplingFieldsBody =
+  & { readonly [K in OptionalSamplingField as Snake<K>]?: number | null | undefined }
+  & {
+    readonly logit_bias?: Record<string, number> | null | undefined;
+    readonly top_k?: number | null | undefined;
+  };
 
-type SamplingFields = Pick<
-  SamplingParams,
-  "topK" | "minP" | "presencePenalty" | "frequencyPenalty" | "repetitionPenalty" | "logitBias"
->;
+type SamplingFields = Pick<SamplingParams, "topK" | OptionalSamplingField | "logitBias">;
 
 /**
  * The engine's view of the fields, with `defaultTopK` (the model's generation config) for a request that sends no
@@ -61,13 +91,14 @@ export function samplingFields(body: SamplingFieldsBody, defaultTopK: number, vo
     }
     if (value !== 0) bias.set(id, value);
   }
-  const topK = body.top_k == null ? defaultTopK : Math.max(0, body.top_k);
+  const optional: { [K in OptionalSamplingField]?: number } = {};
+  for (const key of OPTIONAL_SAMPLING_KEYS) {
+    const value = body[requestName(key)];
+    if (value != null) optional[key] = value;
+  }
   return {
-    topK,
-    ...(body.min_p == null ? {} : { minP: body.min_p }),
-    ...(body.presence_penalty == null ? {} : { presencePenalty: body.presence_penalty }),
-    ...(body.frequency_penalty == null ? {} : { frequencyPenalty: body.frequency_penalty }),
-    ...(body.repetition_penalty == null ? {} : { repetitionPenalty: body.repetition_penalty }),
+    topK: body.top_k == null ? defaultTopK : Math.max(0, body.top_k),
+    ...(optional as OptionalSamplingParams),
     ...(bias.size === 0 ? {} : { logitBias: bias }),
   };
 }

@@ -173,6 +173,18 @@ export function invalidField(s: SamplingArrays, i: number, info: SamplingLimits)
  */
 export type OptionalSamplingField = Exclude<SamplingField, "temperature" | "topP" | "topK" | "seeds" | "logprobs">;
 
+/** The optional fields at run time, in rill.h's order. */
+export const OPTIONAL_SAMPLING_KEYS: readonly OptionalSamplingField[] = SAMPLING_KEYS.filter(
+  (key): key is OptionalSamplingField =>
+    key !== "temperature" && key !== "topP" && key !== "topK" && key !== "seeds" && key !== "logprobs",
+);
+
+/** The reason an optional field's request value is outside the engine's limits; undefined when it is within. */
+export function invalidRequestValue(key: OptionalSamplingField, value: number): string | undefined {
+  const f: FieldSpec = SAMPLING_FIELDS[key];
+  return f.invalid?.(value, { maxTopLogprobs: 0 });
+}
+
 /** The optional fields as a request carries them (engine.ts's SamplingParams extends it). */
 export type OptionalSamplingParams = { readonly [K in OptionalSamplingField]?: number };
 

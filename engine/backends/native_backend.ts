@@ -18,7 +18,14 @@ import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { compiledRoot, isEmbedded } from "../../checkpoint/embedded_files.ts";
 import type { Backend, BackendInfo, StepBatch, StepResult } from "../step_batch.ts";
-import { batchLengths, STEP_BATCH_ARRAYS, STEP_BATCH_LAYOUT, STEP_BATCH_POINTERS_AT } from "./step_batch_layout.ts";
+import {
+  batchLengths,
+  signatureMismatch,
+  STEP_BATCH_ARRAYS,
+  STEP_BATCH_LAYOUT,
+  STEP_BATCH_POINTERS_AT,
+  stepBatchSignature,
+} from "./step_batch_layout.ts";
 
 /** Field offsets and sizes of the ABI structs, in bytes. */
 export const LAYOUT = {
@@ -85,11 +92,15 @@ export const LAYOUT = {
   },
 } as const;
 
-/** The ABI version this binding speaks (RILL_ABI_VERSION in rill.h). */
+/**
+ * The ABI version this binding speaks (RILL_ABI_VERSION in rill.h) for everything but `rill_step_batch`'s fields,
+ * which `openLibrary` compares field by field through `rill_step_batch_signature`.
+ */
 export const ABI_VERSION = 4;
 
 const SYMBOLS = {
   rill_abi_version: { parameters: [], result: "i32" },
+  rill_step_batch_signature: { parameters: [], result: "pointer" },
   rill_engine_create: { parameters: ["buffer", "buffer", "buffer"], result: "i32" },
   rill_engine_destroy: { parameters: ["pointer"], result: "void" },
   rill_engine_info: { parameters: ["pointer", "buffer"], result: "i32" },
@@ -150,6 +161,12 @@ export async function openLibrary(path: string = LIBRARY_PATH): Promise<Library>
     library.close();
     library = undefined;
     throw new Error(`native engine library ${path} speaks ABI ${abi}, this binding ${ABI_VERSION}: rebuild it`);
+  }
+  const mismatch = signatureMismatch(cString(library.symbols.rill_step_batch_signature()), stepBatchSignature());
+  if (mismatch !== undefined) {
+    library.close();
+    library = undefined;
+    throw new Error(`native engine library ${path} lays out rill_step_batch differently (${mismatch}): rebuild it`);
   }
   return library;
 }

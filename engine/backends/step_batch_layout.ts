@@ -106,6 +106,39 @@ export const STEP_BATCH_LAYOUT: Readonly<Record<"size" | (typeof STEP_BATCH_COUN
   ...Object.fromEntries(STEP_BATCH_ARRAYS.map((a, k) => [a.c, POINTERS_AT + 8 * k])),
 };
 
+const C_TYPES: Readonly<Record<ArrayElement, string>> = {
+  i32: "int32_t",
+  u8: "uint8_t",
+  u32: "uint32_t",
+  u64: "uint64_t",
+  f32: "float",
+};
+
+/**
+ * The layout as `rill_step_batch_signature()` (rill.h) writes it: the counts, ';', then "name:pointee type" per
+ * pointer, every entry followed by a comma. The binding refuses a library whose text differs.
+ */
+export function stepBatchSignature(): string {
+  const counts = STEP_BATCH_COUNTS.map((c) => `${c},`).join("");
+  const arrays = STEP_BATCH_ARRAYS.map((a) => `${a.c}:${C_TYPES[a.type]},`).join("");
+  return `${counts};${arrays}`;
+}
+
+/** The first difference between the library's signature and the binding's, in words; undefined when they agree. */
+export function signatureMismatch(library: string, binding: string): string | undefined {
+  const entries = (text: string) => text.split(";").map((part) => part.split(",").filter((e) => e !== ""));
+  const [libCounts = [], libArrays = [], ...libRest] = entries(library);
+  const [ownCounts = [], ownArrays = []] = entries(binding);
+  if (libRest.length > 0) return `unreadable signature "${library.slice(0, 80)}"`;
+  for (const [kind, lib, own] of [["count", libCounts, ownCounts], ["field", libArrays, ownArrays]] as const) {
+    for (let k = 0; k < Math.max(lib.length, own.length); k++) {
+      if (lib[k] === own[k]) continue;
+      return `${kind} ${k}: library ${lib[k] ?? "(none)"}, binding ${own[k] ?? "(none)"}`;
+    }
+  }
+  return undefined;
+}
+
 /** Byte offset of the first pointer field; pointer k lies 8·k bytes after it. */
 export const STEP_BATCH_POINTERS_AT = POINTERS_AT;
 

@@ -180,6 +180,12 @@ typedef struct rill_step_result {
 
 RILL_API int32_t rill_abi_version(void);
 
+/* rill_step_batch's layout as text: the counts' names comma-separated, ';', then each pointer field as
+ * "name:pointee type" (int32_t, uint8_t, uint32_t, uint64_t, float), comma-separated, in struct order; every list
+ * entry ends in a comma. A binding compares it with its own layout when it loads the library, so RILL_ABI_VERSION
+ * covers everything but rill_step_batch's fields, which this text covers. Static storage; never NULL. */
+RILL_API const char *rill_step_batch_signature(void);
+
 /* Loads a Hugging Face checkpoint directory (config.json + *.safetensors). On failure *out is NULL and
  * rill_global_error() names the file and tensor. `options` may be NULL. */
 RILL_API rill_status rill_engine_create(const char *model_dir, const rill_options *options, rill_engine **out);

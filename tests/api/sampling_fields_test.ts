@@ -5,7 +5,9 @@
  */
 import assert from "node:assert/strict";
 import { ApiError } from "../../prompt/errors.ts";
-import { choiceSeed, LogitBias, samplingFields } from "../../api/sampling_fields.ts";
+import { z } from "zod";
+import { choiceSeed, LogitBias, requestName, SamplingFieldShape, samplingFields } from "../../api/sampling_fields.ts";
+import { OPTIONAL_SAMPLING_KEYS, SAMPLING_FIELDS } from "../../engine/sampling_fields.ts";
 
 Deno.test("samplingFields: defaults, vLLM extras and logit_bias", () => {
   assert.deepEqual(samplingFields({}, 40, 100), { topK: 40 });
@@ -49,4 +51,21 @@ Deno.test("choiceSeed: choice 0 keeps the seed; the others are fixed, distinct, 
   for (const s of seeds) assert.ok(Number.isSafeInteger(s) && s >= 0 || s === 42);
   assert.notEqual(choiceSeed(43, 1), choiceSeed(42, 1));
   assert.ok(Number.isSafeInteger(choiceSeed(-5, 3)) && choiceSeed(-5, 3) >= 0);
+});
+
+Deno.test("SamplingFieldShape: every optional engine sampling field is a request field, bounded by the engine's limits", () => {
+  const schema = z.strictObject(SamplingFieldShape);
+  for (const key of OPTIONAL_SAMPLING_KEYS) {
+    const name = requestName(key);
+    assert.ok(name in SamplingFieldShape, `${key} has no request field`);
+    const neutral = Number(SAMPLING_FIELDS[key].neutral);
+    assert.deepEqual(samplingFields(schema.parse({ [name]: neutral }), 0, 10), { topK: 0, [key]: neutral });
+    assert.equal(schema.safeParse({ [name]: null }).success, true);
+  }
+  assert.equal(requestName("repetitionPenalty"), "repetition_penalty");
+  // The engine's limits reach the API where it names none tighter (min_p in 0..1, repetition_penalty > 0).
+  assert.match(schema.safeParse({ min_p: 1.5 }).error?.issues[0]?.message ?? "", /outside 0\.\.1/);
+  assert.equal(schema.safeParse({ min_p: -0.1 }).success, false);
+  assert.equal(schema.safeParse({ repetition_penalty: 0 }).success, false);
+  assert.equal(schema.safeParse({ presence_penalty: 2.5 }).success, false);
 });

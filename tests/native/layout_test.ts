@@ -5,8 +5,13 @@
  * TypeScript description (engine/sampling_fields.ts, engine/backends/step_batch_layout.ts) fails here.
  */
 import assert from "node:assert/strict";
-import { ABI_VERSION, LAYOUT } from "../../engine/backends/native_backend.ts";
-import { STEP_BATCH_ARRAYS, STEP_BATCH_COUNTS } from "../../engine/backends/step_batch_layout.ts";
+import { ABI_VERSION, LAYOUT, openLibrary } from "../../engine/backends/native_backend.ts";
+import {
+  signatureMismatch,
+  STEP_BATCH_ARRAYS,
+  STEP_BATCH_COUNTS,
+  stepBatchSignature,
+} from "../../engine/backends/step_batch_layout.ts";
 import { StepBatchBuilder } from "../../engine/step_batch_builder.ts";
 import type { BackendInfo } from "../../engine/step_batch.ts";
 
@@ -154,4 +159,23 @@ Deno.test("native binding: each batch array's element type is rill.h's and the S
     const array = a.get(batch);
     assert.ok(array instanceof typedArrays[a.type], `${a.name} is not a ${typedArrays[a.type].name}`);
   }
+});
+
+Deno.test("native binding: the built library's rill_step_batch signature is the binding's", async () => {
+  const lib = await openLibrary();
+  const text = Deno.UnsafePointerView.getCString(lib.symbols.rill_step_batch_signature()!);
+  assert.equal(text, stepBatchSignature());
+  assert.equal(signatureMismatch(text, stepBatchSignature()), undefined);
+});
+
+Deno.test("native binding: a library laid out differently is named by its first differing field", () => {
+  const own = stepBatchSignature();
+  assert.match(signatureMismatch(own.replace("top_k:int32_t", "top_k:float"), own)!, /field \d+: library top_k:float/);
+  assert.match(
+    signatureMismatch(own.replace("min_p:float,", ""), own)!,
+    /field \d+: library presence_penalty:float, binding min_p:float/,
+  );
+  assert.match(signatureMismatch(own + "extra:int32_t,", own)!, /library extra:int32_t, binding \(none\)/);
+  assert.match(signatureMismatch(own.replace("bias_len,", ""), own)!, /count 5: library \(none\), binding bias_len/);
+  assert.match(signatureMismatch("a;b;c", own)!, /unreadable/);
 });
