@@ -10,19 +10,12 @@ import {
   tokenLogprob,
   topIds,
 } from "../../engine/sampler.ts";
+import { neutralRow } from "../../engine/sampling_fields.ts";
 
+/** Every field neutral (engine/sampling_fields.ts) but temperature 1 and seed 0, then `p`. */
 function params(p: Partial<RowSampling>): RowSampling {
-  return {
-    temperature: 1,
-    topP: 1,
-    topK: 0,
-    minP: 0,
-    presencePenalty: 0,
-    frequencyPenalty: 0,
-    repetitionPenalty: 1,
-    seed: 0n,
-    ...p,
-  };
+  const { seeds: _seeds, logprobs: _logprobs, ...neutral } = neutralRow();
+  return { ...neutral, temperature: 1, seed: 0n, ...p };
 }
 
 /** The kept distribution for raw logits (no penalties, no mask). */
