@@ -6,8 +6,10 @@
  * tests/native/layout_test.ts checks against ffi/include/rill.h).
  *
  * Adding a field: one entry here (in rill.h's struct order); in ffi/include/rill.h the struct field and its
- * RILL_SAMPLING_FIELDS entry (which the C validator, samplers, CUDA packing and C test fixtures iterate); its rule in
- * ffi/src/sample_rules.h; the request field in api/sampling_fields.ts.
+ * RILL_SAMPLING_FIELDS entry (which the C validator, samplers, CUDA packing, C test fixtures and the layout signature
+ * the binding checks at load iterate); its rule in ffi/src/sample_rules.h (both devices) and engine/sampler.ts (the
+ * host sampler). An optional field becomes a Chat Completions / Completions request field under its snake_case name
+ * (api/sampling_fields.ts derives it), bounded by `invalid`.
  *
  * Invariants:
  * - Entries are in the order of their pointers in `rill_step_batch`; the binding lays the struct out in this order.

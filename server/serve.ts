@@ -6,7 +6,7 @@ import type { ChatFormat } from "../prompt/chat_format.ts";
 import type { Engine } from "../engine/engine.ts";
 import { type BackendKind, BackendUnavailableError, describeBackend } from "../engine/backends/create_backend.ts";
 import { backendCandidates } from "../engine/backends/choose_backend.ts";
-import { nativeLibraryBuilt } from "../engine/backends/native_backend.ts";
+import { nativeLibraryBuilt } from "../ffi/binding/library.ts";
 import type { LlmEngine } from "../engine/llm_engine.ts";
 import { type LoadedModel, loadModel } from "../prompt/load_model.ts";
 import { describeSafetensors, ModelDirError, onnxExternalData } from "../checkpoint/model_dir.ts";

@@ -1,5 +1,5 @@
 /**
- * The native engine library (ffi/, `build/ffi/librill.so`) as a step backend, over Deno FFI.
+ * The native engine library (ffi/, `build/ffi/librill.so`, opened by ffi/binding/library.ts) as a step backend.
  *
  * Invariants:
  * - One FFI call per engine step: `rill_step` is `nonblocking`, so it runs on a worker thread and the event loop keeps
@@ -14,190 +14,20 @@
  *   step_batch_layout.ts); tests/native/layout_test.ts compiles the header and checks every one, the field lists
  *   and the batch arrays' element types.
  */
-import { dirname, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
-import { compiledRoot, isEmbedded } from "../../checkpoint/embedded_files.ts";
+import { address, cString, nulTerminated } from "../../ffi/binding/c_values.ts";
+import { type Library, openLibrary, statusName } from "../../ffi/binding/library.ts";
+import { STRUCT_LAYOUTS } from "../../ffi/binding/struct_layouts.ts";
 import type { Backend, BackendInfo, StepBatch, StepResult } from "../step_batch.ts";
 import {
   batchLengths,
-  signatureMismatch,
   STEP_BATCH_ARRAYS,
   STEP_BATCH_LAYOUT,
   STEP_BATCH_POINTERS_AT,
   stepBatchSignature,
 } from "./step_batch_layout.ts";
 
-/** Field offsets and sizes of the ABI structs, in bytes. */
-export const LAYOUT = {
-  /** Derived from the batch arrays' list (step_batch_layout.ts). */
-  stepBatch: STEP_BATCH_LAYOUT,
-  stepResult: {
-    size: 56,
-    counts: 0,
-    tokens: 8,
-    logprobs: 16,
-    top_ids: 24,
-    top_logprobs: 32,
-    proposed_counts: 40,
-    proposed: 48,
-  },
-  options: {
-    size: 88,
-    device: 0,
-    dtype: 8,
-    kv_dtype: 16,
-    draft_model_dir: 24,
-    threads: 32,
-    block_size: 36,
-    num_blocks: 40,
-    kv_bytes: 48,
-    max_seqs: 56,
-    max_batch_tokens: 60,
-    max_drafts: 64,
-    max_top_logprobs: 68,
-    max_model_len: 72,
-    gpu_memory_fraction: 76,
-    num_sliding_blocks: 80,
-    sliding_kv_in_main: 84,
-  },
-  info: {
-    size: 264,
-    abi_version: 0,
-    vocab_size: 4,
-    max_positions: 8,
-    block_size: 12,
-    num_blocks: 16,
-    max_batch_tokens: 20,
-    max_seqs: 24,
-    max_drafts: 28,
-    max_top_logprobs: 32,
-    shares_prefix_blocks: 36,
-    num_layers: 40,
-    hidden_size: 44,
-    num_heads: 48,
-    num_kv_heads: 52,
-    head_dim: 56,
-    threads: 60,
-    weight_bytes: 64,
-    kv_bytes: 72,
-    device: 80,
-    isa: 112,
-    dtype: 144,
-    kv_dtype: 160,
-    architecture: 176,
-    draft_weight_bytes: 240,
-    sliding_window: 248,
-    num_sliding_blocks: 252,
-    sliding_kv_bytes: 256,
-  },
-} as const;
-
-/**
- * The ABI version this binding speaks (RILL_ABI_VERSION in rill.h) for everything but `rill_step_batch`'s fields,
- * which `openLibrary` compares field by field through `rill_step_batch_signature`.
- */
-export const ABI_VERSION = 4;
-
-const SYMBOLS = {
-  rill_abi_version: { parameters: [], result: "i32" },
-  rill_step_batch_signature: { parameters: [], result: "pointer" },
-  rill_engine_create: { parameters: ["buffer", "buffer", "buffer"], result: "i32" },
-  rill_engine_destroy: { parameters: ["pointer"], result: "void" },
-  rill_engine_info: { parameters: ["pointer", "buffer"], result: "i32" },
-  rill_step: { parameters: ["pointer", "buffer", "buffer"], result: "i32", nonblocking: true },
-  rill_release: { parameters: ["pointer", "i32"], result: "i32" },
-  rill_forward_logits: { parameters: ["pointer", "buffer", "buffer"], result: "i32", nonblocking: true },
-  rill_last_error: { parameters: ["pointer"], result: "pointer" },
-  rill_global_error: { parameters: [], result: "pointer" },
-} as const satisfies Deno.ForeignLibraryInterface;
-
-type Library = Deno.DynamicLibrary<typeof SYMBOLS>;
-
-/** Where `deno task build:ffi` puts the library, relative to this file's checkout (or the compiled binary's mount). */
-export const LIBRARY_PATH = resolve(dirname(fileURLToPath(import.meta.url)), "../../build/ffi/librill.so");
-
-let library: Library | undefined;
-
-/** Whether the library file exists (built here, or embedded in a compiled binary); opening it may still fail. */
-export async function nativeLibraryBuilt(path: string = LIBRARY_PATH): Promise<boolean> {
-  try {
-    return (await Deno.stat(path)).isFile;
-  } catch {
-    return false;
-  }
-}
-
-/**
- * A file native code can map for the library at `path`: `path` itself, or, when `path` lies in a `deno compile`
- * binary's embedded file system (`--include`), which only Deno's own file APIs can read, a temporary copy that
- * `cleanup` removes (once loaded the mapping outlives the file).
- */
-export async function loadableLibraryFile(
-  path: string,
-  root: string | undefined = compiledRoot(),
-): Promise<{ file: string; cleanup: () => Promise<void> }> {
-  if (!isEmbedded(path, root)) return { file: path, cleanup: () => Promise.resolve() };
-  const file = await Deno.makeTempFile({ prefix: "librill-", suffix: ".so" });
-  await Deno.writeFile(file, await Deno.readFile(path));
-  return { file, cleanup: () => Deno.remove(file).catch(() => {}) };
-}
-
-/** Opens the library once per process and checks it speaks this binding's ABI. */
-export async function openLibrary(path: string = LIBRARY_PATH): Promise<Library> {
-  if (library !== undefined) return library;
-  const { file, cleanup } = await loadableLibraryFile(path);
-  try {
-    library = Deno.dlopen(file, SYMBOLS);
-  } catch (e) {
-    const detail = e instanceof Error ? e.message : String(e);
-    throw new Error(
-      `cannot load the native engine library ${path} (run \`deno task build:ffi\`; it needs a C compiler): ${detail}`,
-    );
-  } finally {
-    await cleanup();
-  }
-  const abi = library.symbols.rill_abi_version();
-  if (abi !== ABI_VERSION) {
-    library.close();
-    library = undefined;
-    throw new Error(`native engine library ${path} speaks ABI ${abi}, this binding ${ABI_VERSION}: rebuild it`);
-  }
-  const mismatch = signatureMismatch(cString(library.symbols.rill_step_batch_signature()), stepBatchSignature());
-  if (mismatch !== undefined) {
-    library.close();
-    library = undefined;
-    throw new Error(`native engine library ${path} lays out rill_step_batch differently (${mismatch}): rebuild it`);
-  }
-  return library;
-}
-
-const STATUS_NAMES: Record<number, string> = {
-  1: "invalid argument",
-  2: "model error",
-  3: "out of memory",
-  4: "device error",
-  5: "unsupported",
-  6: "internal error",
-};
-
-function cString(ptr: Deno.PointerValue): string {
-  return ptr === null ? "" : Deno.UnsafePointerView.getCString(ptr);
-}
-
-function nulTerminated(s: string): Uint8Array<ArrayBuffer> {
-  const bytes = new TextEncoder().encode(s);
-  const out = new Uint8Array(bytes.length + 1);
-  out.set(bytes);
-  return out;
-}
-
-/** The address of a typed array's first element, its backing store pinned off the V8 heap; 0 when empty. */
-function address(array: ArrayBufferView): bigint {
-  void array.buffer;
-  if (array.byteLength === 0) return 0n;
-  const ptr = Deno.UnsafePointer.of(array as BufferSource);
-  return ptr === null ? 0n : BigInt(Deno.UnsafePointer.value(ptr));
-}
+/** Field offsets and sizes of the ABI structs, in bytes (`rill_step_batch`'s derived from step_batch_layout.ts). */
+export const LAYOUT = { stepBatch: STEP_BATCH_LAYOUT, ...STRUCT_LAYOUTS } as const;
 
 /** What `rill_engine_info` reports beyond the step contract: for logs, benchmarks and tests. */
 export interface NativeInfo extends BackendInfo {
@@ -404,7 +234,7 @@ export class NativeBackend implements Backend {
 
   /** Loads a Hugging Face checkpoint directory; errors name the file and tensor. */
   static async create(modelDir: string, options: NativeOptions = {}): Promise<NativeBackend> {
-    const lib = await openLibrary(options.libraryPath);
+    const lib = await openLibrary(stepBatchSignature(), options.libraryPath);
     const L = LAYOUT.options;
     const opts = new Uint8Array(L.size);
     const v = new DataView(opts.buffer);
@@ -443,21 +273,21 @@ export class NativeBackend implements Backend {
     const engine = Deno.UnsafePointer.create(out[0]!);
     if (status !== 0 || engine === null) {
       const message = cString(lib.symbols.rill_global_error());
-      throw new Error(`native backend: ${message || STATUS_NAMES[status] || `status ${status}`}`);
+      throw new Error(`native backend: ${message || statusName(status)}`);
     }
     const infoBytes = new Uint8Array(LAYOUT.info.size);
     const infoStatus = lib.symbols.rill_engine_info(engine, infoBytes);
     if (infoStatus !== 0) {
       const message = cString(lib.symbols.rill_last_error(engine));
       lib.symbols.rill_engine_destroy(engine);
-      throw new Error(`native backend: ${message || STATUS_NAMES[infoStatus]}`);
+      throw new Error(`native backend: ${message || statusName(infoStatus)}`);
     }
     return new NativeBackend(lib, engine, decodeInfo(infoBytes));
   }
 
   #error(status: number): Error {
     const message = cString(this.#lib.symbols.rill_last_error(this.#engine));
-    return new Error(message || `native engine: ${STATUS_NAMES[status] ?? `status ${status}`}`);
+    return new Error(message || `native engine: ${statusName(status)}`);
   }
 
   #enter(): Deno.PointerObject {

@@ -124,21 +124,6 @@ export function stepBatchSignature(): string {
   return `${counts};${arrays}`;
 }
 
-/** The first difference between the library's signature and the binding's, in words; undefined when they agree. */
-export function signatureMismatch(library: string, binding: string): string | undefined {
-  const entries = (text: string) => text.split(";").map((part) => part.split(",").filter((e) => e !== ""));
-  const [libCounts = [], libArrays = [], ...libRest] = entries(library);
-  const [ownCounts = [], ownArrays = []] = entries(binding);
-  if (libRest.length > 0) return `unreadable signature "${library.slice(0, 80)}"`;
-  for (const [kind, lib, own] of [["count", libCounts, ownCounts], ["field", libArrays, ownArrays]] as const) {
-    for (let k = 0; k < Math.max(lib.length, own.length); k++) {
-      if (lib[k] === own[k]) continue;
-      return `${kind} ${k}: library ${lib[k] ?? "(none)"}, binding ${own[k] ?? "(none)"}`;
-    }
-  }
-  return undefined;
-}
-
 /** Byte offset of the first pointer field; pointer k lies 8·k bytes after it. */
 export const STEP_BATCH_POINTERS_AT = POINTERS_AT;
 

@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { ApiError } from "../../prompt/errors.ts";
 import { z } from "zod";
-import { choiceSeed, LogitBias, requestName, SamplingFieldShape, samplingFields } from "../../api/sampling_fields.ts";
+import { choiceSeed, LogitBias, requestName, samplingFields, SamplingFieldShape } from "../../api/sampling_fields.ts";
 import { OPTIONAL_SAMPLING_KEYS, SAMPLING_FIELDS } from "../../engine/sampling_fields.ts";
 
 Deno.test("samplingFields: defaults, vLLM extras and logit_bias", () => {

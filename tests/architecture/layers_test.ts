@@ -11,17 +11,30 @@ const ROOT = new URL("../../", import.meta.url).pathname;
 /** Which folders each layer may import from (its own folder is always allowed). */
 const ALLOWED: Record<string, readonly string[]> = {
   checkpoint: [],
-  engine: ["checkpoint"],
+  ffi: ["checkpoint"],
+  engine: ["checkpoint", "ffi"],
   parsers: ["checkpoint"],
   grammar: ["checkpoint", "engine"],
   prompt: ["checkpoint", "engine", "parsers", "grammar"],
   events: ["checkpoint", "engine", "parsers", "grammar"],
   conformance: ["events"],
   api: ["checkpoint", "engine", "parsers", "grammar", "prompt", "events"],
-  server: ["checkpoint", "engine", "parsers", "grammar", "prompt", "events", "api"],
+  server: ["checkpoint", "ffi", "engine", "parsers", "grammar", "prompt", "events", "api"],
   "main.ts": ["server"],
-  testing: ["checkpoint", "engine", "parsers", "grammar", "prompt", "events", "conformance", "api", "server"],
-  bench: ["checkpoint", "engine", "parsers", "grammar", "prompt", "events", "conformance", "api", "server", "testing"],
+  testing: ["checkpoint", "ffi", "engine", "parsers", "grammar", "prompt", "events", "conformance", "api", "server"],
+  bench: [
+    "checkpoint",
+    "ffi",
+    "engine",
+    "parsers",
+    "grammar",
+    "prompt",
+    "events",
+    "conformance",
+    "api",
+    "server",
+    "testing",
+  ],
 };
 
 const IMPORT =
@@ -32,7 +45,7 @@ async function sourceFiles(dir: string, out: string[] = []): Promise<string[]> {
     const path = dir === "" ? entry.name : `${dir}/${entry.name}`;
     if (entry.isDirectory) {
       if (
-        ["node_modules", "models", "tests", "scripts", "docs", "ffi", "build", "cov", ".git", ".data"].includes(path)
+        ["node_modules", "models", "tests", "scripts", "docs", "build", "cov", ".git", ".data"].includes(path)
       ) {
         continue;
       }

@@ -5,13 +5,9 @@
  * TypeScript description (engine/sampling_fields.ts, engine/backends/step_batch_layout.ts) fails here.
  */
 import assert from "node:assert/strict";
-import { ABI_VERSION, LAYOUT, openLibrary } from "../../engine/backends/native_backend.ts";
-import {
-  signatureMismatch,
-  STEP_BATCH_ARRAYS,
-  STEP_BATCH_COUNTS,
-  stepBatchSignature,
-} from "../../engine/backends/step_batch_layout.ts";
+import { LAYOUT } from "../../engine/backends/native_backend.ts";
+import { ABI_VERSION, openLibrary, signatureMismatch } from "../../ffi/binding/library.ts";
+import { STEP_BATCH_ARRAYS, STEP_BATCH_COUNTS, stepBatchSignature } from "../../engine/backends/step_batch_layout.ts";
 import { StepBatchBuilder } from "../../engine/step_batch_builder.ts";
 import type { BackendInfo } from "../../engine/step_batch.ts";
 
@@ -162,7 +158,7 @@ Deno.test("native binding: each batch array's element type is rill.h's and the S
 });
 
 Deno.test("native binding: the built library's rill_step_batch signature is the binding's", async () => {
-  const lib = await openLibrary();
+  const lib = await openLibrary(stepBatchSignature());
   const text = Deno.UnsafePointerView.getCString(lib.symbols.rill_step_batch_signature()!);
   assert.equal(text, stepBatchSignature());
   assert.equal(signatureMismatch(text, stepBatchSignature()), undefined);

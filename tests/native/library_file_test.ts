@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { ABI_VERSION, LIBRARY_PATH, loadableLibraryFile } from "../../engine/backends/native_backend.ts";
+import { ABI_VERSION, LIBRARY_PATH, loadableLibraryFile } from "../../ffi/binding/library.ts";
 
 Deno.test("native binding: the library is loaded in place from a checkout", async () => {
   const { file, cleanup } = await loadableLibraryFile(LIBRARY_PATH, undefined);
