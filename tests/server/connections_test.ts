@@ -179,6 +179,14 @@ Deno.test("connections: running out of file descriptors does not stop the server
     const status = await Promise.race([child.status, new Promise((r) => setTimeout(() => r("running"), 100))]);
     assert.equal(status, "running", err);
     assert.match(err, /accept failed; retrying/);
+  } catch (e) {
+    // Say what the child did: a failure here must be diagnosable from one CI log.
+    const state = await Promise.race([
+      child.status.then((s) => `exited with code ${s.code}, signal ${s.signal}`),
+      new Promise((r) => setTimeout(() => r("still running"), 500)),
+    ]);
+    const message = e instanceof Error ? e.message : String(e);
+    throw new Error(`${message}\nchild server: ${state}\nits stderr (last 3,000 characters):\n${err.slice(-3000)}`);
   } finally {
     child.kill("SIGKILL");
     await child.status;
