@@ -33,6 +33,7 @@
  * too, else it is shortened.
  */
 
+import { BlockLru } from "./block_lru.ts";
 import { SlidingPool } from "./sliding_pool.ts";
 
 export interface BlockManagerOptions {
@@ -76,11 +77,7 @@ export class BlockManager {
   readonly #free: Int32Array;
   #numFree: number;
   /** LRU list of registered blocks with refCount 0: head is evicted first. */
-  readonly #lruPrev: Int32Array;
-  readonly #lruNext: Int32Array;
-  #lruHead = NONE;
-  #lruTail = NONE;
-  #numEvictable = 0;
+  readonly #lru: BlockLru;
   /** Content id of a block whose content is known (0 = none); ids start at 1 and are never reused. */
   readonly #content: Float64Array;
   readonly #parentContent: Float64Array;
@@ -111,8 +108,7 @@ export class BlockManager {
     // Popped from the end: block 0 is handed out first.
     for (let i = 0; i < numBlocks; i++) this.#free[i] = numBlocks - 1 - i;
     this.#numFree = numBlocks;
-    this.#lruPrev = new Int32Array(numBlocks).fill(NONE);
-    this.#lruNext = new Int32Array(numBlocks).fill(NONE);
+    this.#lru = new BlockLru(numBlocks);
     this.#registered = new Uint8Array(numBlocks);
     const cacheSlots = this.prefixCaching ? numBlocks : 0;
     this.#content = new Float64Array(cacheSlots);
@@ -155,17 +151,17 @@ export class BlockManager {
 
   /** Blocks a sequence could still take: free plus evictable cached ones. */
   get numFreeBlocks(): number {
-    return this.#numFree + this.#numEvictable;
+    return this.#numFree + this.#lru.size;
   }
 
   /** Blocks held by at least one sequence. */
   get numUsedBlocks(): number {
-    return this.numBlocks - this.#numFree - this.#numEvictable;
+    return this.numBlocks - this.#numFree - this.#lru.size;
   }
 
   /** Unreferenced blocks kept for their cached KV. */
   get numCachedBlocks(): number {
-    return this.#numEvictable;
+    return this.#lru.size;
   }
 
   /** Fraction 0..1 of blocks held by sequences. */
@@ -295,7 +291,7 @@ export class BlockManager {
     const needed = Math.ceil(hold / bs) - seq.hashed;
     if (needed > this.numFreeBlocks - evictableHits - keepFree) return -1;
     for (const b of seq.blocks) {
-      if (this.#refCount[b] === 0) this.#lruRemove(b);
+      if (this.#refCount[b] === 0) this.#lru.remove(b);
       this.#refCount[b] = this.#refCount[b]! + 1;
     }
     if (win !== undefined) {
@@ -430,7 +426,7 @@ export class BlockManager {
       if (rc < 0) throw new Error(`block manager: block ${b} released more often than taken`);
       this.#refCount[b] = rc;
       if (rc > 0) continue;
-      if (this.#registered[b] === 1) this.#lruAppend(b);
+      if (this.#registered[b] === 1) this.#lru.append(b);
       else {
         if (this.prefixCaching) this.#content[b] = 0;
         this.#free[this.#numFree++] = b;
@@ -448,9 +444,9 @@ export class BlockManager {
   #take(): number {
     let b: number;
     if (this.#numFree > 0) b = this.#free[--this.#numFree]!;
-    else if (this.#lruHead !== NONE) {
-      b = this.#lruHead;
-      this.#lruRemove(b);
+    else if (this.#lru.oldest !== NONE) {
+      b = this.#lru.oldest;
+      this.#lru.remove(b);
       this.#unregister(b);
     } else throw new Error("block manager: pool exhausted");
     this.#refCount[b] = 1;
@@ -501,27 +497,6 @@ export class BlockManager {
       c = mix(c, t ^ 0x5bd1e995);
     }
     return ((fmix(a) >>> 11) * 4294967296 + (fmix(c) >>> 0)) % this.#keyRange;
-  }
-
-  #lruAppend(b: number): void {
-    this.#lruPrev[b] = this.#lruTail;
-    this.#lruNext[b] = NONE;
-    if (this.#lruTail !== NONE) this.#lruNext[this.#lruTail] = b;
-    else this.#lruHead = b;
-    this.#lruTail = b;
-    this.#numEvictable++;
-  }
-
-  #lruRemove(b: number): void {
-    const p = this.#lruPrev[b]!;
-    const n = this.#lruNext[b]!;
-    if (p !== NONE) this.#lruNext[p] = n;
-    else this.#lruHead = n;
-    if (n !== NONE) this.#lruPrev[n] = p;
-    else this.#lruTail = p;
-    this.#lruPrev[b] = NONE;
-    this.#lruNext[b] = NONE;
-    this.#numEvictable--;
   }
 }
 

@@ -13,6 +13,7 @@
  * - A content id names at most one block here (`register` refuses a second), and that block's content is the KV of
  *   exactly the token prefix the id stands for.
  */
+import { BlockLru } from "./block_lru.ts";
 
 const NONE = -1;
 
@@ -21,11 +22,7 @@ export class SlidingPool {
   readonly #refCount: Int32Array;
   readonly #free: Int32Array;
   #numFree: number;
-  readonly #lruPrev: Int32Array;
-  readonly #lruNext: Int32Array;
-  #lruHead = NONE;
-  #lruTail = NONE;
-  #numEvictable = 0;
+  readonly #lru: BlockLru;
   /** Content id of each block (0 = none). */
   readonly #content: Float64Array;
   readonly #byContent = new Map<number, number>();
@@ -39,22 +36,21 @@ export class SlidingPool {
     this.#free = new Int32Array(numBlocks);
     for (let i = 0; i < numBlocks; i++) this.#free[i] = numBlocks - 1 - i;
     this.#numFree = numBlocks;
-    this.#lruPrev = new Int32Array(numBlocks).fill(NONE);
-    this.#lruNext = new Int32Array(numBlocks).fill(NONE);
+    this.#lru = new BlockLru(numBlocks);
     this.#content = new Float64Array(numBlocks);
   }
 
   /** Blocks that could still be taken: free plus evictable cached ones. */
   get numFreeBlocks(): number {
-    return this.#numFree + this.#numEvictable;
+    return this.#numFree + this.#lru.size;
   }
 
   get numUsedBlocks(): number {
-    return this.numBlocks - this.#numFree - this.#numEvictable;
+    return this.numBlocks - this.#numFree - this.#lru.size;
   }
 
   get numCachedBlocks(): number {
-    return this.#numEvictable;
+    return this.#lru.size;
   }
 
   refCount(block: number): number {
@@ -74,9 +70,9 @@ export class SlidingPool {
   take(): number {
     let b: number;
     if (this.#numFree > 0) b = this.#free[--this.#numFree]!;
-    else if (this.#lruHead !== NONE) {
-      b = this.#lruHead;
-      this.#lruRemove(b);
+    else if (this.#lru.oldest !== NONE) {
+      b = this.#lru.oldest;
+      this.#lru.remove(b);
       this.#byContent.delete(this.#content[b]!);
       this.#content[b] = 0;
     } else throw new Error("sliding pool: exhausted");
@@ -86,7 +82,7 @@ export class SlidingPool {
 
   /** One more reference to a block found by `lookup`. */
   acquire(block: number): void {
-    if (this.#refCount[block] === 0) this.#lruRemove(block);
+    if (this.#refCount[block] === 0) this.#lru.remove(block);
     this.#refCount[block] = this.#refCount[block]! + 1;
   }
 
@@ -103,28 +99,7 @@ export class SlidingPool {
     if (rc < 0) throw new Error(`sliding pool: block ${block} released more often than taken`);
     this.#refCount[block] = rc;
     if (rc > 0) return;
-    if (this.#content[block] !== 0) this.#lruAppend(block);
+    if (this.#content[block] !== 0) this.#lru.append(block);
     else this.#free[this.#numFree++] = block;
-  }
-
-  #lruAppend(b: number): void {
-    this.#lruPrev[b] = this.#lruTail;
-    this.#lruNext[b] = NONE;
-    if (this.#lruTail !== NONE) this.#lruNext[this.#lruTail] = b;
-    else this.#lruHead = b;
-    this.#lruTail = b;
-    this.#numEvictable++;
-  }
-
-  #lruRemove(b: number): void {
-    const p = this.#lruPrev[b]!;
-    const n = this.#lruNext[b]!;
-    if (p !== NONE) this.#lruNext[p] = n;
-    else this.#lruHead = n;
-    if (n !== NONE) this.#lruPrev[n] = p;
-    else this.#lruTail = p;
-    this.#lruPrev[b] = NONE;
-    this.#lruNext[b] = NONE;
-    this.#numEvictable--;
   }
 }
