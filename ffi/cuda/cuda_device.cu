@@ -107,6 +107,7 @@ struct rill_cuda {
    * [hidden]. */
   float *moe_xn, *moe_logits, *moe_w, *moe_gu, *moe_act, *moe_y;
   int32_t *moe_sel;
+  int32_t *moe_start, *moe_order; /* a chunk's pairs grouped by expert [E + 1], [pairs] (rill_k_moe_group) */
   __nv_bfloat16 *row_hidden; /* [max_rows × hidden]: final-normed rows for slices above the GEMV threshold */
   float *logits;             /* [max_rows × vocab] */
   float *part_ml, *part_acc; /* split-KV partials (kernels.cuh) */
@@ -207,7 +208,7 @@ void rill_cuda_destroy(rill_cuda *d) {
   void *ptrs[] = {d->embed,  d->head,       d->final_norm, d->inv_freq, d->kc,      d->vc,     d->x,
                   d->xb,     d->qkv,        d->attn,       d->gu,       d->row_hidden, d->logits, d->meta,
                   d->part_ml, d->part_acc,  d->moe_xn,     d->moe_logits, d->moe_w,  d->moe_gu, d->moe_act,
-                  d->moe_y,  d->moe_sel};
+                  d->moe_y,  d->moe_sel,   d->moe_start,  d->moe_order};
   for (void *p : ptrs) cudaFree(p);
   rill_cuda_e3_destroy(d->e3);
   rill_gemm_lt_destroy(&d->lt);
@@ -335,6 +336,8 @@ static rill_status alloc_buffers(rill_cuda *d, char *err, size_t err_cap) {
     CU(cudaMalloc(&d->moe_gu, P * 2 * I * sizeof(float)));
     CU(cudaMalloc(&d->moe_act, P * I * sizeof(float)));
     CU(cudaMalloc(&d->moe_y, P * H * sizeof(float)));
+    CU(cudaMalloc(&d->moe_start, (E + 1) * sizeof(int32_t)));
+    CU(cudaMalloc(&d->moe_order, P * sizeof(int32_t)));
   } else {
     CU(cudaMalloc(&d->gu, T * 2 * I * sizeof(float)));
   }
@@ -578,11 +581,21 @@ static rill_status run_layers(rill_cuda *d, int T, int S, const int32_t *tokens,
       for (int t0 = 0; t0 < T; t0 += kMoeChunk) {
         const int n = T - t0 < kMoeChunk ? T - t0 : kMoeChunk, P = n * K;
         const int32_t *sel = d->moe_sel + (size_t)t0 * K;
-        CU(rill_k_mxfp4_experts(st, d->moe_xn + (size_t)t0 * H, H, 1, P, K, sel, L->gu_blocks, L->gu_scales,
-                                L->gu_bias, 2 * I, H, d->moe_gu));
-        CU(rill_k_moe_act(st, d->moe_gu, P, I, c->swiglu_limit, d->moe_act));
-        CU(rill_k_mxfp4_experts(st, d->moe_act, I, 0, P, K, sel, L->dn_blocks, L->dn_scales, L->dn_bias, H, I,
-                                d->moe_y));
+        /* One token reads its K experts once anyway; several are grouped so each expert is read once per chunk. */
+        if (n == 1) {
+          CU(rill_k_mxfp4_experts(st, d->moe_xn + (size_t)t0 * H, H, 1, P, K, sel, L->gu_blocks, L->gu_scales,
+                                  L->gu_bias, 2 * I, H, d->moe_gu));
+          CU(rill_k_moe_act(st, d->moe_gu, P, I, c->swiglu_limit, d->moe_act));
+          CU(rill_k_mxfp4_experts(st, d->moe_act, I, 0, P, K, sel, L->dn_blocks, L->dn_scales, L->dn_bias, H, I,
+                                  d->moe_y));
+        } else {
+          CU(rill_k_moe_group(st, sel, P, E, d->moe_start, d->moe_order));
+          CU(rill_k_mxfp4_experts_grouped(st, d->moe_xn + (size_t)t0 * H, H, 1, E, K, d->moe_start, d->moe_order,
+                                          L->gu_blocks, L->gu_scales, L->gu_bias, 2 * I, H, d->moe_gu));
+          CU(rill_k_moe_act(st, d->moe_gu, P, I, c->swiglu_limit, d->moe_act));
+          CU(rill_k_mxfp4_experts_grouped(st, d->moe_act, I, 0, E, K, d->moe_start, d->moe_order, L->dn_blocks,
+                                          L->dn_scales, L->dn_bias, H, I, d->moe_y));
+        }
         CU(rill_k_moe_combine(st, d->moe_y, d->moe_w + (size_t)t0 * K, n, K, H, d->x + (size_t)t0 * H));
       }
       continue;

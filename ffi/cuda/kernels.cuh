@@ -115,6 +115,14 @@ cudaError_t rill_k_moe_route(cudaStream_t s, const float *logits, const float *b
 cudaError_t rill_k_mxfp4_experts(cudaStream_t s, const float *x, int ldx, int per_token, int pairs, int K,
                                  const int32_t *sel, const uint8_t *blocks, const uint8_t *scales, const float *bias,
                                  int rows, int cols, float *y);
+/* The pairs p < pairs grouped by expert: order[start[e] .. start[e + 1]) are the pairs with sel[p] == e, ascending
+ * (start [E + 1], order [pairs]); computed on the device, so no host round trip. */
+cudaError_t rill_k_moe_group(cudaStream_t s, const int32_t *sel, int pairs, int E, int32_t *start, int32_t *order);
+/* rill_k_mxfp4_experts for the pairs rill_k_moe_group grouped, each expert's weights read once for all its pairs; every
+ * y[p] is bit for bit rill_k_mxfp4_experts's. The launch shape depends on E and rows only. */
+cudaError_t rill_k_mxfp4_experts_grouped(cudaStream_t s, const float *x, int ldx, int per_token, int E, int K,
+                                         const int32_t *start, const int32_t *order, const uint8_t *blocks,
+                                         const uint8_t *scales, const float *bias, int rows, int cols, float *y);
 /* act[p][i] = (clamp(up, ±limit) + 1) · g · σ(1.702 · g), g = min(gate, limit), gate = gu[p][2i], up = gu[p][2i + 1]. */
 cudaError_t rill_k_moe_act(cudaStream_t s, const float *gu, int pairs, int I, float limit, float *act);
 /* x[t] += Σ_j weight[t][j] · y[t · K + j] for t < T. */

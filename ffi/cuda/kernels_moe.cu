@@ -2,7 +2,9 @@
  * straight from the packed blocks, the clamped SwiGLU and the weighted sum into the residual stream. Every launch
  * shape depends only on the step's token count, and the chosen experts reach the kernels through device memory, so a
  * step's routing needs no host round trip and the layers stay inside the CUDA graphs. Each (token, expert) product is
- * computed alone: a token's output does not depend on what else is in the step. */
+ * computed in the same order whichever kernel runs it: a token's output does not depend on what else is in the step.
+ * Several tokens' pairs are grouped by expert on the device (rill_k_moe_group), so each expert's weights are read once
+ * per step for all the tokens routed to it (rill_k_mxfp4_experts_grouped). */
 #include <math.h>
 
 #include "block_reduce.cuh"
@@ -90,6 +92,82 @@ __global__ void experts_kernel(const float *x, int ldx, int per_token, int K, co
   if (lane == 0) y[(size_t)p * rows + r] = acc + bias[row];
 }
 
+/* One block. start[e] .. start[e + 1] index the pairs routed to expert e in order[], ascending: thread e counts them
+ * into start[e + 1], one thread sums the counts, thread e places them (deterministic: no atomics). */
+__global__ void group_kernel(const int32_t *sel, int P, int E, int32_t *start, int32_t *order) {
+  for (int e = threadIdx.x; e < E; e += blockDim.x) {
+    int32_t n = 0;
+    for (int p = 0; p < P; p++) n += sel[p] == e;
+    start[e + 1] = n;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    start[0] = 0;
+    for (int e = 0; e < E; e++) start[e + 1] += start[e];
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < E; e += blockDim.x) {
+    int32_t at = start[e];
+    for (int p = 0; p < P; p++)
+      if (sel[p] == e) order[at++] = p;
+  }
+}
+
+/* Block (row chunk, expert e): one warp per output row as experts_kernel, over e's pairs kGroupTile at a time; each
+ * lane decodes a weight block once for every pair of the tile. A pair's sum is experts_kernel's, term for term (the
+ * same blocks per lane, the same fmaf order, the same warp tree), so grouping changes no bit of it. */
+constexpr int kGroupTile = 8;
+
+__global__ void grouped_experts_kernel(const float *x, int ldx, int per_token, int K, const int32_t *start,
+                                       const int32_t *order, const uint8_t *blocks, const uint8_t *scales,
+                                       const float *bias, int rows, int nb, float *y) {
+  const int e = blockIdx.y, lane = threadIdx.x & 31, r = blockIdx.x * kRowsPerBlock + (threadIdx.x >> 5);
+  const int p0 = start[e], p1 = start[e + 1];
+  if (r >= rows || p0 == p1) return;
+  const size_t row = (size_t)e * rows + (size_t)r;
+  const uint8_t *br = blocks + row * (size_t)nb * 16, *sr = scales + row * (size_t)nb;
+  for (int q0 = p0; q0 < p1; q0 += kGroupTile) {
+    const int n = p1 - q0 < kGroupTile ? p1 - q0 : kGroupTile;
+    float acc[kGroupTile];
+    const float *xr[kGroupTile];
+#pragma unroll
+    for (int i = 0; i < kGroupTile; i++) {
+      acc[i] = 0.0f;
+      const int p = i < n ? order[q0 + i] : order[q0];
+      xr[i] = x + (size_t)(per_token ? p / K : p) * ldx;
+    }
+    for (int b = lane; b < nb; b += 32) {
+      const float d = e8m0(sr[b]);
+      const uint4 qv = *reinterpret_cast<const uint4 *>(br + (size_t)b * 16);
+      const uint32_t words[4] = {qv.x, qv.y, qv.z, qv.w};
+      float w[32];
+#pragma unroll
+      for (int j = 0; j < 16; j++) {
+        const uint32_t q = (words[j / 4] >> (8 * (j % 4))) & 0xFFu;
+        w[2 * j] = kE2m1[q & 15] * d;
+        w[2 * j + 1] = kE2m1[q >> 4] * d;
+      }
+#pragma unroll
+      for (int i = 0; i < kGroupTile; i++) {
+        if (i >= n) break;
+        const float *xb = xr[i] + (size_t)b * 32;
+        float part = 0.0f;
+        for (int j = 0; j < 16; j++) {
+          part = fmaf(xb[2 * j], w[2 * j], part);
+          part = fmaf(xb[2 * j + 1], w[2 * j + 1], part);
+        }
+        acc[i] += part;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kGroupTile; i++) {
+      if (i >= n) break;
+      const float sum = rill_warp_sum(acc[i]);
+      if (lane == 0) y[(size_t)order[q0 + i] * rows + r] = sum + bias[row];
+    }
+  }
+}
+
 /* a = (clamp(up, ±limit) + 1) · g · σ(1.702 · g), g = min(gate, limit); gate and up interleaved (2i, 2i + 1). */
 __global__ void act_kernel(const float *gu, int I, float limit, float *act) {
   const int p = blockIdx.y, i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -130,6 +208,21 @@ cudaError_t rill_k_mxfp4_experts(cudaStream_t s, const float *x, int ldx, int pe
   if (pairs == 0) return cudaSuccess;
   RILL_LAUNCH(experts_kernel, dim3((unsigned)((rows + kRowsPerBlock - 1) / kRowsPerBlock), (unsigned)pairs),
               32 * kRowsPerBlock, s, x, ldx, per_token, K, sel, blocks, scales, bias, rows, cols / 32, y);
+  return cudaGetLastError();
+}
+
+cudaError_t rill_k_moe_group(cudaStream_t s, const int32_t *sel, int pairs, int E, int32_t *start, int32_t *order) {
+  if (E < 1) return cudaErrorInvalidValue;
+  RILL_LAUNCH(group_kernel, 1, 256, s, sel, pairs, E, start, order);
+  return cudaGetLastError();
+}
+
+cudaError_t rill_k_mxfp4_experts_grouped(cudaStream_t s, const float *x, int ldx, int per_token, int E, int K,
+                                         const int32_t *start, const int32_t *order, const uint8_t *blocks,
+                                         const uint8_t *scales, const float *bias, int rows, int cols, float *y) {
+  if (E < 1) return cudaErrorInvalidValue;
+  RILL_LAUNCH(grouped_experts_kernel, dim3((unsigned)((rows + kRowsPerBlock - 1) / kRowsPerBlock), (unsigned)E),
+              32 * kRowsPerBlock, s, x, ldx, per_token, K, start, order, blocks, scales, bias, rows, cols / 32, y);
   return cudaGetLastError();
 }
 

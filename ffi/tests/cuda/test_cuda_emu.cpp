@@ -685,6 +685,59 @@ void streaming_kernel_checks() {
 }
 
 
+/* rill_k_moe_group + rill_k_mxfp4_experts_grouped against rill_k_mxfp4_experts, pair by pair: the grouping (ascending
+ * pairs per expert, experts without pairs included) and every output bit for bit, for the gate/up (per-token input)
+ * and down (per-pair input) shapes, pairs fewer and more than a tile. */
+void grouped_expert_checks() {
+  const int E = 5, K = 2, rows = 37, cols = 96, nb = cols / 32;
+  uint8_t *blocks = static_cast<uint8_t *>(malloc((size_t)E * rows * nb * 16));
+  uint8_t *scales = static_cast<uint8_t *>(malloc((size_t)E * rows * nb));
+  float *bias = static_cast<float *>(malloc((size_t)E * rows * sizeof(float)));
+  for (size_t i = 0; i < (size_t)E * rows * nb * 16; i++) blocks[i] = (uint8_t)(i * 2654435761u >> 13);
+  for (size_t i = 0; i < (size_t)E * rows * nb; i++) scales[i] = (uint8_t)(120 + i % 12);
+  for (int i = 0; i < E * rows; i++) bias[i] = pseudo((uint32_t)i + 77u);
+  const int Ts[] = {2, 5, 16};
+  for (int T : Ts) {
+    const int P = T * K;
+    float *x = static_cast<float *>(malloc((size_t)P * cols * sizeof(float)));
+    for (int i = 0; i < P * cols; i++) x[i] = 3.0f * pseudo((uint32_t)i + 991u);
+    int32_t *sel = static_cast<int32_t *>(malloc((size_t)P * sizeof(int32_t)));
+    /* Expert 3 is never chosen; expert 0 takes over a tile's worth of pairs at T 16. */
+    for (int t = 0; t < T; t++) {
+      sel[t * K] = t % 3 == 2 ? 4 : 0;
+      sel[t * K + 1] = t % 2 == 0 ? 1 : 2;
+    }
+    int32_t start[E + 1], order[64];
+    CHECK(rill_k_moe_group(nullptr, sel, P, E, start, order) == cudaSuccess);
+    int at = 0, ok = start[0] == 0;
+    for (int e = 0; e < E; e++) {
+      for (int p = 0; p < P; p++)
+        if (sel[p] == e) ok = ok && at < P && order[at++] == p;
+      ok = ok && start[e + 1] == at;
+    }
+    CHECK_MSG(ok && at == P, "T %d: the pairs are not grouped by expert in ascending order", T);
+    for (int per_token = 0; per_token < 2; per_token++) {
+      float *want = static_cast<float *>(malloc((size_t)P * rows * sizeof(float)));
+      float *got = static_cast<float *>(malloc((size_t)P * rows * sizeof(float)));
+      for (int i = 0; i < P * rows; i++) got[i] = NAN;
+      CHECK(rill_k_mxfp4_experts(nullptr, x, cols, per_token, P, K, sel, blocks, scales, bias, rows, cols, want) ==
+            cudaSuccess);
+      CHECK(rill_k_mxfp4_experts_grouped(nullptr, x, cols, per_token, E, K, start, order, blocks, scales, bias, rows,
+                                         cols, got) == cudaSuccess);
+      CHECK_MSG(memcmp(want, got, (size_t)P * rows * sizeof(float)) == 0,
+                "T %d per_token %d: grouped expert products differ from the per-pair ones", T, per_token);
+      free(want);
+      free(got);
+    }
+    free(x);
+    free(sel);
+  }
+  CHECK(rill_k_moe_group(nullptr, nullptr, 0, 0, nullptr, nullptr) == cudaErrorInvalidValue);
+  free(blocks);
+  free(scales);
+  free(bias);
+}
+
 /* The emulation's stream capture behaves as CUDA's: work is recorded, not run; a kernel's arguments are baked at
  * capture while a copy reads its source at replay; synchronising or a synchronous call inside a strict capture fails
  * and invalidates it. */
@@ -888,6 +941,7 @@ int main(int argc, char **argv) {
   }
   if (all || strcmp(part, "kernels") == 0) {
     streaming_kernel_checks();
+    grouped_expert_checks();
     int attn_passed = 0, attn_failed = 0;
     attention_kernel_checks(&attn_passed, &attn_failed);
     check_passed_count += attn_passed;
