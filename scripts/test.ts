@@ -74,7 +74,9 @@ async function runCTests(): Promise<{ passed: number; failed: number }> {
     passed += run.passed;
     failed += run.failed;
     console.log(
-      `${run.failed === 0 ? "ok" : "FAILED"} | build/ffi/tests/${run.name} | ${run.passed} passed | ${run.failed} failed`,
+      `${
+        run.failed === 0 ? "ok" : "FAILED"
+      } | build/ffi/tests/${run.name} | ${run.passed} passed | ${run.failed} failed`,
     );
     if (run.failed > 0) {
       await Deno.stdout.write(new TextEncoder().encode(run.stdout));
