@@ -85,7 +85,7 @@ TGT void tile(const int NR, const int NT, const int PF, const float *x, size_t l
     __m512bh xv[MAX_NT];
 #pragma GCC unroll 8
     for (int t = 0; t < NT; t++) xv[t] = load_x(x + (size_t)t * ldx, c, cols);
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int r = 0; r < NR; r++) {
       if (PF) _mm_prefetch((const char *)(w + (size_t)(r + NR) * ldw + c), _MM_HINT_T0);
       const __m512bh wv = load_w(w + (size_t)r * ldw, c, cols);
@@ -100,11 +100,12 @@ TGT void tile(const int NR, const int NT, const int PF, const float *x, size_t l
   }
 }
 
-/* Rows r0..r1 for NT tokens: full tiles of NR rows (as many as keep NR × NT within MAX_ACC, at most 8), then the rest
- * one row at a time (each output's sum has the same bits either way). */
+/* Rows r0..r1 for NT tokens: full tiles of NR rows (16 for one token, else as many as keep NR × NT within MAX_ACC, at
+ * most 8), then the rest one row at a time (each output's sum has the same bits either way). Measured on Zen 4 with
+ * 192-wide rows: one token over 768 rows 5.9 µs with 8 rows a tile, 3.9 with 16 (fewer, fuller reductions). */
 TGT void rows(const int NT, const float *x, size_t ldx, const uint16_t *w, size_t ldw, int cols, int r0, int r1,
               float *y, size_t ldy) {
-  const int NR = NT <= 2 ? 8 : MAX_ACC / NT;
+  const int NR = NT == 1 ? 16 : NT == 2 ? 8 : MAX_ACC / NT;
   int r = r0;
   if (cols >= PF_COLS) {
     for (; r + NR <= r1; r += NR) tile(NR, NT, 1, x, ldx, w + (size_t)r * ldw, ldw, cols, y + r, ldy);
