@@ -28,6 +28,8 @@
 /* Rows of at least PF_COLS columns (models of more than a few MB) prefetch the next tile's rows at the same columns;
  * shorter rows stay in L3, where prefetch instructions only compete with the loads. */
 #define PF_COLS 768
+/* The widest rows whose activations (up to MAX_NT tokens, 16 KB) are converted once per call on the stack. */
+#define XB_COLS 1024
 
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 
@@ -76,15 +78,20 @@ TGT void reduce(int n, __m512 v[MAX_ACC], float *sums) {
   for (int i = 0; i < n; i++) sums[i] = out[(i & 3) * 4 + ((i >> 3) & 1) + ((i >> 2) & 1) * 2];
 }
 
-TGT void tile(const int NR, const int NT, const int PF, const float *x, size_t ldx, const uint16_t *w, size_t ldw,
-              int cols, float *y, size_t ldy) {
+/* A tile reads its activations either as fp32 rows (x, ldx), converting each chunk, or, where xb is not NULL, as bf16
+ * rows already converted (xb, ldb: the same bf16 values, zero-padded to whole chunks). */
+TGT void tile(const int NR, const int NT, const int PF, const float *x, size_t ldx, const uint16_t *xb, size_t ldb,
+              const uint16_t *w, size_t ldw, int cols, float *y, size_t ldy) {
   __m512 acc[MAX_ACC];
 #pragma GCC unroll 16
   for (int i = 0; i < NR * NT; i++) acc[i] = _mm512_setzero_ps();
   for (int c = 0; c < cols; c += 32) {
     __m512bh xv[MAX_NT];
 #pragma GCC unroll 8
-    for (int t = 0; t < NT; t++) xv[t] = load_x(x + (size_t)t * ldx, c, cols);
+    for (int t = 0; t < NT; t++) {
+      xv[t] = xb != NULL ? (__m512bh)_mm512_loadu_si512(xb + (size_t)t * ldb + c)
+                         : load_x(x + (size_t)t * ldx, c, cols);
+    }
 #pragma GCC unroll 16
     for (int r = 0; r < NR; r++) {
       if (PF) _mm_prefetch((const char *)(w + (size_t)(r + NR) * ldw + c), _MM_HINT_T0);
@@ -106,13 +113,25 @@ TGT void tile(const int NR, const int NT, const int PF, const float *x, size_t l
 TGT void rows(const int NT, const float *x, size_t ldx, const uint16_t *w, size_t ldw, int cols, int r0, int r1,
               float *y, size_t ldy) {
   const int NR = NT == 1 ? 16 : NT == 2 ? 8 : MAX_ACC / NT;
+  /* Several tokens over rows of up to XB_COLS columns convert their activations once per call, not once per tile. */
+  uint16_t xbuf[MAX_NT * XB_COLS] __attribute__((aligned(64)));
+  const uint16_t *xb = NULL;
+  const size_t ldb = ((size_t)cols + 31) & ~(size_t)31;
+  if (NT > 1 && cols <= XB_COLS) {
+    for (int t = 0; t < NT; t++) {
+      for (int c = 0; c < cols; c += 32) {
+        _mm512_storeu_si512(xbuf + (size_t)t * ldb + c, (__m512i)load_x(x + (size_t)t * ldx, c, cols));
+      }
+    }
+    xb = xbuf;
+  }
   int r = r0;
   if (cols >= PF_COLS) {
-    for (; r + NR <= r1; r += NR) tile(NR, NT, 1, x, ldx, w + (size_t)r * ldw, ldw, cols, y + r, ldy);
+    for (; r + NR <= r1; r += NR) tile(NR, NT, 1, x, ldx, xb, ldb, w + (size_t)r * ldw, ldw, cols, y + r, ldy);
   } else {
-    for (; r + NR <= r1; r += NR) tile(NR, NT, 0, x, ldx, w + (size_t)r * ldw, ldw, cols, y + r, ldy);
+    for (; r + NR <= r1; r += NR) tile(NR, NT, 0, x, ldx, xb, ldb, w + (size_t)r * ldw, ldw, cols, y + r, ldy);
   }
-  for (; r < r1; r++) tile(1, NT, 0, x, ldx, w + (size_t)r * ldw, ldw, cols, y + r, ldy);
+  for (; r < r1; r++) tile(1, NT, 0, x, ldx, xb, ldb, w + (size_t)r * ldw, ldw, cols, y + r, ldy);
 }
 
 TGT_FN void rill_gemm_bf16_avx512bf16(const float *x, size_t ldx, int T, const uint16_t *w, size_t ldw, int cols,
