@@ -111,10 +111,9 @@ TGT void tile(const int NR, const int NT, const int PF, const float *x, size_t l
  * most 8), then the rest one row at a time (each output's sum has the same bits either way). Measured on Zen 4 with
  * 192-wide rows: one token over 768 rows 5.9 µs with 8 rows a tile, 3.9 with 16 (fewer, fuller reductions). */
 TGT void rows(const int NT, const float *x, size_t ldx, const uint16_t *w, size_t ldw, int cols, int r0, int r1,
-              float *y, size_t ldy) {
+              float *y, size_t ldy, uint16_t *xbuf) {
   const int NR = NT == 1 ? 16 : NT == 2 ? 8 : MAX_ACC / NT;
   /* Several tokens over rows of up to XB_COLS columns convert their activations once per call, not once per tile. */
-  uint16_t xbuf[MAX_NT * XB_COLS] __attribute__((aligned(64)));
   const uint16_t *xb = NULL;
   const size_t ldb = ((size_t)cols + 31) & ~(size_t)31;
   if (NT > 1 && cols <= XB_COLS) {
@@ -136,6 +135,8 @@ TGT void rows(const int NT, const float *x, size_t ldx, const uint16_t *w, size_
 
 TGT_FN void rill_gemm_bf16_avx512bf16(const float *x, size_t ldx, int T, const uint16_t *w, size_t ldw, int cols,
                                       int r0, int r1, float *y, size_t ldy) {
+  /* Room for MAX_NT tokens' activations of XB_COLS columns in bf16 (see rows). */
+  uint16_t xbuf[MAX_NT * XB_COLS] __attribute__((aligned(64)));
   for (int tc = 0; tc < T; tc += CHUNK_T) {
     const int te = MIN(T, tc + CHUNK_T);
     for (int t = tc; t < te;) {
@@ -143,14 +144,14 @@ TGT_FN void rill_gemm_bf16_avx512bf16(const float *x, size_t ldx, int T, const u
       const float *xt = x + (size_t)t * ldx;
       float *yt = y + (size_t)t * ldy;
       switch (nt) {
-      case 1: rows(1, xt, ldx, w, ldw, cols, r0, r1, yt, ldy); break;
-      case 2: rows(2, xt, ldx, w, ldw, cols, r0, r1, yt, ldy); break;
-      case 3: rows(3, xt, ldx, w, ldw, cols, r0, r1, yt, ldy); break;
-      case 4: rows(4, xt, ldx, w, ldw, cols, r0, r1, yt, ldy); break;
-      case 5: rows(5, xt, ldx, w, ldw, cols, r0, r1, yt, ldy); break;
-      case 6: rows(6, xt, ldx, w, ldw, cols, r0, r1, yt, ldy); break;
-      case 7: rows(7, xt, ldx, w, ldw, cols, r0, r1, yt, ldy); break;
-      default: rows(8, xt, ldx, w, ldw, cols, r0, r1, yt, ldy); break;
+      case 1: rows(1, xt, ldx, w, ldw, cols, r0, r1, yt, ldy, xbuf); break;
+      case 2: rows(2, xt, ldx, w, ldw, cols, r0, r1, yt, ldy, xbuf); break;
+      case 3: rows(3, xt, ldx, w, ldw, cols, r0, r1, yt, ldy, xbuf); break;
+      case 4: rows(4, xt, ldx, w, ldw, cols, r0, r1, yt, ldy, xbuf); break;
+      case 5: rows(5, xt, ldx, w, ldw, cols, r0, r1, yt, ldy, xbuf); break;
+      case 6: rows(6, xt, ldx, w, ldw, cols, r0, r1, yt, ldy, xbuf); break;
+      case 7: rows(7, xt, ldx, w, ldw, cols, r0, r1, yt, ldy, xbuf); break;
+      default: rows(8, xt, ldx, w, ldw, cols, r0, r1, yt, ldy, xbuf); break;
       }
       t += nt;
     }
