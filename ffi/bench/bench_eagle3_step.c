@@ -4,7 +4,7 @@
  * with a head, proposing 3 tokens; best of 200 calls each (the slots are rewritten in place, so every call does the
  * same work). What bounds speculation on a model: K + 1 fed tokens against one, plus the head's catch-up and rounds.
  *
- *   bench_eagle3_step MODEL_DIR [HEAD_DIR] [--threads N]
+ *   bench_eagle3_step MODEL_DIR [HEAD_DIR] [--threads N] [--dtype fp32|bf16|int8]
  *
  * Prints one line per case: "fed F propose K: T us".
  */
@@ -85,11 +85,13 @@ static rill_step_batch make(batch *m, const int32_t *toks, int n, int first, int
 }
 
 int main(int argc, char **argv) {
-  const char *model = NULL, *head = NULL;
+  const char *model = NULL, *head = NULL, *dtype = NULL;
   int threads = 1;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
       threads = atoi(argv[++i]);
+    } else if (strcmp(argv[i], "--dtype") == 0 && i + 1 < argc) {
+      dtype = argv[++i];
     } else if (model == NULL) {
       model = argv[i];
     } else {
@@ -97,12 +99,13 @@ int main(int argc, char **argv) {
     }
   }
   if (model == NULL) {
-    fprintf(stderr, "usage: bench_eagle3_step MODEL_DIR [HEAD_DIR] [--threads N]\n");
+    fprintf(stderr, "usage: bench_eagle3_step MODEL_DIR [HEAD_DIR] [--threads N] [--dtype fp32|bf16|int8]\n");
     return 2;
   }
   rill_options o;
   memset(&o, 0, sizeof o);
   o.threads = threads;
+  o.dtype = dtype;
   o.block_size = BS;
   o.num_blocks = TABLE;
   o.max_seqs = 1;

@@ -381,7 +381,8 @@ static rill_status engine_create(const char *model_dir, const rill_options *o, r
     return s;
   }
 
-  /* RILL_CPU_ISA (portable, avx2, avx512) caps the kernels, so tests can compare instruction sets. */
+  /* RILL_CPU_ISA (portable, avx2, avx512) caps the kernels, so tests can compare instruction sets; avx512bf16 opts in
+   * to bf16-rounded activations for bf16 weights (cpu/kernels_select.c). */
   e->k = rill_kernels_select(getenv("RILL_CPU_ISA"));
   s = alloc_buffers(e);
   if (s != RILL_OK) {

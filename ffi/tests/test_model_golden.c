@@ -85,7 +85,7 @@ static double golden_error(const char *dir, const char *isa, const char *dtype, 
 }
 
 int main(void) {
-  static const char *const isas[] = {"avx512", "avx2", "portable"};
+  static const char *const isas[] = {"avx512bf16", "avx512", "avx2", "portable"};
   for (size_t m = 0; m < sizeof MODELS / sizeof MODELS[0]; m++) {
     for (size_t i = 0; i < sizeof isas / sizeof isas[0]; i++) {
       double ref_max = 0.0;

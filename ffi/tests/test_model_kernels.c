@@ -37,13 +37,20 @@ static void check_kernels(const rill_kernels *k, int rows, int cols, int T) {
     if (kind == 0) k->gemm_f32(x, (size_t)cols, T, w, (size_t)cols, cols, 0, rows, y, (size_t)rows);
     if (kind == 1) k->gemm_bf16(x, (size_t)cols, T, wb, (size_t)cols, cols, 0, rows, y, (size_t)rows);
     if (kind == 2) k->gemm_q8(xq, xs, T, wq, ldw, nb, 0, rows, y, (size_t)rows);
-    double worst = 0.0;
+    double worst = 0.0, worst_fp32_x = 0.0, bound_fp32_x = 0.0;
+    const int round_x = kind == 1 && k->bf16_rounds_x;
     for (int t = 0; t < T; t++) {
       for (int r = 0; r < rows; r++) {
-        double ref = 0.0;
+        double ref = 0.0, ref_fp32_x = 0.0, abs_sum = 0.0;
         for (int c = 0; c < cols; c++) {
           double wv = kind == 1 ? (double)rill_bf16_to_f32(wb[(size_t)r * cols + c]) : (double)w[(size_t)r * cols + c];
-          if (kind == 2) {
+          if (round_x) {
+            /* The kernel's own products (exact in fp32), and the sum it approximates with fp32 activations. */
+            const float xv = x[(size_t)t * cols + c];
+            ref += (double)rill_bf16_to_f32(rill_f32_to_bf16(xv)) * wv;
+            ref_fp32_x += (double)xv * wv;
+            abs_sum += fabs((double)xv * wv);
+          } else if (kind == 2) {
             const int8_t *wr = wq + (size_t)r * ldw;
             ref += (double)xq[(size_t)t * ldq + c] * xs[(size_t)t * nb + c / 32] * (double)wr[c] *
                    rill_q8_row_scale(wr, nb, c / 32);
@@ -52,7 +59,19 @@ static void check_kernels(const rill_kernels *k, int rows, int cols, int T) {
           }
         }
         worst = fmax(worst, fabs(ref - (double)y[(size_t)t * rows + r]));
+        if (round_x) {
+          const double err = fabs(ref_fp32_x - (double)y[(size_t)t * rows + r]);
+          worst_fp32_x = fmax(worst_fp32_x, err);
+          /* Rounding each activation to bf16 moves its term by at most 2^-9 of it, plus the fp32 sum's error. */
+          CHECK_MSG(err <= abs_sum * 0x1p-9 + 1e-6 * cols, "%s %dx%d T=%d: token %d row %d err %g vs fp32 x",
+                    k->isa, rows, cols, T, t, r, err);
+          bound_fp32_x = fmax(bound_fp32_x, abs_sum * 0x1p-9);
+        }
       }
+    }
+    if (round_x && rows == 19) {
+      printf("%s bf16 %dx%d T=%d: max err vs fp32 activations %.3g (rounding bound %.3g)\n", k->isa, rows, cols, T,
+             worst_fp32_x, bound_fp32_x);
     }
     /* fp32 accumulation over cols terms of size ≤ 1. */
     double tol = 1e-6 * cols;
@@ -319,16 +338,22 @@ static void check_rms_norm(void) {
 
 int main(void) {
   /* The selected tables, plus the non-VNNI variants of the wider ones where this processor runs them. */
-  const rill_kernels *sets[5] = {rill_kernels_select("portable"), rill_kernels_select("avx2"),
+  const rill_kernels *sets[6] = {rill_kernels_select("portable"), rill_kernels_select("avx2"),
                                  rill_kernels_select(NULL)};
   int nsets = 3;
 #if defined(__x86_64__) || defined(__i386__)
   if (strncmp(sets[1]->isa, "avx2", 4) == 0 && sets[1] != &rill_kernels_avx2) sets[nsets++] = &rill_kernels_avx2;
   if (strncmp(sets[2]->isa, "avx512", 6) == 0 && sets[2] != &rill_kernels_avx512) sets[nsets++] = &rill_kernels_avx512;
+  /* AVX512-BF16's table (bf16 activations) runs only when asked for. */
+  if (rill_kernels_select("avx512bf16") == &rill_kernels_avx512_bf16) sets[nsets++] = &rill_kernels_avx512_bf16;
+  int has_bf16_dot = 0;
+  for (int s = 0; s < nsets; s++) has_bf16_dot = has_bf16_dot || sets[s]->bf16_rounds_x;
+  printf("kernels: AVX512-BF16 dot products %s on this processor\n", has_bf16_dot ? "checked" : "not available");
 #endif
   static const int shapes[][3] = {{1, 32, 1},   {7, 100, 3}, {13, 96, 9}, {5, 17, 2},    {9, 64, 5},
                                   {4, 1000, 4}, {33, 160, 8}, {3, 1090, 2}, {6, 700, 5}, {11, 200, 12},
-                                  {6, 48, 7},   {5, 48, 70},  {19, 2100, 8}, {3, 4109, 13}};
+                                  {6, 48, 7},   {5, 48, 70},  {19, 2100, 8}, {3, 4109, 13}, {17, 192, 1},
+                                  {17, 192, 4},  {10, 33, 3}, {9, 800, 2}};
   for (int s = 0; s < nsets; s++) {
     printf("kernels: %s\n", sets[s]->isa);
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {

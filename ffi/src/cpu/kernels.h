@@ -19,7 +19,8 @@ typedef struct rill_kernels {
   /* y[t * ldy + r] = Σ_c x[t * ldx + c] · w[r * ldw + c] over c < cols, for t < T and r0 ≤ r < r1. */
   void (*gemm_f32)(const float *x, size_t ldx, int T, const float *w, size_t ldw, int cols, int r0, int r1, float *y,
                    size_t ldy);
-  /* Same with bf16 weights (the upper half of an fp32), fp32 activations and accumulation. */
+  /* Same with bf16 weights (the upper half of an fp32) and fp32 accumulation; activations in fp32, or rounded to bf16
+   * (nearest even) first where bf16_rounds_x is set. */
   void (*gemm_bf16)(const float *x, size_t ldx, int T, const uint16_t *w, size_t ldw, int cols, int r0, int r1,
                     float *y, size_t ldy);
   /* int8 weights and activations in blocks of RILL_Q8_BLOCK: row r of w is the q8 row at w + r · ldw (see
@@ -54,6 +55,8 @@ typedef struct rill_kernels {
    * bytes meet 16 consecutive activations and the high nibbles the next 16, with no shuffling of the weights. */
   void (*gemm_mxfp4)(const float *x, size_t ldx, int T, const uint8_t *blocks, const uint8_t *scales, int nb, int r0,
                      int r1, float *y, size_t ldy);
+  /* 1 where gemm_bf16 rounds activations to bf16 before multiplying (AVX512-BF16's dot products), else 0. */
+  int bf16_rounds_x;
 } rill_kernels;
 
 /* Where activation c sits in MXFP4 order: each block of 32 holds its even elements, then its odd ones. */
@@ -67,6 +70,9 @@ void rill_gemm_mxfp4_portable(const float *x, size_t ldx, int T, const uint8_t *
                               int r0, int r1, float *y, size_t ldy);
 void rill_gemm_mxfp4_avx2(const float *x, size_t ldx, int T, const uint8_t *blocks, const uint8_t *scales, int nb,
                           int r0, int r1, float *y, size_t ldy);
+/* gemm_bf16 with AVX512-BF16 dot products, activations rounded to bf16 (cpu/kernels_avx512bf16.c). */
+void rill_gemm_bf16_avx512bf16(const float *x, size_t ldx, int T, const uint16_t *w, size_t ldw, int cols, int r0,
+                               int r1, float *y, size_t ldy);
 void rill_gemm_mxfp4_avx512(const float *x, size_t ldx, int T, const uint8_t *blocks, const uint8_t *scales, int nb,
                             int r0, int r1, float *y, size_t ldy);
 
@@ -79,8 +85,12 @@ extern const rill_kernels rill_kernels_avx2_vnni;
 /* AVX-512 F/BW/VL (+ VNNI for int8). */
 extern const rill_kernels rill_kernels_avx512;
 extern const rill_kernels rill_kernels_avx512_vnni;
+/* avx512_vnni with bf16 weights × activations rounded to bf16 by AVX512-BF16 dot products (twice the fp32 FMA's
+ * terms per instruction); logits move by the activations' rounding (see ffi/tests/test_model_golden.c's bounds). */
+extern const rill_kernels rill_kernels_avx512_bf16;
 
-/* The best table this processor runs. `prefer` ("portable", "avx2", "avx512"; NULL = best) caps the choice. */
+/* The best table this processor runs. `prefer` ("portable", "avx2", "avx512"; NULL = best) caps the choice;
+ * "avx512bf16" (never picked unasked: it changes bf16 logits) allows rill_kernels_avx512_bf16 where the CPU has it. */
 const rill_kernels *rill_kernels_select(const char *prefer);
 
 /* Quantises cols floats into nblocks blocks of 32 int8 (symmetric, scale = max|x| / 127; the tail past cols is 0). */
