@@ -10,7 +10,11 @@
  *  - the released gpt-oss-20b config.json: YaRN's 32 inverse frequencies as the reference computes them (truncate
  *    false: ramp bounds 8.09 and 17.40 unrounded), the concentration 0.1 · ln 32 + 1, even layers sliding over 128;
  *    without truncate the bounds round out to 8 and 18;
- *  - the engine on tests/fixtures/checkpoints/gptoss-bf16 (sliding window 20, KV blocks of 16): a sequence's logits
+ *  - the int8-activation MXFP4 kernels: every byte under the extreme scales exact, against float64 over the int8
+ *    activations (fp32 accumulation only) and over the unquantised ones (the quantisation error, < 1% of Σ|x·w|),
+ *    batch invariant bitwise;
+ *  - the engine on tests/fixtures/checkpoints/gptoss-bf16 (sliding window 20, KV blocks of 16), as held and as int8
+ *    (int8 activations into the experts too): a sequence's logits
  *    are bitwise the same alone, batched with others (other tokens routed to the same experts), fed in chunks across
  *    block boundaries, token by token, and after a prefix hit on another sequence's blocks;
  *  - the sliding layers' own pool (bounded by the window): with a ring of 3 blocks per sequence (block j in slot
@@ -483,9 +487,13 @@ static void check_release_yarn(void) {
 
 /* ---- the engine: batch invariance, chunks, prefix hits ---- */
 
+/* The weights' dtype check_engine runs (NULL: as held); int8 also takes int8 activations into the experts. */
+static const char *engine_dtype = NULL;
+
 static rill_engine *open_engine(int threads) {
   rill_options o = {0};
   o.threads = threads;
+  o.dtype = engine_dtype;
   o.block_size = 16;
   o.num_blocks = 64;
   o.max_batch_tokens = 256;
@@ -751,6 +759,9 @@ int main(void) {
   check_bad_checkpoints();
   check_release_yarn();
   check_engine();
+  engine_dtype = "int8";
+  check_engine();
+  engine_dtype = NULL;
   check_bounded_kv();
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmp_root);
