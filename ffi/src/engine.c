@@ -389,6 +389,8 @@ static rill_status engine_create(const char *model_dir, const rill_options *o, r
     rill_engine_destroy(e);
     return set_global(s, "out of memory for step buffers (max_batch_tokens %d)", e->lim.max_batch_tokens);
   }
+  /* dtype int8 takes 8-bit activations into the MXFP4 experts too (moe.h). */
+  e->moe.int8_activations = wt == RILL_W_INT8;
 
   fill_info(e, threads);
   e->info.weight_bytes = (int64_t)e->w.bytes;

@@ -31,8 +31,14 @@ rill_status rill_moe_scratch_alloc(rill_moe_scratch *s, const rill_model_config 
   s->act = rill_alloc_aligned(P * I * sizeof(float));
   s->y = rill_alloc_aligned(P * H * sizeof(float));
   s->tasks = rill_alloc_aligned((size_t)s->max_tasks * sizeof(rill_moe_task));
+  s->int8_activations = 0;
+  s->xq = rill_alloc_aligned(P * H);
+  s->aq = rill_alloc_aligned(P * I);
+  s->xs = rill_alloc_aligned(P * (H / RILL_Q8_BLOCK) * sizeof(float));
+  s->as = rill_alloc_aligned(P * (I / RILL_Q8_BLOCK) * sizeof(float));
   if (s->logits == NULL || s->sel == NULL || s->weight == NULL || s->offset == NULL || s->pair_token == NULL ||
-      s->pair_of == NULL || s->x == NULL || s->gu == NULL || s->act == NULL || s->y == NULL || s->tasks == NULL) {
+      s->pair_of == NULL || s->x == NULL || s->gu == NULL || s->act == NULL || s->y == NULL || s->tasks == NULL ||
+      s->xq == NULL || s->aq == NULL || s->xs == NULL || s->as == NULL) {
     rill_moe_scratch_free(s);
     return RILL_ERR_OUT_OF_MEMORY;
   }
@@ -51,6 +57,10 @@ void rill_moe_scratch_free(rill_moe_scratch *s) {
   free(s->act);
   free(s->y);
   free(s->tasks);
+  free(s->xq);
+  free(s->aq);
+  free(s->xs);
+  free(s->as);
   memset(s, 0, sizeof *s);
 }
 
@@ -99,16 +109,25 @@ static void gather_task(void *ctx, int64_t task, int thread) {
     const float *src = j->xn + (size_t)j->s->pair_token[p] * H;
     float *dst = j->s->x + (size_t)p * H;
     for (size_t c = 0; c < H; c++) dst[rill_mxfp4_xpos(c)] = src[c];
+    if (j->s->int8_activations) {
+      const int nb = (int)(H / RILL_Q8_BLOCK);
+      j->k->quantize_q8(dst, (int)H, nb, j->s->xq + (size_t)p * H, j->s->xs + (size_t)p * (size_t)nb);
+    }
   }
 }
 
 /* One expert's rows [r0, r1) for all its pairs: in → out through m, plus the bias. */
-static void expert_rows(const moe_job *j, const rill_mxfp4_experts *m, const float *in, size_t ldin, float *out,
-                        size_t ldout, const rill_moe_task *t) {
+static void expert_rows(const moe_job *j, const rill_mxfp4_experts *m, const float *in, const int8_t *inq,
+                        const float *ins, size_t ldin, float *out, size_t ldout, const rill_moe_task *t) {
   const int e = t->expert, p0 = j->s->offset[e], n = j->s->offset[e + 1] - p0;
   float *y = out + (size_t)p0 * ldout;
-  j->k->gemm_mxfp4(in + (size_t)p0 * ldin, ldin, n, rill_mxfp4_blocks_of(m, e), rill_mxfp4_scales_of(m, e),
-                   m->nblocks, t->r0, t->r1, y, ldout);
+  if (j->s->int8_activations) {
+    j->k->gemm_mxfp4_q8(inq + (size_t)p0 * ldin, ins + (size_t)p0 * (size_t)m->nblocks, n, rill_mxfp4_blocks_of(m, e),
+                        rill_mxfp4_scales_of(m, e), m->nblocks, t->r0, t->r1, y, ldout);
+  } else {
+    j->k->gemm_mxfp4(in + (size_t)p0 * ldin, ldin, n, rill_mxfp4_blocks_of(m, e), rill_mxfp4_scales_of(m, e),
+                     m->nblocks, t->r0, t->r1, y, ldout);
+  }
   const float *bias = m->bias + (size_t)e * (size_t)m->rows;
   for (int p = 0; p < n; p++) {
     for (int r = t->r0; r < t->r1; r++) y[(size_t)p * ldout + (size_t)r] += bias[r];
@@ -119,14 +138,14 @@ static void gate_up_task(void *ctx, int64_t task, int thread) {
   (void)thread;
   const moe_job *j = ctx;
   const size_t H = (size_t)j->c->hidden_size, I2 = 2 * (size_t)j->c->intermediate_size;
-  expert_rows(j, &j->L->experts_gate_up, j->s->x, H, j->s->gu, I2, &j->s->tasks[task]);
+  expert_rows(j, &j->L->experts_gate_up, j->s->x, j->s->xq, j->s->xs, H, j->s->gu, I2, &j->s->tasks[task]);
 }
 
 static void down_task(void *ctx, int64_t task, int thread) {
   (void)thread;
   const moe_job *j = ctx;
   const size_t H = (size_t)j->c->hidden_size, I = (size_t)j->c->intermediate_size;
-  expert_rows(j, &j->L->experts_down, j->s->act, I, j->s->y, H, &j->s->tasks[task]);
+  expert_rows(j, &j->L->experts_down, j->s->act, j->s->aq, j->s->as, I, j->s->y, H, &j->s->tasks[task]);
 }
 
 static void act_task(void *ctx, int64_t task, int thread) {
@@ -143,6 +162,10 @@ static void act_task(void *ctx, int64_t task, int thread) {
       g = g < limit ? g : limit;
       u = u < -limit ? -limit : u > limit ? limit : u;
       a[rill_mxfp4_xpos((size_t)i)] = (u + 1.0f) * (g / (1.0f + expf(-1.702f * g)));
+    }
+    if (j->s->int8_activations) {
+      const int nb = I / RILL_Q8_BLOCK;
+      j->k->quantize_q8(a, I, nb, j->s->aq + (size_t)p * (size_t)I, j->s->as + (size_t)p * (size_t)nb);
     }
   }
 }

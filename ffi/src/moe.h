@@ -36,6 +36,12 @@ typedef struct rill_moe_scratch {
   /* Per pair: gathered input [hidden] and activation [I], both in MXFP4 order (kernels.h rill_mxfp4_xpos); gate/up
    * [2I] and expert output [hidden] in row order. */
   float *x, *gu, *act, *y;
+  /* With int8_activations (the engine's dtype int8; off after alloc), x and act are also quantised once per pair into quantize_q8 blocks (xq, xs
+   * and aq, as, in the same MXFP4 order) and the experts run gemm_mxfp4_q8: 8-bit activations, int32 block dots.
+   * Without, gemm_mxfp4 over the fp32 activations. */
+  int int8_activations;
+  int8_t *xq, *aq;
+  float *xs, *as;
   rill_moe_task *tasks;
   int32_t max_tasks;
 } rill_moe_scratch;

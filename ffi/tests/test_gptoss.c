@@ -10,7 +10,11 @@
  *  - the released gpt-oss-20b config.json: YaRN's 32 inverse frequencies as the reference computes them (truncate
  *    false: ramp bounds 8.09 and 17.40 unrounded), the concentration 0.1 · ln 32 + 1, even layers sliding over 128;
  *    without truncate the bounds round out to 8 and 18;
- *  - the engine on tests/fixtures/checkpoints/gptoss-bf16 (sliding window 20, KV blocks of 16): a sequence's logits
+ *  - the int8-activation MXFP4 kernels: every byte under the extreme scales exact, against float64 over the int8
+ *    activations (fp32 accumulation only) and over the unquantised ones (the quantisation error, < 1% of Σ|x·w|),
+ *    batch invariant bitwise;
+ *  - the engine on tests/fixtures/checkpoints/gptoss-bf16 (sliding window 20, KV blocks of 16), as held and as int8
+ *    (int8 activations into the experts too): a sequence's logits
  *    are bitwise the same alone, batched with others (other tokens routed to the same experts), fed in chunks across
  *    block boundaries, token by token, and after a prefix hit on another sequence's blocks;
  *  - the sliding layers' own pool (bounded by the window): with a ring of 3 blocks per sequence (block j in slot
@@ -20,6 +24,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -134,6 +139,99 @@ static void check_kernel(const rill_kernels *k, const rill_kernels *ref_k, int r
   free(y);
   free(y1);
   free(yp);
+}
+
+/* ---- int8-activation MXFP4 kernels ---- */
+
+/* Every byte at every position of a block under the extreme scales: activations 1 (low nibble) and 2 (high nibble),
+ * exactly representable in int8 (quantize_q8 maps the block's max 2 to 127 and 1 to 63.5 → 64: so the quants are
+ * set directly with scale 1), against E2M1 · 2^(s − 127) in double. */
+static void check_decode_q8(const rill_kernels *k) {
+  static const int scales[] = {0, 1, 2, 100, 126, 127, 128, 200, 250, 251, 252, 253, 254};
+  enum { NB = 3 };
+  uint8_t blocks[NB * 16], sc[NB];
+  int8_t xq[NB * 32];
+  float xs[NB];
+  int bad = 0, checked = 0;
+  for (size_t si = 0; si < sizeof scales / sizeof scales[0]; si++) {
+    for (int byte = 0; byte < 256; byte++) {
+      const int b = byte % NB, j = byte % 16;
+      memset(blocks, 0, sizeof blocks);
+      memset(xq, 0, sizeof xq);
+      for (int i = 0; i < NB; i++) sc[i] = 127, xs[i] = 1.0f;
+      sc[b] = (uint8_t)scales[si];
+      blocks[b * 16 + j] = (uint8_t)byte;
+      xq[rill_mxfp4_xpos((size_t)(b * 32 + 2 * j))] = 1;
+      xq[rill_mxfp4_xpos((size_t)(b * 32 + 2 * j + 1))] = 2;
+      const double want = ldexp((double)rill_e2m1_values[byte & 15] + 2.0 * rill_e2m1_values[byte >> 4], scales[si] - 127);
+      float got = -1.0f;
+      k->gemm_mxfp4_q8(xq, xs, 1, blocks, sc, NB, 0, 1, &got, 1);
+      checked++;
+      /* The int32 sum is exact and its scale a power of two, so the result is exact while every element's product
+       * fits fp32; past that, the vector kernels hold the two products in separate lanes, so one may overflow alone
+       * (then any infinity or NaN is right, as it is for the fp32 kernel). */
+      const double part = fmax(fabs((double)rill_e2m1_values[byte & 15]), 2.0 * fabs((double)rill_e2m1_values[byte >> 4]));
+      const int overflows = ldexp(part, scales[si] - 127) > FLT_MAX || fabs(want) > FLT_MAX;
+      const int ok = got == (float)want || (overflows && !isfinite(got));
+      if (!ok && bad++ < 5) fprintf(stderr, "%s q8: byte 0x%02x scale %d: got %g want %g\n", k->isa, byte, scales[si], got, want);
+    }
+  }
+  CHECK_MSG(bad == 0, "%s q8: %d of %d decodes wrong", k->isa, bad, checked);
+  printf("%s: %d int8-activation MXFP4 decodes exact\n", k->isa, checked);
+}
+
+/* Against float64 over the dequantised int8 activations (the kernel's only rounding is fp32 accumulation), against
+ * float64 over the unquantised activations (the quantisation error, bounded as 8-bit blocks bound it), batch
+ * invariance (a token alone over a mid-matrix row range: the same bits), and quantize_q8 in MXFP4 order. */
+static void check_kernel_q8(const rill_kernels *k, int rows, int nb, int T) {
+  const int cols = nb * 32;
+  uint8_t *blocks = malloc((size_t)rows * nb * 16), *sc = malloc((size_t)rows * nb);
+  float *x = malloc(sizeof(float) * (size_t)T * cols), *y = malloc(sizeof(float) * (size_t)T * rows);
+  float *y1 = malloc(sizeof(float) * (size_t)rows), *xs = malloc(sizeof(float) * (size_t)T * nb);
+  int8_t *xq = malloc((size_t)T * cols);
+  for (int i = 0; i < rows * nb * 16; i++) blocks[i] = (uint8_t)next_u32();
+  for (int i = 0; i < rows * nb; i++) sc[i] = (uint8_t)(122 + next_u32() % 6);
+  for (int i = 0; i < T * cols; i++) x[i] = frand();
+  for (int t = 0; t < T; t++) k->quantize_q8(x + (size_t)t * cols, cols, nb, xq + (size_t)t * cols, xs + (size_t)t * nb);
+  k->gemm_mxfp4_q8(xq, xs, T, blocks, sc, nb, 0, rows, y, (size_t)rows);
+  double worst = 0.0, worst_q = 0.0, mag = 0.0, absdot = 0.0;
+  for (int t = 0; t < T; t++) {
+    for (int r = 0; r < rows; r++) {
+      double ref = 0.0, refq = 0.0, a = 0.0;
+      for (int c = 0; c < cols; c++) {
+        const uint8_t q = blocks[((size_t)r * nb + c / 32) * 16 + (c % 32) / 2];
+        const int code = c % 2 == 0 ? q & 15 : q >> 4;
+        const double w = ldexp((double)rill_e2m1_values[code], sc[r * nb + c / 32] - 127);
+        const size_t at = (size_t)t * cols + rill_mxfp4_xpos((size_t)c);
+        ref += (double)x[at] * w;
+        refq += (double)xq[at] * (double)xs[(size_t)t * nb + c / 32] * w;
+        a += fabs((double)x[at] * w);
+      }
+      worst = fmax(worst, fabs(refq - y[(size_t)t * rows + r]));
+      worst_q = fmax(worst_q, fabs(ref - y[(size_t)t * rows + r]) / fmax(a, 1e-30));
+      mag = fmax(mag, fabs(refq));
+      absdot = fmax(absdot, a);
+    }
+  }
+  CHECK_MSG(worst <= 1e-6 * nb * fmax(absdot, 1.0), "%s q8 %dx%d T=%d: max err %g (Σ|xw| %g)", k->isa, rows, cols, T,
+            worst, absdot);
+  /* Each quant is within half a step (max|x| / 254) of its value, so the error is under Σ|w| · max|x| / 254, and
+   * relative to Σ|x · w| with uniform x well under 1%. */
+  CHECK_MSG(worst_q <= 0.01, "%s q8 %dx%d T=%d: quantisation error %g of Σ|x·w|", k->isa, rows, cols, T, worst_q);
+  const int r0 = rows / 3;
+  int differ = 0;
+  for (int t = 0; t < T; t++) {
+    k->gemm_mxfp4_q8(xq + (size_t)t * cols, xs + (size_t)t * nb, 1, blocks, sc, nb, r0, rows, y1, 1);
+    for (int r = r0; r < rows; r++) differ += memcmp(&y1[r], &y[(size_t)t * rows + r], sizeof(float)) != 0;
+  }
+  CHECK_MSG(differ == 0, "%s q8 %dx%d T=%d: %d outputs differ alone", k->isa, rows, cols, T, differ);
+  free(blocks);
+  free(sc);
+  free(x);
+  free(y);
+  free(y1);
+  free(xs);
+  free(xq);
 }
 
 /* ---- bad checkpoints ---- */
@@ -389,9 +487,13 @@ static void check_release_yarn(void) {
 
 /* ---- the engine: batch invariance, chunks, prefix hits ---- */
 
+/* The weights' dtype check_engine runs (NULL: as held); int8 also takes int8 activations into the experts. */
+static const char *engine_dtype = NULL;
+
 static rill_engine *open_engine(int threads) {
   rill_options o = {0};
   o.threads = threads;
+  o.dtype = engine_dtype;
   o.block_size = 16;
   o.num_blocks = 64;
   o.max_batch_tokens = 256;
@@ -645,7 +747,9 @@ int main(void) {
     static const int shapes[][3] = {{1, 1, 1}, {7, 3, 1}, {13, 2, 9}, {5, 90, 2}, {33, 5, 8}, {16, 4, 17}, {3, 7, 4}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
       check_kernel(sets[s], sets[0], shapes[i][0], shapes[i][1], shapes[i][2]);
+      check_kernel_q8(sets[s], shapes[i][0], shapes[i][1], shapes[i][2]);
     }
+    check_decode_q8(sets[s]);
   }
   snprintf(tmp_root, sizeof tmp_root, "/tmp/rill-gptoss-XXXXXX");
   if (mkdtemp(tmp_root) == NULL) {
@@ -655,6 +759,9 @@ int main(void) {
   check_bad_checkpoints();
   check_release_yarn();
   check_engine();
+  engine_dtype = "int8";
+  check_engine();
+  engine_dtype = NULL;
   check_bounded_kv();
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmp_root);

@@ -57,6 +57,10 @@ typedef struct rill_kernels {
                      int r1, float *y, size_t ldy);
   /* 1 where gemm_bf16 rounds activations to bf16 before multiplying (AVX512-BF16's dot products), else 0. */
   int bf16_rounds_x;
+  /* The same product with int8 activations (cpu/kernels_mxfp4_q8.c): token t is the quantize_q8 blocks of its
+   * activations in MXFP4 order, xq + t · nb · 32 with scales xs + t · nb. */
+  void (*gemm_mxfp4_q8)(const int8_t *xq, const float *xs, int T, const uint8_t *blocks, const uint8_t *scales, int nb,
+                        int r0, int r1, float *y, size_t ldy);
 } rill_kernels;
 
 /* Where activation c sits in MXFP4 order: each block of 32 holds its even elements, then its odd ones. */
@@ -75,6 +79,13 @@ void rill_gemm_bf16_avx512bf16(const float *x, size_t ldx, int T, const uint16_t
                                int r1, float *y, size_t ldy);
 void rill_gemm_mxfp4_avx512(const float *x, size_t ldx, int T, const uint8_t *blocks, const uint8_t *scales, int nb,
                             int r0, int r1, float *y, size_t ldy);
+/* gemm_mxfp4_q8 of each table (cpu/kernels_mxfp4_q8.c; the AVX-512 table without VNNI takes the AVX2 one). */
+void rill_gemm_mxfp4_q8_portable(const int8_t *xq, const float *xs, int T, const uint8_t *blocks,
+                                 const uint8_t *scales, int nb, int r0, int r1, float *y, size_t ldy);
+void rill_gemm_mxfp4_q8_avx2(const int8_t *xq, const float *xs, int T, const uint8_t *blocks, const uint8_t *scales,
+                             int nb, int r0, int r1, float *y, size_t ldy);
+void rill_gemm_mxfp4_q8_avx512_vnni(const int8_t *xq, const float *xs, int T, const uint8_t *blocks,
+                                    const uint8_t *scales, int nb, int r0, int r1, float *y, size_t ldy);
 
 
 /* Portable C; always available. */

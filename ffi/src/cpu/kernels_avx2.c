@@ -378,8 +378,10 @@ VALUES8(attn_values8_bf16, uint16_t, values_tile8_bf16)
 
 const rill_kernels rill_kernels_avx2 = {
     .isa = "avx2", .gemm_f32 = gemm_f32, .gemm_bf16 = gemm_bf16, .gemm_q8 = gemm_q8_madd,
-    .quantize_q8 = rill_quantize_q8, .silu_mul = rill_silu_mul, AVX2_ATTENTION, .gemm_mxfp4 = rill_gemm_mxfp4_avx2};
+    .quantize_q8 = rill_quantize_q8, .silu_mul = rill_silu_mul, AVX2_ATTENTION, .gemm_mxfp4 = rill_gemm_mxfp4_avx2,
+    .gemm_mxfp4_q8 = rill_gemm_mxfp4_q8_avx2};
 const rill_kernels rill_kernels_avx2_vnni = {
     .isa = "avx2vnni", .gemm_f32 = gemm_f32, .gemm_bf16 = gemm_bf16, .gemm_q8 = gemm_q8_vnni,
-    .quantize_q8 = rill_quantize_q8, .silu_mul = rill_silu_mul, AVX2_ATTENTION, .gemm_mxfp4 = rill_gemm_mxfp4_avx2};
+    .quantize_q8 = rill_quantize_q8, .silu_mul = rill_silu_mul, AVX2_ATTENTION, .gemm_mxfp4 = rill_gemm_mxfp4_avx2,
+    .gemm_mxfp4_q8 = rill_gemm_mxfp4_q8_avx2};
 #endif

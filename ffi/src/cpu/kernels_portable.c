@@ -131,7 +131,8 @@ const rill_kernels rill_kernels_portable = {.isa = "portable",
                                             .attn_values_f32 = attn_values_f32,
                                             .attn_values_bf16 = attn_values_bf16,
                                             .softmax = rill_softmax,
-                                            .gemm_mxfp4 = rill_gemm_mxfp4_portable};
+                                            .gemm_mxfp4 = rill_gemm_mxfp4_portable,
+                                            .gemm_mxfp4_q8 = rill_gemm_mxfp4_q8_portable};
 
 void rill_silu_mul(const float *g, const float *u, int n, float *out) {
   for (int i = 0; i < n; i++) out[i] = g[i] / (1.0f + expf(-g[i])) * u[i];

@@ -1,0 +1,143 @@
+/*
+ * MXFP4 weights times int8 activations (rill_quantize_q8 blocks of 32, taken in MXFP4 order so a weight block and an
+ * activation block cover the same 32 columns). Twice an E2M1 value is an integer in {0, ±1, ±2, ±3, ±4, ±6, ±8, ±12},
+ * so a nibble maps to an exact int8 weight by a 16-entry table; a block's dot product is exact in int32 (at most
+ * 32 · 127 · 12), and it is scaled by (activation scale · 2^(s − 127) / 2) and added into fp32 accumulators.
+ *
+ * Per (token, row) the kernels run one fixed sequence: blocks in order, each block's int32 products over 8 lanes
+ * converted and fused-multiply-added into one 8-lane accumulator with that block's scale, the lanes summed by a fixed
+ * tree. The number of tokens and rows computed alongside only changes which registers hold them, so results are batch
+ * invariant.
+ */
+#include <string.h>
+
+#include "cpu/kernels.h"
+
+static const int8_t e2m1_x2[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+/* 2^(s − 127) / 2 for each scale byte (255 stays infinite); exact in fp32 down to s = 0 (2^-128, subnormal). */
+static float half_scale[256];
+
+__attribute__((constructor)) static void half_scale_init(void) {
+  for (int s = 0; s < 256; s++) half_scale[s] = rill_e8m0_to_f32((uint8_t)s) * 0.5f;
+}
+
+/* The block's int32 dot product: low nibbles against xq[0..16), high ones against xq[16..32). */
+static inline int32_t block_dot(const uint8_t *q, const int8_t *xq) {
+  int32_t d = 0;
+  for (int j = 0; j < 16; j++) d += (int32_t)xq[j] * e2m1_x2[q[j] & 15] + (int32_t)xq[16 + j] * e2m1_x2[q[j] >> 4];
+  return d;
+}
+
+/* One accumulator per (token, row), blocks in order. */
+void rill_gemm_mxfp4_q8_portable(const int8_t *xq, const float *xs, int T, const uint8_t *blocks,
+                                 const uint8_t *scales, int nb, int r0, int r1, float *y, size_t ldy) {
+  for (int r = r0; r < r1; r++) {
+    const uint8_t *br = blocks + (size_t)r * (size_t)nb * 16, *sr = scales + (size_t)r * (size_t)nb;
+    for (int t = 0; t < T; t++) {
+      const int8_t *xt = xq + (size_t)t * (size_t)nb * 32;
+      const float *st = xs + (size_t)t * (size_t)nb;
+      float acc = 0.0f;
+      for (int b = 0; b < nb; b++) acc += (float)block_dot(br + (size_t)b * 16, xt + (size_t)b * 32) * (st[b] * half_scale[sr[b]]);
+      y[(size_t)t * ldy + (size_t)r] = acc;
+    }
+  }
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+/* Tokens per tile and rows side by side: every (token, row) has its own accumulator, so one token's FMA chain is not
+ * the only one in flight. */
+#define Q8_TILE_T 4
+#define Q8_ROWS 4
+#define Q8_PF_ROWS 4
+
+/* The 32 nibbles of a block as byte indices, low nibbles in the lower 128 bits (meeting xq[0..16)). */
+#define NIBBLES(q)                                                                                                     \
+  _mm256_and_si256(_mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1), _mm256_set1_epi8(15))
+
+#define Q8_KERNEL(NAME, ROWS_FN, TGT, TGT_FN, DOT)                                                                    \
+  TGT float hsum8_##NAME(__m256 v) {                                                                                   \
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));                                     \
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));                                                                            \
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));                                                                             \
+    return _mm_cvtss_f32(s);                                                                                           \
+  }                                                                                                                    \
+  TGT void ROWS_FN(const int NT, const int NR, const int8_t *xq, const float *xs, int nb, const uint8_t *blocks,       \
+                   const uint8_t *scales, int r, int r1, float *y, size_t ldy) {                                       \
+    const size_t rb = (size_t)nb * 16;                                                                                 \
+    const __m256i lut_abs = _mm256_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, 1, 2, 3, 4, 6, 8, 12, 0, 1, 2, 3, 4, 6, 8,  \
+                                             12, 0, 1, 2, 3, 4, 6, 8, 12);                                             \
+    const __m256i lut_sgn = _mm256_setr_epi8(1, 1, 1, 1, 1, 1, 1, 1, -1, -1, -1, -1, -1, -1, -1, -1, 1, 1, 1, 1, 1,   \
+                                             1, 1, 1, -1, -1, -1, -1, -1, -1, -1, -1);                                 \
+    __m256 acc[Q8_ROWS][Q8_TILE_T];                                                                                    \
+    _Pragma("GCC unroll 4") for (int i = 0; i < NR; i++) {                                                             \
+      _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[i][t] = _mm256_setzero_ps();                            \
+    }                                                                                                                  \
+    const uint8_t *pf = r + NR + Q8_PF_ROWS <= r1 ? blocks + (size_t)(r + Q8_PF_ROWS) * rb : blocks + (size_t)r * rb; \
+    for (int b = 0; b < nb; b++) {                                                                                     \
+      if ((b & 3) == 0) {                                                                                              \
+        _Pragma("GCC unroll 4") for (int i = 0; i < NR; i++)                                                           \
+            _mm_prefetch((const char *)(pf + (size_t)i * rb + (size_t)b * 16), _MM_HINT_T1);                           \
+      }                                                                                                                \
+      _Pragma("GCC unroll 4") for (int i = 0; i < NR; i++) {                                                           \
+        const __m256i idx = NIBBLES(_mm_loadu_si128((const __m128i *)(blocks + (size_t)(r + i) * rb + (size_t)b * 16))); \
+        const __m256i wabs = _mm256_shuffle_epi8(lut_abs, idx), wsgn = _mm256_shuffle_epi8(lut_sgn, idx);              \
+        const float ws = half_scale[scales[(size_t)(r + i) * (size_t)nb + (size_t)b]];                                 \
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {                                                         \
+          const __m256i x = _mm256_loadu_si256((const __m256i *)(xq + ((size_t)t * (size_t)nb + (size_t)b) * 32));     \
+          const __m256i d = DOT(wabs, _mm256_sign_epi8(x, wsgn));                                                      \
+          acc[i][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_set1_ps(xs[(size_t)t * (size_t)nb + (size_t)b] * ws), \
+                                      acc[i][t]);                                                                      \
+        }                                                                                                              \
+      }                                                                                                                \
+    }                                                                                                                  \
+    _Pragma("GCC unroll 4") for (int i = 0; i < NR; i++) {                                                             \
+      _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) y[(size_t)t * ldy + (size_t)(r + i)] = hsum8_##NAME(acc[i][t]); \
+    }                                                                                                                  \
+  }                                                                                                                    \
+  TGT_FN void NAME(const int8_t *xq, const float *xs, int T, const uint8_t *blocks, const uint8_t *scales, int nb,     \
+                   int r0, int r1, float *y, size_t ldy) {                                                             \
+    for (int t = 0; t < T; t += Q8_TILE_T) {                                                                           \
+      const int nt = T - t < Q8_TILE_T ? T - t : Q8_TILE_T;                                                            \
+      const int8_t *xt = xq + (size_t)t * (size_t)nb * 32;                                                             \
+      const float *st = xs + (size_t)t * (size_t)nb;                                                                   \
+      float *yt = y + (size_t)t * ldy;                                                                                 \
+      for (int r = r0; r < r1; r += Q8_ROWS) {                                                                         \
+        const int nr = r1 - r < Q8_ROWS ? r1 - r : Q8_ROWS;                                                            \
+        /* Constant shapes, so every tile's loops unroll into registers. */                                            \
+        switch (nt * 8 + nr) {                                                                                         \
+        case 9: ROWS_FN(1, 1, xt, st, nb, blocks, scales, r, r1, yt, ldy); break;                                      \
+        case 10: ROWS_FN(1, 2, xt, st, nb, blocks, scales, r, r1, yt, ldy); break;                                     \
+        case 11: ROWS_FN(1, 3, xt, st, nb, blocks, scales, r, r1, yt, ldy); break;                                     \
+        case 12: ROWS_FN(1, 4, xt, st, nb, blocks, scales, r, r1, yt, ldy); break;                                     \
+        case 17: ROWS_FN(2, 1, xt, st, nb, blocks, scales, r, r1, yt, ldy); break;                                     \
+        case 18: ROWS_FN(2, 2, xt, st, nb, blocks, scales, r, r1, yt, ldy); break;                                     \
+        case 19: ROWS_FN(2, 3, xt, st, nb, blocks, scales, r, r1, yt, ldy); break;                                     \
+        case 20: ROWS_FN(2, 4, xt, st, nb, blocks, scales, r, r1, yt, ldy); break;                                     \
+        case 25: ROWS_FN(3, 1, xt, st, nb, blocks, scales, r, r1, yt, ldy); break;                                     \
+        case 26: ROWS_FN(3, 2, xt, st, nb, blocks, scales, r, r1, yt, ldy); break;                                     \
+        case 27: ROWS_FN(3, 3, xt, st, nb, blocks, scales, r, r1, yt, ldy); break;                                     \
+        case 28: ROWS_FN(3, 4, xt, st, nb, blocks, scales, r, r1, yt, ldy); break;                                     \
+        case 33: ROWS_FN(4, 1, xt, st, nb, blocks, scales, r, r1, yt, ldy); break;                                     \
+        case 34: ROWS_FN(4, 2, xt, st, nb, blocks, scales, r, r1, yt, ldy); break;                                     \
+        case 35: ROWS_FN(4, 3, xt, st, nb, blocks, scales, r, r1, yt, ldy); break;                                     \
+        default: ROWS_FN(4, 4, xt, st, nb, blocks, scales, r, r1, yt, ldy); break;                                     \
+        }                                                                                                              \
+      }                                                                                                                \
+    }                                                                                                                  \
+  }
+
+/* |w| · (±x) without saturation: maddubs pairs stay within 2 · 12 · 127. */
+#define DOT_AVX2(a, b) _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), _mm256_set1_epi16(1))
+#define DOT_VNNI(a, b) _mm256_dpbusd_epi32(_mm256_setzero_si256(), a, b)
+
+#define TGT_A2 __attribute__((target("avx2,fma"), always_inline)) static inline
+#define TGT_A2_FN __attribute__((target("avx2,fma")))
+#define TGT_V __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma"), always_inline)) static inline
+#define TGT_V_FN __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")))
+
+Q8_KERNEL(rill_gemm_mxfp4_q8_avx2, rows_q8_avx2, TGT_A2, TGT_A2_FN, DOT_AVX2)
+Q8_KERNEL(rill_gemm_mxfp4_q8_avx512_vnni, rows_q8_vnni, TGT_V, TGT_V_FN, DOT_VNNI)
+#endif
