@@ -173,12 +173,13 @@ export function invalidField(s: SamplingArrays, i: number, info: SamplingLimits)
  * The request-facing optional fields (`SamplingParams`): those a request may leave out, taking the neutral value.
  * Temperature, top-p, top-k, the seed and logprobs are always given.
  */
-export type OptionalSamplingField = Exclude<SamplingField, "temperature" | "topP" | "topK" | "seeds" | "logprobs">;
+const ALWAYS_GIVEN = ["temperature", "topP", "topK", "seeds", "logprobs"] as const satisfies readonly SamplingField[];
+
+export type OptionalSamplingField = Exclude<SamplingField, (typeof ALWAYS_GIVEN)[number]>;
 
 /** The optional fields at run time, in rill.h's order. */
 export const OPTIONAL_SAMPLING_KEYS: readonly OptionalSamplingField[] = SAMPLING_KEYS.filter(
-  (key): key is OptionalSamplingField =>
-    key !== "temperature" && key !== "topP" && key !== "topK" && key !== "seeds" && key !== "logprobs",
+  (key): key is OptionalSamplingField => !(ALWAYS_GIVEN as readonly SamplingField[]).includes(key),
 );
 
 /** The reason an optional field's request value is outside the engine's limits; undefined when it is within. */
