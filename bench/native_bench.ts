@@ -106,7 +106,7 @@ async function buildTools(): Promise<{ decode: string; sample: string }> {
   const decode = join(bin, "bench_decode");
   await exec(cc, nativeToolArgs("bench_decode.c", decode));
   const sample = join(bin, "bench_sample");
-  const src = ["sample.c", "thread_pool.c", "philox.c"].map((f) => `${ROOT}ffi/src/${f}`);
+  const src = ["sample.c", "thread_pool.c", "fail.c"].map((f) => `${ROOT}ffi/src/${f}`);
   await exec(cc, [...flags, `-I${ROOT}ffi/src`, `${ROOT}ffi/bench/bench_sample.c`, ...src, "-lm", "-o", sample]);
   return { decode, sample };
 }
@@ -145,7 +145,7 @@ function bytesPerToken(c: ModelConfig, dtype: Dtype): number {
   // [rows, cols] of each matrix one token reads: q/k/v, o, gate/up, down per layer, then the output head.
   const layer: [number, number][] = [[q + 2 * kv, H], [H, q], [2 * I, H], [H, I]];
   const mats: [number, number][] = [...Array(c.numHiddenLayers).fill(layer).flat(), [c.vocabSize, H]];
-  // int8 rows (ffi/src/cpu/kernels.h rill_q8_row_bytes): 32-weight blocks of 32 quants and an fp16 scale, each row
+  // int8 rows (ffi/devices/cpu/kernels.h rill_q8_row_bytes): 32-weight blocks of 32 quants and an fp16 scale, each row
   // padded to whole 64-byte lines.
   const rowBytes = (cols: number) =>
     dtype === "fp32" ? 4 * cols : dtype === "bf16" ? 2 * cols : Math.ceil(Math.ceil(cols / 32) * 34 / 64) * 64;

@@ -1,14 +1,16 @@
 /**
  * Builds rill's native engine library (ffi/) with the system C compiler:
  *
- * - `build/ffi/librill.so` from every `.c` under `ffi/src` (subfolders included), one object per source under
+ * - `build/ffi/librill.so` from every `.c` under `ffi/src` (the engine: config, checkpoints, validation, sampling, the
+ *   forward pass over the device interface) and `ffi/devices/cpu` (the CPU device), one object per source under
  *   `build/ffi/obj/`, so an edit recompiles only what it touches (a header edit recompiles everything);
  * - with `--tests`, the C test programs `ffi/tests/*.c`, each linked with AddressSanitizer/UBSan builds of the same
  *   sources, into `build/ffi/tests/<name>` (scripts/test.ts runs them);
- * - the CUDA device: with nvcc on PATH (or `NVCC`), every `ffi/cuda/*.cu` into `build/ffi/cuda/` with machine code for
+ * - the CUDA device (`ffi/devices/cuda`): its `.c` sources always (they need no CUDA headers), and with nvcc on PATH
+ *   (or `NVCC`) every `.cu` into `build/ffi/cuda_obj/` with machine code for
  *   sm_80, sm_89 and sm_90a plus compute_90 PTX, linked into the same library with the static CUDA runtime (so the
  *   library needs only the driver at run time, and `deno task compile` still embeds one file); without nvcc,
- *   `ffi/cuda/no_cuda.c` takes its place and the library refuses `device cuda` in one line. The sanitized tests
+ *   `ffi/devices/cuda/no_cuda.c` takes its place and the library refuses `device cuda` in one line. The sanitized tests
  *   always link `no_cuda.c`: they check the CPU device.
  * - with `--tests` and a C++ compiler, `test_cuda_emu_<part>`: the CUDA sources on a host emulation of CUDA
  *   (`ffi/tests/cuda_emu/`, test support) with their checks (`ffi/tests/cuda/`), no nvcc or GPU needed.
@@ -22,13 +24,16 @@ import { fileURLToPath } from "node:url";
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const SRC = join(ROOT, "ffi/src");
+/** The devices, each in its folder; sources include another device folder's headers as `cpu/…`, `cuda/…`. */
+const DEVICES = join(ROOT, "ffi/devices");
+const CPU_DEVICE = join(DEVICES, "cpu");
 const INCLUDE = join(ROOT, "ffi/include");
 const TESTS = join(ROOT, "ffi/tests");
-const CUDA = join(ROOT, "ffi/cuda");
+const CUDA = join(DEVICES, "cuda");
 const OUT = join(ROOT, "build/ffi");
 export const LIBRARY_PATH = join(OUT, "librill.so");
 
-const COMMON = ["-std=c17", "-Wall", "-Wextra", "-Werror", "-pthread", `-I${INCLUDE}`, `-I${SRC}`];
+const COMMON = ["-std=c17", "-Wall", "-Wextra", "-Werror", "-pthread", `-I${INCLUDE}`, `-I${SRC}`, `-I${DEVICES}`];
 // Only RILL_API functions (ffi/include/rill.h) are exported from the library.
 const LIB_FLAGS = [...COMMON, "-O2", "-fPIC", "-fvisibility=hidden"];
 const SAN_FLAGS = [
@@ -51,6 +56,7 @@ const NVCC_FLAGS = [
   "all-warnings",
   `-I${INCLUDE}`,
   `-I${SRC}`,
+  `-I${DEVICES}`,
   "-gencode",
   "arch=compute_80,code=sm_80",
   "-gencode",
@@ -81,6 +87,7 @@ const EMU_FLAGS = [
   `-I${EMU}`,
   `-I${INCLUDE}`,
   `-I${SRC}`,
+  `-I${DEVICES}`,
 ];
 
 /**
@@ -202,8 +209,8 @@ async function objects(
   const jobs: (() => Promise<void>)[] = [];
   const objs: string[] = [];
   for (const source of sources) {
-    // Sources outside ffi/src (ffi/cuda) get their own folder, so no two objects share a name.
-    const base = source.startsWith(SRC) ? SRC : dirname(SRC);
+    // Named by the path under ffi/ (src/engine.o, devices/cpu/moe.o): no two objects share a name.
+    const base = dirname(SRC);
     const object = join(objDir, relative(base, source).replace(/\.(c|cu)$/, ".o"));
     objs.push(object);
     const built = await mtime(object);
@@ -242,6 +249,7 @@ async function buildEmulationTest(
     ...await walk(EMU, ".h", false),
     ...await walk(EMU_CHECKS, ".h", false),
     ...await walk(SRC, ".h", true),
+    ...await walk(DEVICES, ".h", true),
     ...await walk(INCLUDE, ".h", false),
     ...await walk(TESTS, ".h", false),
   ];
@@ -251,8 +259,8 @@ async function buildEmulationTest(
   const jobs: (() => Promise<void>)[] = [];
   const objs: string[] = [];
   for (const source of sources) {
-    // Named by the path under ffi/ (cuda/sample.o, tests/cuda/test_cuda_emu.o): no two sources share an object.
-    const object = join(objDir, relative(dirname(CUDA), source).replace(/\.(cu|cpp)$/, ".o"));
+    // Named by the path under ffi/ (devices/cuda/sample.o, tests/cuda/test_cuda_emu.o): no two share an object.
+    const object = join(objDir, relative(dirname(SRC), source).replace(/\.(cu|cpp)$/, ".o"));
     objs.push(object);
     const built = await mtime(object);
     if (built < 0 || built < newestHeader || built < await mtime(source)) {
@@ -295,9 +303,18 @@ export async function buildFfi(options: { tests: boolean; log?: (line: string) =
     return { built: false, library: LIBRARY_PATH, tests: [] };
   }
 
-  const cpuSources = await walk(SRC, ".c", true);
+  // Every C source but no_cuda.c, which stands in for the .cu sources when nvcc is absent.
+  const cpuSources = [
+    ...await walk(SRC, ".c", true),
+    ...await walk(CPU_DEVICE, ".c", true),
+    ...(await walk(CUDA, ".c", false)).filter((s) => s !== NO_CUDA),
+  ];
   const sources = [...cpuSources, NO_CUDA];
-  const headers = [...await walk(SRC, ".h", true), ...await walk(INCLUDE, ".h", true)];
+  const headers = [
+    ...await walk(SRC, ".h", true),
+    ...await walk(DEVICES, ".h", true),
+    ...await walk(INCLUDE, ".h", true),
+  ];
   const compiler = version.output.split("\n")[0] ?? "";
   const sourceList = sources.map((s) => relative(ROOT, s));
   const nvcc = Deno.env.get("NVCC") || "nvcc";

@@ -4,7 +4,7 @@ rill's CUDA device checked on a GPU machine (nvcc, torch, transformers; no Deno 
 
   python3 scripts/gpu_check.py [--skip-8b] [--skip-bench] [--workdir DIR]
 
-1. builds the native library (ffi/src with cc, ffi/cuda with nvcc, sm_80/89/90a + PTX) into build/gpu_check/;
+1. builds the native library (ffi/src and ffi/devices/*/*.c with cc, ffi/devices/cuda with nvcc, sm_80/89/90a + PTX) into build/gpu_check/;
 2. makes random-initialised bf16 checkpoints with transformers (Llama-3.2-1B, Qwen3-0.6B and Qwen3-8B shapes) and
    compares the CUDA device's logits with transformers' (fp32 forward over the same bf16 weights) for a mixed-length
    prefill paged across shuffled blocks and 32 decode steps;
@@ -226,16 +226,18 @@ def build():
     cc = os.environ.get("CC", "cc")
     obj = OUT / "obj"
     obj.mkdir(parents=True, exist_ok=True)
-    inc = ["-I", str(ROOT / "ffi/include"), "-I", str(ROOT / "ffi/src")]
+    inc = ["-I", str(ROOT / "ffi/include"), "-I", str(ROOT / "ffi/src"), "-I", str(ROOT / "ffi/devices")]
     cflags = ["-std=c17", "-Wall", "-Wextra", "-Werror", "-pthread", "-O2", "-fPIC", "-fvisibility=hidden", *inc]
     nvflags = ["-std=c++17", "-O3", "-Xcompiler", "-fPIC,-fvisibility=hidden,-Wall,-Wextra,-Werror", "--Werror",
                "all-warnings", *inc,
                "-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_89,code=sm_89",
                "-gencode", "arch=compute_90a,code=sm_90a", "-gencode", "arch=compute_90,code=compute_90"]
     jobs = []
-    for i, src in enumerate(sorted((ROOT / "ffi/src").rglob("*.c"))):
+    c_sources = [*(ROOT / "ffi/src").rglob("*.c"), *(ROOT / "ffi/devices/cpu").rglob("*.c"),
+                 *(p for p in (ROOT / "ffi/devices/cuda").glob("*.c") if p.name != "no_cuda.c")]
+    for i, src in enumerate(sorted(c_sources)):
         jobs.append([cc, *cflags, "-c", str(src), "-o", str(obj / f"c{i}_{src.stem}.o")])
-    for src in sorted((ROOT / "ffi/cuda").glob("*.cu")):
+    for src in sorted((ROOT / "ffi/devices/cuda").glob("*.cu")):
         jobs.append([nvcc, *nvflags, "-c", str(src), "-o", str(obj / f"cu_{src.stem}.o")])
     with ThreadPoolExecutor(os.cpu_count() or 4) as ex:
         list(ex.map(run, jobs))
@@ -405,7 +407,7 @@ def find_cublaslt():
 
 
 def check_cublaslt_enums(table):
-    """The enum values ffi/cuda/gemm_lt.cu passes to cuBLASLt (it has no cuBLAS headers where it is built) against the
+    """The enum values ffi/devices/cuda/gemm_lt.cu passes to cuBLASLt (it has no cuBLAS headers where it is built) against the
     real cublasLt.h / cublas_api.h / library_types.h of this machine's CUDA installs (pip nvidia packages, the toolkit)."""
     import re
     import site
@@ -430,7 +432,7 @@ def check_cublaslt_enums(table):
     want = {"CUBLAS_COMPUTE_32F": 68, "CUBLASLT_MATMUL_DESC_TRANSA": 3, "CUBLASLT_MATMUL_DESC_TRANSB": 4,
             "CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES": 1, "CUBLAS_OP_N": 0, "CUBLAS_OP_T": 1, "CUBLASLT_ORDER_COL": 0,
             "CUDA_R_16BF": 14, "CUDA_R_32F": 0}
-    src = (ROOT / "ffi/cuda/gemm_lt.cu").read_text()
+    src = (ROOT / "ffi/devices/cuda/gemm_lt.cu").read_text()
     wrong = []
     for sym, v in want.items():
         # The value gemm_lt.cu documents beside its constant must be the one it uses and the header's.

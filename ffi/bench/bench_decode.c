@@ -329,7 +329,7 @@ int main(int argc, char **argv) {
     /* Bytes streamed per decoded token: every layer matrix and the output projection; the embedding table is read
      * one row at a time unless it is the (tied) output projection. */
     const int nb = (int)((info.hidden_size + 31) / 32);
-    const double q8_row = (double)((((size_t)nb * 34 + 63) / 64) * 64); /* ffi/src/cpu/kernels.h rill_q8_row_bytes */
+    const double q8_row = (double)((((size_t)nb * 34 + 63) / 64) * 64); /* ffi/devices/cpu/kernels.h rill_q8_row_bytes */
     double embed_bytes =
         (double)info.vocab_size * (d == 0 ? 4.0 * info.hidden_size : d == 1 ? 2.0 * info.hidden_size : q8_row);
     double per_token = (double)info.weight_bytes - (is_tied ? 0.0 : embed_bytes);

@@ -10,7 +10,7 @@
 
 #include "aligned_buffer.h"
 #include "draft.h"
-#include "eagle3.h"
+#include "cpu/eagle3.h"
 #include "rope.h"
 #include "safetensors.h"
 #include "sample.h"
@@ -382,7 +382,7 @@ static rill_status engine_create(const char *model_dir, const rill_options *o, r
   }
 
   /* RILL_CPU_ISA (portable, avx2, avx512) caps the kernels, so tests can compare instruction sets; avx512bf16 opts in
-   * to bf16-rounded activations for bf16 weights (cpu/kernels_select.c). */
+   * to bf16-rounded activations for bf16 weights (ffi/devices/cpu/kernels_select.c). */
   e->k = rill_kernels_select(getenv("RILL_CPU_ISA"));
   s = alloc_buffers(e);
   if (s != RILL_OK) {

@@ -10,11 +10,11 @@
 #include <stdint.h>
 
 #include "cpu/kernels.h"
-#include "device_cuda.h"
-#include "kv_pool.h"
+#include "cuda/cuda_device.h"
+#include "cpu/kv_pool.h"
 #include "model_config.h"
 #include "model_weights.h"
-#include "moe.h"
+#include "cpu/moe.h"
 #include "rill.h"
 #include "thread_pool.h"
 #include "validate.h"

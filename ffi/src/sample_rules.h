@@ -1,6 +1,6 @@
 /*
  * The sampling rule of docs/backend-step.md ("Sampling, specified once"), written once for the CPU sampler
- * (sample.c) and the CUDA sampler (ffi/cuda/sample.cu and its host side in ffi/cuda/cuda_device.cu). The row
+ * (sample.c) and the CUDA sampler (ffi/devices/cuda/sample.cu and its host side in ffi/devices/cuda/cuda_device.cu). The row
  * functions are static inline and RILL_HD: the C compiler builds them for the CPU device, nvcc for the GPU, so both
  * devices take every serial decision by this text. The CUDA sampler's parallel passes (its argmaxes, radix selects
  * and prefix sums) decide only where they provably agree with these rules, and hand every other row to

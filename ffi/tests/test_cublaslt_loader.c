@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "cublaslt_loader.h"
+#include "cuda/cublaslt_loader.h"
 
 static int zeroed(const rill_cublaslt *lt) {
   static const rill_cublaslt zero;

@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "eagle3.h"
+#include "cpu/eagle3.h"
 #include "eagle3_fixture.h"
 #include "engine.h"
 #include "json.h"

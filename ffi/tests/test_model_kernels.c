@@ -11,7 +11,7 @@
 #include "check.h"
 #include "cpu/kernels.h"
 #include "matrix.h"
-#include "rms_norm.h"
+#include "cpu/rms_norm.h"
 #include "test_rng.h"
 
 static uint32_t rng = 12345;

@@ -1,5 +1,5 @@
 /*
- * The attention kernels (ffi/cuda/kernels_attention.cu) on the host emulation, called directly, against a double-
+ * The attention kernels (ffi/devices/cuda/kernels_attention.cu) on the host emulation, called directly, against a double-
  * precision softmax over the same bf16 cache: decode, draft verification (1..16 tokens per sequence beside plain
  * decodes), prefill chunks after cached prefix blocks, long contexts over many blocks and granule boundaries, query
  * groups of 1, 2, 7 and 8 heads, head_dim 64, 128 and 66; random inputs, never zero. Errors are relative to the
@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "../check.h"
-#include "../../cuda/kernels.cuh"
+#include "cuda/kernels.cuh"
 #include "attention_checks.h"
 #include "xorshift.h"
 

@@ -1,5 +1,5 @@
 /*
- * EAGLE-3 speculation on the CUDA device (ffi/cuda/eagle3_device.cu) on the host emulation, against the CPU device
+ * EAGLE-3 speculation on the CUDA device (ffi/devices/cuda/eagle3_device.cu) on the host emulation, against the CPU device
  * holding the same bf16 target, bf16 KV cache and the same random head stored in BF16 (ffi/tests/eagle3_fixture.h):
  * both engines take every step of a speculative decode in lockstep — proposals of one step fed back as the next
  * step's drafts, as the scheduler does — and must return the same accepted tokens and the same proposals at every
@@ -30,7 +30,7 @@
 #include "cuda_runtime.h"
 #include "eagle3_checks.h"
 extern "C" {
-#include "eagle3.h" /* the CPU device's head, for its last round's rows */
+#include "cpu/eagle3.h" /* the CPU device's head, for its last round's rows */
 #include "engine.h"
 }
 

@@ -1,5 +1,5 @@
 /*
- * The device sampler kernel (ffi/cuda/sample.cu) against the host sampler (ffi/src/sample.c) on the same random
+ * The device sampler kernel (ffi/devices/cuda/sample.cu) against the host sampler (ffi/src/sample.c) on the same random
  * logits, with no model between them: many batches of rows over vocabularies from 1 to 151936 tokens, logits spread
  * wide or narrow, quantised (ties), all equal, topped by ±0, with -inf and NaN entries, and every sampling parameter: temperature,
  * top-k (1, small, vocab - 1, ≥ vocab), top-p (1, 0.9, 0.5, tiny), min-p, penalties over a history with the drafts,
@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "../check.h"
-#include "../../cuda/sample.cuh"
+#include "cuda/sample.cuh"
 #include "xorshift.h"
 #include "rill.h"
 extern "C" {

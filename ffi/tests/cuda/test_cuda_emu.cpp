@@ -2,7 +2,7 @@
  * The CUDA device's kernels and forward pass, run on the host emulation (ffi/tests/cuda_emu/cuda_runtime.h), against
  * the CPU device holding the same bf16 weights and bf16 KV cache: logits of a mixed-length prefill across KV blocks
  * (the tiled GEMM path), of decode steps (the weight-streaming path), of a verify-shaped step with drafts, and greedy
- * tokens from rill_step; and the device sampler (ffi/cuda/sample.cu) against the host sampler on the same CUDA logits,
+ * tokens from rill_step; and the device sampler (ffi/devices/cuda/sample.cu) against the host sampler on the same CUDA logits,
  * which must pick identical tokens and accept identical drafts. Both devices accumulate in fp32 in different orders,
  * and above the GEMV threshold the CUDA device rounds GEMM inputs to bf16, so logits agree to a relative bound, not bit
  * for bit. The streaming kernel's fused prologues (RMSNorm, SiLU·mul) are also checked alone against a double-precision
@@ -17,7 +17,7 @@
 
 #include "../batch_fixture.h"
 #include "../check.h"
-#include "../../cuda/kernels.cuh"
+#include "cuda/kernels.cuh"
 #include "attention_checks.h"
 #include "cuda_runtime.h"
 #include "eagle3_checks.h"

@@ -1,5 +1,5 @@
 /*
- * A host emulation of the slice of CUDA that rill's kernels use, so the .cu files of ffi/cuda compile as plain C++ (with
+ * A host emulation of the slice of CUDA that rill's kernels use, so the .cu files of ffi/devices/cuda compile as plain C++ (with
  * RILL_CUDA_EMU) and run on the CPU in tests: every block runs alone, its threads as fibers that switch at
  * __syncthreads and at warp shuffles, `__shared__` is static storage (one block at a time), device memory is host
  * memory. It checks the kernels' arithmetic, indexing and barriers against the CPU device; it says nothing about

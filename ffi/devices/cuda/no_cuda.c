@@ -1,7 +1,7 @@
 /* The CUDA device of a build without nvcc (and of the sanitized C tests): every entry refuses. */
 #include <stdio.h>
 
-#include "device_cuda.h"
+#include "cuda_device.h"
 #include "fail.h"
 
 rill_status rill_cuda_probe(char *err, size_t err_cap) {

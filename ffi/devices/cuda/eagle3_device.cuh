@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "device_cuda.h"
+#include "cuda_device.h"
 #include "gemm_lt.cuh"
 
 struct rill_cuda_e3;

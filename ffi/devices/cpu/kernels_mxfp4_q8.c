@@ -11,7 +11,7 @@
  */
 #include <string.h>
 
-#include "cpu/kernels.h"
+#include "kernels.h"
 
 static const int8_t e2m1_x2[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 

@@ -1,8 +1,8 @@
 /*
- * The seam between the engine (engine.c) and the CUDA device (ffi/cuda/). engine.c validates every batch on the host
+ * The seam between the engine (engine.c) and the CUDA device (ffi/devices/cuda/). engine.c validates every batch on the host
  * and parses config and checkpoint there; the device receives the loaded bf16 weights once, uploads them, owns the KV
  * pool and every device buffer (all allocated at create), and runs the forward pass. Built without nvcc, the same
- * functions come from ffi/cuda/no_cuda.c and refuse with RILL_ERR_UNSUPPORTED.
+ * functions come from ffi/devices/cuda/no_cuda.c and refuse with RILL_ERR_UNSUPPORTED.
  */
 #ifndef RILL_DEVICE_CUDA_H
 #define RILL_DEVICE_CUDA_H

@@ -13,7 +13,7 @@
 
 #include <stdint.h>
 
-#include "cpu/kernels.h"
+#include "kernels.h"
 #include "model_config.h"
 #include "model_weights.h"
 #include "thread_pool.h"

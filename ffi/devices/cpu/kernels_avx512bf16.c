@@ -1,4 +1,4 @@
-#include "cpu/kernels.h"
+#include "kernels.h"
 
 /* Only x86 processors have these instructions; elsewhere rill_kernels_select never names the table using this. */
 #if defined(__x86_64__) || defined(__i386__)

@@ -2,7 +2,7 @@
 #include <string.h>
 
 #include "bf16.h"
-#include "cpu/kernels.h"
+#include "kernels.h"
 
 /* Eight partial sums, so a vectorising compiler may keep them in one register; then a fixed pairwise reduction. */
 static float reduce8(const float a[8]) { return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7])); }

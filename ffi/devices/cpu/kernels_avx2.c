@@ -1,5 +1,5 @@
 #include "bf16.h"
-#include "cpu/kernels.h"
+#include "kernels.h"
 
 /* Only x86 processors have these instructions; elsewhere rill_kernels_select never names this table. */
 #if defined(__x86_64__) || defined(__i386__)

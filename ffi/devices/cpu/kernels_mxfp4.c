@@ -8,7 +8,7 @@
  */
 #include <string.h>
 
-#include "cpu/kernels.h"
+#include "kernels.h"
 
 const float rill_e2m1_values[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
                                     -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};

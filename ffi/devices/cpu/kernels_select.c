@@ -1,6 +1,6 @@
 #include <string.h>
 
-#include "cpu/kernels.h"
+#include "kernels.h"
 
 static int rank_of(const char *name) {
   if (name == NULL) return 3;

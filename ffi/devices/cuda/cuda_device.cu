@@ -1,5 +1,5 @@
 /*
- * The CUDA device (device_cuda.h): weights uploaded once as bf16 (q/k/v and gate/up stacked as the host loader
+ * The CUDA device (cuda_device.h): weights uploaded once as bf16 (q/k/v and gate/up stacked as the host loader
  * stacks them), a bf16 paged KV pool sized from the free memory at create, and every step buffer — device and pinned
  * host — allocated at create, so a step never allocates. A step uploads its token metadata in one copy, runs the
  * layers on one stream and copies only the sampled rows' logits back, with one synchronisation.
@@ -29,7 +29,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "device_cuda.h"
+#include "cuda_device.h"
 #include "fail.h"
 #include "eagle3_device.cuh"
 #include "gemm_lt.cuh"
