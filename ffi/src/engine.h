@@ -10,11 +10,12 @@
 #include <stdint.h>
 
 #include "cpu/kernels.h"
-#include "cuda/cuda_device.h"
 #include "cpu/kv_pool.h"
+#include "cpu/moe.h"
+#include "cuda/cuda_device.h"
+#include "device_ops.h"
 #include "model_config.h"
 #include "model_weights.h"
-#include "cpu/moe.h"
 #include "rill.h"
 #include "thread_pool.h"
 #include "validate.h"
@@ -56,6 +57,7 @@ struct rill_engine {
   rill_moe_scratch moe; /* gpt-oss's router logits and expert buffers (empty for dense models) */
 
   rill_cuda *cuda; /* the CUDA device when it runs the forward pass; NULL on the CPU device */
+  const rill_step_batch *batch; /* the batch rill_forward is running, for the CPU device's operations; NULL between */
 
   /* The draft model (NULL without one): a whole engine of its own (weights, a KV pool of the same num_blocks and
    * block_size addressed by the same block tables, buffers) that borrows this engine's thread pool. */
@@ -85,5 +87,8 @@ typedef enum rill_rows {
  * the rows `mode` picks, their count in *num_rows. The batch must have been validated, except that internal
  * RILL_ROWS_LAST batches may give a sequence no fed tokens (it is then skipped). */
 rill_status rill_forward(rill_engine *e, const rill_step_batch *b, rill_rows mode, float *out, int32_t *num_rows);
+
+/* The CPU device's operations over an engine's host buffers (dev: the rill_engine; ffi/devices/cpu/forward.c). */
+extern const rill_device_ops rill_cpu_ops;
 
 #endif /* RILL_ENGINE_H */

@@ -1,14 +1,17 @@
 /*
- * The CPU device's forward pass (rill_forward): embedding, then per layer RMSNorm, one stacked q/k/v projection,
- * bias / q-k norm / RoPE with the new K/V written into their paged slots, attention over each sequence's block table,
- * output projection, RMSNorm and a stacked gate/up projection with SiLU, down projection (or, for gpt-oss, the router
- * and the mixture of experts of moe.c); finally the norm and output projection for the rows that need logits. Every stage is split across the thread pool by output rows or tokens,
- * never inside one dot product, so results do not depend on the thread count or the batch.
+ * The CPU device's operations (device_ops.h, rill_cpu_ops) and its step (rill_forward): the rows that need logits and
+ * each fed token's KV slot, the layers through rill_forward_layers, then the final norm and output projection of those
+ * rows. Per layer: RMSNorm and one stacked q/k/v projection; bias, q/k norm and RoPE with the new K/V written into
+ * their paged slots; attention over each sequence's block table; output projection; RMSNorm and a stacked gate/up
+ * projection with SiLU, down projection (or, for gpt-oss, the router and the mixture of experts of moe.c). Every stage
+ * is split across the thread pool by output rows or tokens, never inside one dot product, so results do not depend on
+ * the thread count or the batch.
  */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "device_ops.h"
 #include "eagle3.h"
 #include "engine.h"
 #include "matrix.h"
@@ -285,9 +288,118 @@ static void residual(rill_engine *e, int T, const float *bias) {
   rill_pool_run(e->pool, residual_task, &j, tasks_for(T, TOKENS_PER_TASK));
 }
 
+/* ---- the device operations (device_ops.h) over the engine's host buffers ---- */
+
+/* The embedding rows, and each token's RoPE angles for rope_kv. */
+static rill_status cpu_embed(void *dev, int32_t layer, int32_t T, char *err, size_t err_cap) {
+  (void)layer, (void)err, (void)err_cap;
+  rill_engine *e = dev;
+  const rill_step_batch *b = e->batch;
+  const int H = e->cfg.hidden_size, half = e->cfg.head_dim / 2;
+  for (int t = 0; t < T; t++) {
+    rill_matrix_row(&e->w.embed, b->tokens[t], e->x + (size_t)t * H);
+    rill_rope_angles(e->inv_freq, half, b->positions[t], e->cfg.rope_attn_factor, e->rope_cos + (size_t)t * half,
+                     e->rope_sin + (size_t)t * half);
+  }
+  return RILL_OK;
+}
+
+static rill_status cpu_tap(void *dev, int32_t layer, int32_t T, char *err, size_t err_cap) {
+  (void)err, (void)err_cap;
+  rill_engine *e = dev;
+  rill_eagle3_capture(e->eagle3, layer, e->x, T);
+  return RILL_OK;
+}
+
+static rill_status cpu_qkv(void *dev, int32_t layer, int32_t T, char *err, size_t err_cap) {
+  (void)err, (void)err_cap;
+  rill_engine *e = dev;
+  const size_t H = (size_t)e->cfg.hidden_size;
+  norm_all(e, e->x, H, e->w.layers[layer].attn_norm, T, NULL, e->xn, H);
+  linear(e, &e->w.layers[layer].qkv, e->xn, H, T, e->qkv, (size_t)e->qkv_dim);
+  return RILL_OK;
+}
+
+static rill_status cpu_rope_kv(void *dev, int32_t layer, int32_t T, char *err, size_t err_cap) {
+  (void)err, (void)err_cap;
+  rill_engine *e = dev;
+  qkv_job j = {.e = e, .L = &e->w.layers[layer], .layer = layer, .T = T};
+  rill_pool_run(e->pool, qkv_task, &j, tasks_for(T, TOKENS_PER_TASK));
+  return RILL_OK;
+}
+
+static rill_status cpu_attend(void *dev, int32_t layer, int32_t T, char *err, size_t err_cap) {
+  (void)err, (void)err_cap;
+  rill_engine *e = dev;
+  const rill_model_config *c = &e->cfg;
+  attn_job j = {.e = e, .b = e->batch, .layer = layer, .window = c->layer_sliding[layer] ? c->sliding_window : 0,
+                .sinks = e->w.layers[layer].sinks};
+  rill_pool_run(e->pool, attn_task, &j, (int64_t)T * c->num_kv_heads);
+  return RILL_OK;
+}
+
+static rill_status cpu_attn_out(void *dev, int32_t layer, int32_t T, char *err, size_t err_cap) {
+  (void)err, (void)err_cap;
+  rill_engine *e = dev;
+  const rill_model_config *c = &e->cfg;
+  const rill_layer_weights *L = &e->w.layers[layer];
+  linear(e, &L->o, e->attn, (size_t)c->num_heads * (size_t)c->head_dim, T, e->proj, (size_t)c->hidden_size);
+  residual(e, T, L->o_bias);
+  return RILL_OK;
+}
+
+static rill_status cpu_gate_up(void *dev, int32_t layer, int32_t T, char *err, size_t err_cap) {
+  (void)err, (void)err_cap;
+  rill_engine *e = dev;
+  const size_t H = (size_t)e->cfg.hidden_size;
+  norm_all(e, e->x, H, e->w.layers[layer].ffn_norm, T, NULL, e->xn, H);
+  linear(e, &e->w.layers[layer].gate_up, e->xn, H, T, e->gu, 2 * (size_t)e->cfg.intermediate_size);
+  return RILL_OK;
+}
+
+static rill_status cpu_down(void *dev, int32_t layer, int32_t T, char *err, size_t err_cap) {
+  (void)err, (void)err_cap;
+  rill_engine *e = dev;
+  elem_job j = {.e = e, .T = T, .bias = NULL};
+  rill_pool_run(e->pool, silu_task, &j, tasks_for(T, TOKENS_PER_TASK));
+  linear(e, &e->w.layers[layer].down, e->act, (size_t)e->cfg.intermediate_size, T, e->proj,
+         (size_t)e->cfg.hidden_size);
+  residual(e, T, NULL);
+  return RILL_OK;
+}
+
+static rill_status cpu_router(void *dev, int32_t layer, int32_t T, char *err, size_t err_cap) {
+  (void)err, (void)err_cap;
+  rill_engine *e = dev;
+  const size_t H = (size_t)e->cfg.hidden_size;
+  norm_all(e, e->x, H, e->w.layers[layer].ffn_norm, T, NULL, e->xn, H);
+  linear(e, &e->w.layers[layer].router, e->xn, H, T, e->moe.logits, (size_t)e->cfg.num_experts);
+  return RILL_OK;
+}
+
+static rill_status cpu_experts(void *dev, int32_t layer, int32_t T, char *err, size_t err_cap) {
+  (void)err, (void)err_cap;
+  rill_engine *e = dev;
+  rill_moe_forward(&e->cfg, &e->w.layers[layer], e->k, e->pool, &e->moe, e->xn, T, e->x);
+  return RILL_OK;
+}
+
+const rill_device_ops rill_cpu_ops = {
+    .embed = cpu_embed,
+    .tap = cpu_tap,
+    .qkv = cpu_qkv,
+    .rope_kv = cpu_rope_kv,
+    .attend = cpu_attend,
+    .attn_out = cpu_attn_out,
+    .gate_up = cpu_gate_up,
+    .down = cpu_down,
+    .router = cpu_router,
+    .experts = cpu_experts,
+};
+
 rill_status rill_forward(rill_engine *e, const rill_step_batch *b, rill_rows mode, float *out, int32_t *num_rows) {
   const rill_model_config *c = &e->cfg;
-  const int T = b->num_tokens, H = c->hidden_size, I = c->intermediate_size, half = c->head_dim / 2;
+  const int T = b->num_tokens, H = c->hidden_size;
   const int bs = e->kv.block_size;
 
   /* Only the rows that are sampled (or every row, for rill_forward_logits) pay for the output projection; checked
@@ -323,40 +435,11 @@ rill_status rill_forward(rill_engine *e, const rill_step_batch *b, rill_rows mod
       e->slot_win_block[t] = e->kv_split ? b->sliding_block_tables[(size_t)s * (size_t)b->block_table_stride + p / bs] : -1;
     }
   }
-  for (int t = 0; t < T; t++) {
-    rill_matrix_row(&e->w.embed, b->tokens[t], e->x + (size_t)t * H);
-    rill_rope_angles(e->inv_freq, half, b->positions[t], c->rope_attn_factor, e->rope_cos + (size_t)t * half,
-                     e->rope_sin + (size_t)t * half);
-  }
-
+  e->batch = b;
   /* EAGLE-3: the head keeps the residual stream at its tapped layer inputs (0 = the embeddings). */
-  if (e->eagle3 != NULL) rill_eagle3_capture(e->eagle3, 0, e->x, T);
-  for (int l = 0; l < c->num_layers; l++) {
-    const rill_layer_weights *L = &e->w.layers[l];
-    norm_all(e, e->x, (size_t)H, L->attn_norm, T, NULL, e->xn, (size_t)H);
-    linear(e, &L->qkv, e->xn, (size_t)H, T, e->qkv, (size_t)e->qkv_dim);
-    qkv_job qj = {.e = e, .L = L, .layer = l, .T = T};
-    rill_pool_run(e->pool, qkv_task, &qj, tasks_for(T, TOKENS_PER_TASK));
-    attn_job aj = {.e = e, .b = b, .layer = l, .window = c->layer_sliding[l] ? c->sliding_window : 0,
-                   .sinks = L->sinks};
-    rill_pool_run(e->pool, attn_task, &aj, (int64_t)T * c->num_kv_heads);
-    const size_t qd = (size_t)c->num_heads * (size_t)c->head_dim;
-    linear(e, &L->o, e->attn, qd, T, e->proj, (size_t)H);
-    residual(e, T, L->o_bias);
-    norm_all(e, e->x, (size_t)H, L->ffn_norm, T, NULL, e->xn, (size_t)H);
-    if (c->num_experts > 0) {
-      linear(e, &L->router, e->xn, (size_t)H, T, e->moe.logits, (size_t)c->num_experts);
-      rill_moe_forward(c, L, e->k, e->pool, &e->moe, e->xn, T, e->x);
-    } else {
-      linear(e, &L->gate_up, e->xn, (size_t)H, T, e->gu, 2 * (size_t)I);
-      elem_job sj = {.e = e, .T = T, .bias = NULL};
-      rill_pool_run(e->pool, silu_task, &sj, tasks_for(T, TOKENS_PER_TASK));
-      linear(e, &L->down, e->act, (size_t)I, T, e->proj, (size_t)H);
-      residual(e, T, NULL);
-    }
-    /* After either MLP: a head's tap is the layer's output whatever the layer's kind. */
-    if (e->eagle3 != NULL) rill_eagle3_capture(e->eagle3, l + 1, e->x, T);
-  }
+  rill_status st = rill_forward_layers(&rill_cpu_ops, e, c, T, e->eagle3 != NULL, e->err, sizeof e->err);
+  e->batch = NULL;
+  if (st != RILL_OK) return st;
 
   *num_rows = R;
   const rill_matrix *head = e->w.tied ? &e->w.embed : &e->w.lm_head;

@@ -2,7 +2,8 @@
  * The CUDA device (cuda_device.h): weights uploaded once as bf16 (q/k/v and gate/up stacked as the host loader
  * stacks them), a bf16 paged KV pool sized from the free memory at create, and every step buffer — device and pinned
  * host — allocated at create, so a step never allocates. A step uploads its token metadata in one copy, runs the
- * layers on one stream and copies only the sampled rows' logits back, with one synchronisation.
+ * layers on one stream — rill_forward_layers over this device's operations (device_ops.h), the forward pass the CPU
+ * device runs too — and copies only the sampled rows' logits back, with one synchronisation.
  *
  * CUDA graphs: at create, the forward pass (layers, final norm and output projection) is captured once per bucket of
  * fed tokens (1, 2, 4, …, up to the most logits rows a step computes, at most kMaxGraphTokens). A step of T ≤ Tb
@@ -30,6 +31,7 @@
 #include <time.h>
 
 #include "cuda_device.h"
+#include "device_ops.h"
 #include "fail.h"
 #include "eagle3_device.cuh"
 #include "gemm_lt.cuh"
@@ -72,6 +74,12 @@ constexpr int kMoeChunk = 16;
 constexpr int kMoeChunk = 256;
 #endif
 constexpr int kMaxGraphs = 16;
+
+/* The step the device operations run on (set by run_layers): its sequences and its metadata on the device. */
+struct cuda_step {
+  int S;
+  const int32_t *tokens, *positions, *tok_seq, *query_start, *tables, *tables_win;
+};
 
 } // namespace
 
@@ -132,6 +140,7 @@ struct rill_cuda {
   char lt_why[192];
   /* The EAGLE-3 head (eagle3_device.cuh), or NULL: tapped and followed inside run_layers, so inside the graphs. */
   rill_cuda_e3 *e3;
+  cuda_step step;
 };
 
 /* The packed sampling inputs and outputs: parts at 64-byte-aligned offsets of one block, so one copy moves each. */
@@ -545,73 +554,152 @@ static cudaError_t norm_linear(rill_cuda *d, const float *x, const int32_t *rows
   return e != cudaSuccess ? e : linear_bf16x(d, xb, T, K, W, N, bias, 0, y);
 }
 
-/* The layers over the batch's T fed tokens of S sequences: embedding in, the residual stream left in d->x. Enqueues
- * only, so it is also what a graph captures (with the final norm and head). */
+/* ---- the device operations (device_ops.h) ----
+ * Decode and verify steps (T ≤ kGemvMaxTokens) take 6 kernels per dense layer (7 with the split-KV merge): qkv with
+ * the attention RMSNorm, q/k norm + RoPE + KV write, attention, o with the residual add, gate_up with the FFN RMSNorm,
+ * down with SiLU·mul and the residual add. Larger steps norm and multiply in separate kernels through bf16. Every
+ * operation only enqueues on d->stream, so a graph captures the pass. */
+
+static rill_cuda *dev_of(void *dev) { return static_cast<rill_cuda *>(dev); }
+
+static rill_status op_embed(void *dev, int32_t, int32_t T, char *err, size_t err_cap) {
+  rill_cuda *d = dev_of(dev);
+  CU(rill_k_embed(d->stream, d->embed, d->cfg.hidden_size, d->step.tokens, T, d->x));
+  return RILL_OK;
+}
+
+static rill_status op_tap(void *dev, int32_t layer, int32_t T, char *err, size_t err_cap) {
+  rill_cuda *d = dev_of(dev);
+  CU(rill_cuda_e3_tap(d->e3, d->stream, layer, d->x, T));
+  return RILL_OK;
+}
+
+/* The q/k/v bias is added here, by the projection. */
+static rill_status op_qkv(void *dev, int32_t layer, int32_t T, char *err, size_t err_cap) {
+  rill_cuda *d = dev_of(dev);
+  const layer_dev *L = &d->layers[layer];
+  CU(norm_linear(d, d->x, nullptr, L->attn_norm, T, d->cfg.hidden_size, d->xb, L->qkv, d->qkv_dim, L->qkv_bias,
+                 d->qkv));
+  return RILL_OK;
+}
+
+/* The pool, tables and geometry layer l's K/V live in. */
+struct kv_view {
+  const int32_t *tables;
+  const rill_kv_geom *geom;
+  __nv_bfloat16 *kc, *vc;
+};
+
+static kv_view kv_of(const rill_cuda *d, int32_t layer) {
+  const bool win = d->kv_split && d->cfg.layer_sliding[layer];
+  return win ? kv_view{d->step.tables_win, &d->geom_win, d->kc_win, d->vc_win}
+             : kv_view{d->step.tables, &d->geom, d->kc, d->vc};
+}
+
+static rill_status op_rope_kv(void *dev, int32_t layer, int32_t T, char *err, size_t err_cap) {
+  rill_cuda *d = dev_of(dev);
+  const rill_model_config *c = &d->cfg;
+  const layer_dev *L = &d->layers[layer];
+  const kv_view kv = kv_of(d, layer);
+  CU(rill_k_qk_rope_kv(d->stream, d->qkv, T, c->num_heads, c->num_kv_heads, c->head_dim, L->q_norm, L->k_norm,
+                       c->rms_norm_eps, d->inv_freq, c->rope_attn_factor, d->step.positions, d->step.tok_seq,
+                       kv.tables, *kv.geom, d->kv_layer[layer], kv.kc, kv.vc));
+  return RILL_OK;
+}
+
+static rill_status op_attend(void *dev, int32_t layer, int32_t T, char *err, size_t err_cap) {
+  rill_cuda *d = dev_of(dev);
+  const rill_model_config *c = &d->cfg;
+  const kv_view kv = kv_of(d, layer);
+  const int window = c->layer_sliding[layer] ? c->sliding_window : 0;
+  CU(rill_k_attention(d->stream, d->qkv, T, d->step.S, c->num_heads, d->step.positions, d->step.query_start,
+                      kv.tables, *kv.geom, d->kv_layer[layer], window, d->layers[layer].sinks, kv.kc, kv.vc, d->attn,
+                      d->part_ml, d->part_acc));
+  return RILL_OK;
+}
+
+static rill_status op_attn_out(void *dev, int32_t layer, int32_t T, char *err, size_t err_cap) {
+  rill_cuda *d = dev_of(dev);
+  const layer_dev *L = &d->layers[layer];
+  CU(linear(d, d->attn, T, d->cfg.num_heads * d->cfg.head_dim, L->o, d->cfg.hidden_size, L->o_bias, 1, d->x));
+  return RILL_OK;
+}
+
+static rill_status op_gate_up(void *dev, int32_t layer, int32_t T, char *err, size_t err_cap) {
+  rill_cuda *d = dev_of(dev);
+  const layer_dev *L = &d->layers[layer];
+  CU(norm_linear(d, d->x, nullptr, L->ffn_norm, T, d->cfg.hidden_size, d->xb, L->gate_up,
+                 2 * d->cfg.intermediate_size, nullptr, d->gu));
+  return RILL_OK;
+}
+
+static rill_status op_down(void *dev, int32_t layer, int32_t T, char *err, size_t err_cap) {
+  rill_cuda *d = dev_of(dev);
+  const int H = d->cfg.hidden_size, I = d->cfg.intermediate_size;
+  const layer_dev *L = &d->layers[layer];
+  if (T <= kGemvMaxTokens) {
+    CU(rill_k_linear_silu_mul(d->stream, d->gu, T, I, L->down, H, d->x));
+  } else {
+    CU(rill_k_silu_mul(d->stream, d->gu, T, I, d->xb));
+    CU(linear_bf16x(d, d->xb, T, I, L->down, H, nullptr, 1, d->x));
+  }
+  return RILL_OK;
+}
+
+static rill_status op_router(void *dev, int32_t layer, int32_t T, char *err, size_t err_cap) {
+  rill_cuda *d = dev_of(dev);
+  const rill_model_config *c = &d->cfg;
+  const layer_dev *L = &d->layers[layer];
+  CU(rill_k_rms_norm_f32(d->stream, d->x, L->ffn_norm, c->hidden_size, c->rms_norm_eps, T, d->moe_xn));
+  CU(rill_k_linear(d->stream, d->moe_xn, T, c->hidden_size, L->router, c->num_experts, nullptr, 0, d->moe_logits));
+  return RILL_OK;
+}
+
+/* Routing on the device (no host round trip), then the experts in chunks of kMoeChunk tokens. */
+static rill_status op_experts(void *dev, int32_t layer, int32_t T, char *err, size_t err_cap) {
+  rill_cuda *d = dev_of(dev);
+  const rill_model_config *c = &d->cfg;
+  const int H = c->hidden_size, I = c->intermediate_size, E = c->num_experts, K = c->experts_per_tok;
+  const layer_dev *L = &d->layers[layer];
+  cudaStream_t st = d->stream;
+  CU(rill_k_moe_route(st, d->moe_logits, L->router_bias, T, E, K, d->moe_sel, d->moe_w));
+  for (int t0 = 0; t0 < T; t0 += kMoeChunk) {
+    const int n = T - t0 < kMoeChunk ? T - t0 : kMoeChunk, P = n * K;
+    const int32_t *sel = d->moe_sel + (size_t)t0 * K;
+    /* One token reads its K experts once anyway; several are grouped so each expert is read once per chunk. */
+    if (n == 1) {
+      CU(rill_k_mxfp4_experts(st, d->moe_xn + (size_t)t0 * H, H, 1, P, K, sel, L->gu_blocks, L->gu_scales,
+                              L->gu_bias, 2 * I, H, d->moe_gu));
+      CU(rill_k_moe_act(st, d->moe_gu, P, I, c->swiglu_limit, d->moe_act));
+      CU(rill_k_mxfp4_experts(st, d->moe_act, I, 0, P, K, sel, L->dn_blocks, L->dn_scales, L->dn_bias, H, I,
+                              d->moe_y));
+    } else {
+      CU(rill_k_moe_group(st, sel, P, E, d->moe_start, d->moe_order));
+      CU(rill_k_mxfp4_experts_grouped(st, d->moe_xn + (size_t)t0 * H, H, 1, E, K, d->moe_start, d->moe_order,
+                                      L->gu_blocks, L->gu_scales, L->gu_bias, 2 * I, H, d->moe_gu));
+      CU(rill_k_moe_act(st, d->moe_gu, P, I, c->swiglu_limit, d->moe_act));
+      CU(rill_k_mxfp4_experts_grouped(st, d->moe_act, I, 0, E, K, d->moe_start, d->moe_order, L->dn_blocks,
+                                      L->dn_scales, L->dn_bias, H, I, d->moe_y));
+    }
+    CU(rill_k_moe_combine(st, d->moe_y, d->moe_w + (size_t)t0 * K, n, K, H, d->x + (size_t)t0 * H));
+  }
+  return RILL_OK;
+}
+
+static const rill_device_ops kCudaOps = {
+    op_embed, op_tap, op_qkv, op_rope_kv, op_attend, op_attn_out, op_gate_up, op_down, op_router, op_experts,
+};
+
+/* The layers over the step's T fed tokens of S sequences (device metadata), the residual stream left in d->x, and
+ * the EAGLE-3 head's follow-up when the device holds one. Enqueues only, so it is also what a graph captures (with
+ * the final norm and head). */
 static rill_status run_layers(rill_cuda *d, int T, int S, const int32_t *tokens, const int32_t *positions,
                               const int32_t *tok_seq, const int32_t *query_start, const int32_t *tables,
                               const int32_t *tables_win, char *err, size_t err_cap) {
-  const rill_model_config *c = &d->cfg;
-  const int H = c->hidden_size, I = c->intermediate_size, QD = c->num_heads * c->head_dim;
-  cudaStream_t st = d->stream;
-  CU(rill_k_embed(st, d->embed, H, tokens, T, d->x));
-  /* Decode and verify steps (T ≤ kGemvMaxTokens): 6 kernels per layer (7 with the split-KV merge) — qkv with the
-   * attention RMSNorm, q/k norm + RoPE + KV write, attention, o with the residual add, gate_up with the FFN RMSNorm,
-   * down with SiLU·mul and the residual add. Larger steps norm and multiply in separate kernels through bf16. */
-  for (int l = 0; l < c->num_layers; l++) {
-    const layer_dev *L = &d->layers[l];
-    /* The head's taps: the residual stream at the input of layer l (here, before either kind of MLP can skip ahead). */
-    if (d->e3 != nullptr) CU(rill_cuda_e3_tap(d->e3, st, l, d->x, T));
-    CU(norm_linear(d, d->x, nullptr, L->attn_norm, T, H, d->xb, L->qkv, d->qkv_dim, L->qkv_bias, d->qkv));
-    const bool win = d->kv_split && c->layer_sliding[l];
-    const int32_t *tab = win ? tables_win : tables;
-    const rill_kv_geom &geom = win ? d->geom_win : d->geom;
-    __nv_bfloat16 *kc = win ? d->kc_win : d->kc, *vc = win ? d->vc_win : d->vc;
-    CU(rill_k_qk_rope_kv(st, d->qkv, T, c->num_heads, c->num_kv_heads, c->head_dim, L->q_norm, L->k_norm,
-                         c->rms_norm_eps, d->inv_freq, c->rope_attn_factor, positions, tok_seq, tab, geom,
-                         d->kv_layer[l], kc, vc));
-    const int window = c->layer_sliding[l] ? c->sliding_window : 0;
-    CU(rill_k_attention(st, d->qkv, T, S, c->num_heads, positions, query_start, tab, geom, d->kv_layer[l], window,
-                        L->sinks, kc, vc, d->attn, d->part_ml, d->part_acc));
-    CU(linear(d, d->attn, T, QD, L->o, H, L->o_bias, 1, d->x));
-    if (c->num_experts > 0) {
-      const int E = c->num_experts, K = c->experts_per_tok;
-      CU(rill_k_rms_norm_f32(st, d->x, L->ffn_norm, H, c->rms_norm_eps, T, d->moe_xn));
-      CU(rill_k_linear(st, d->moe_xn, T, H, L->router, E, nullptr, 0, d->moe_logits));
-      CU(rill_k_moe_route(st, d->moe_logits, L->router_bias, T, E, K, d->moe_sel, d->moe_w));
-      for (int t0 = 0; t0 < T; t0 += kMoeChunk) {
-        const int n = T - t0 < kMoeChunk ? T - t0 : kMoeChunk, P = n * K;
-        const int32_t *sel = d->moe_sel + (size_t)t0 * K;
-        /* One token reads its K experts once anyway; several are grouped so each expert is read once per chunk. */
-        if (n == 1) {
-          CU(rill_k_mxfp4_experts(st, d->moe_xn + (size_t)t0 * H, H, 1, P, K, sel, L->gu_blocks, L->gu_scales,
-                                  L->gu_bias, 2 * I, H, d->moe_gu));
-          CU(rill_k_moe_act(st, d->moe_gu, P, I, c->swiglu_limit, d->moe_act));
-          CU(rill_k_mxfp4_experts(st, d->moe_act, I, 0, P, K, sel, L->dn_blocks, L->dn_scales, L->dn_bias, H, I,
-                                  d->moe_y));
-        } else {
-          CU(rill_k_moe_group(st, sel, P, E, d->moe_start, d->moe_order));
-          CU(rill_k_mxfp4_experts_grouped(st, d->moe_xn + (size_t)t0 * H, H, 1, E, K, d->moe_start, d->moe_order,
-                                          L->gu_blocks, L->gu_scales, L->gu_bias, 2 * I, H, d->moe_gu));
-          CU(rill_k_moe_act(st, d->moe_gu, P, I, c->swiglu_limit, d->moe_act));
-          CU(rill_k_mxfp4_experts_grouped(st, d->moe_act, I, 0, E, K, d->moe_start, d->moe_order, L->dn_blocks,
-                                          L->dn_scales, L->dn_bias, H, I, d->moe_y));
-        }
-        CU(rill_k_moe_combine(st, d->moe_y, d->moe_w + (size_t)t0 * K, n, K, H, d->x + (size_t)t0 * H));
-      }
-      continue;
-    }
-    CU(norm_linear(d, d->x, nullptr, L->ffn_norm, T, H, d->xb, L->gate_up, 2 * I, nullptr, d->gu));
-    if (T <= kGemvMaxTokens) {
-      CU(rill_k_linear_silu_mul(st, d->gu, T, I, L->down, H, d->x));
-    } else {
-      CU(rill_k_silu_mul(st, d->gu, T, I, d->xb));
-      CU(linear_bf16x(d, d->xb, T, I, L->down, H, nullptr, 1, d->x));
-    }
-  }
-  if (d->e3 != nullptr) {
-    CU(rill_cuda_e3_tap(d->e3, st, c->num_layers, d->x, T));
-    CU(rill_cuda_e3_follow(d->e3, st, T, tokens, positions, tok_seq, tables));
-  }
+  d->step = cuda_step{S, tokens, positions, tok_seq, query_start, tables, tables_win};
+  const rill_status s = rill_forward_layers(&kCudaOps, d, &d->cfg, T, d->e3 != nullptr, err, err_cap);
+  if (s != RILL_OK) return s;
+  if (d->e3 != nullptr) CU(rill_cuda_e3_follow(d->e3, d->stream, T, tokens, positions, tok_seq, tables));
   return RILL_OK;
 }
 

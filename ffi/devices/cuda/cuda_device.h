@@ -1,8 +1,9 @@
 /*
- * The seam between the engine (engine.c) and the CUDA device (ffi/devices/cuda/). engine.c validates every batch on the host
- * and parses config and checkpoint there; the device receives the loaded bf16 weights once, uploads them, owns the KV
- * pool and every device buffer (all allocated at create), and runs the forward pass. Built without nvcc, the same
- * functions come from ffi/devices/cuda/no_cuda.c and refuse with RILL_ERR_UNSUPPORTED.
+ * The CUDA device as the engine (engine.c) sees it. engine.c validates every batch on the host and parses config and
+ * checkpoint there; the device receives the loaded bf16 weights once, uploads them, owns the KV pool and every device
+ * buffer (all allocated at create), and runs the forward pass: the layers through the device operations of
+ * device_ops.h, as on the CPU device. Built without nvcc, the same functions come from no_cuda.c and refuse with
+ * RILL_ERR_UNSUPPORTED.
  */
 #ifndef RILL_DEVICE_CUDA_H
 #define RILL_DEVICE_CUDA_H
