@@ -72,7 +72,7 @@ const EMU = join(TESTS, "cuda_emu");
 /** The CUDA device's checks on the emulation: test_cuda_emu.cpp and the parts it includes or links. */
 const EMU_CHECKS = join(TESTS, "cuda");
 /** The parts test_cuda_emu's checks come in (its main names them). */
-const EMU_PARTS = ["kernels", "models", "engine", "eagle3"] as const;
+const EMU_PARTS = ["kernels", "models", "engine", "eagle3", "ops"] as const;
 const EMU_FLAGS = [
   "-std=c++17",
   "-O2",

@@ -298,6 +298,7 @@ static rill_status engine_create(const char *model_dir, const rill_options *o, r
                                  int32_t rows_cap, rill_engine **out) {
   rill_engine *e = calloc(1, sizeof *e);
   if (e == NULL) return set_global(RILL_ERR_OUT_OF_MEMORY, "out of memory");
+  e->ops = &rill_cpu_ops;
   rill_status s = read_options(o, e);
   if (s != RILL_OK) {
     free(e);

@@ -58,6 +58,7 @@ struct rill_engine {
 
   rill_cuda *cuda; /* the CUDA device when it runs the forward pass; NULL on the CPU device */
   const rill_step_batch *batch; /* the batch rill_forward is running, for the CPU device's operations; NULL between */
+  const rill_device_ops *ops;   /* what rill_forward runs: rill_cpu_ops (tests may install wrappers around them) */
 
   /* The draft model (NULL without one): a whole engine of its own (weights, a KV pool of the same num_blocks and
    * block_size addressed by the same block tables, buffers) that borrows this engine's thread pool. */

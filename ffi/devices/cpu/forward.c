@@ -437,7 +437,7 @@ rill_status rill_forward(rill_engine *e, const rill_step_batch *b, rill_rows mod
   }
   e->batch = b;
   /* EAGLE-3: the head keeps the residual stream at its tapped layer inputs (0 = the embeddings). */
-  rill_status st = rill_forward_layers(&rill_cpu_ops, e, c, T, e->eagle3 != NULL, e->err, sizeof e->err);
+  rill_status st = rill_forward_layers(e->ops, e, c, T, e->eagle3 != NULL, e->err, sizeof e->err);
   e->batch = NULL;
   if (st != RILL_OK) return st;
 

@@ -141,6 +141,7 @@ struct rill_cuda {
   /* The EAGLE-3 head (eagle3_device.cuh), or NULL: tapped and followed inside run_layers, so inside the graphs. */
   rill_cuda_e3 *e3;
   cuda_step step;
+  const rill_device_ops *ops; /* what run_layers runs: NULL for this device's own (tests install wrapping ones) */
 };
 
 /* The packed sampling inputs and outputs: parts at 64-byte-aligned offsets of one block, so one copy moves each. */
@@ -690,6 +691,14 @@ static const rill_device_ops kCudaOps = {
     op_embed, op_tap, op_qkv, op_rope_kv, op_attend, op_attn_out, op_gate_up, op_down, op_router, op_experts,
 };
 
+const rill_device_ops *rill_cuda_ops(const rill_cuda *d) { return d->ops != nullptr ? d->ops : &kCudaOps; }
+
+void rill_cuda_set_ops(rill_cuda *d, const rill_device_ops *ops) { d->ops = ops; }
+
+rill_cuda_buffers rill_cuda_step_buffers(rill_cuda *d) {
+  return rill_cuda_buffers{d->x, d->qkv, d->attn, d->gu, d->moe_xn, d->moe_logits};
+}
+
 /* The layers over the step's T fed tokens of S sequences (device metadata), the residual stream left in d->x, and
  * the EAGLE-3 head's follow-up when the device holds one. Enqueues only, so it is also what a graph captures (with
  * the final norm and head). */
@@ -697,7 +706,7 @@ static rill_status run_layers(rill_cuda *d, int T, int S, const int32_t *tokens,
                               const int32_t *tok_seq, const int32_t *query_start, const int32_t *tables,
                               const int32_t *tables_win, char *err, size_t err_cap) {
   d->step = cuda_step{S, tokens, positions, tok_seq, query_start, tables, tables_win};
-  const rill_status s = rill_forward_layers(&kCudaOps, d, &d->cfg, T, d->e3 != nullptr, err, err_cap);
+  const rill_status s = rill_forward_layers(rill_cuda_ops(d), d, &d->cfg, T, d->e3 != nullptr, err, err_cap);
   if (s != RILL_OK) return s;
   if (d->e3 != nullptr) CU(rill_cuda_e3_follow(d->e3, d->stream, T, tokens, positions, tok_seq, tables));
   return RILL_OK;

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "device_ops.h"
 #include "model_config.h"
 #include "model_weights.h"
 #include "rill.h"
@@ -85,6 +86,21 @@ rill_status rill_cuda_propose(rill_cuda *d, const rill_step_batch *b, rill_step_
  * states ([rows × head hidden]), in batch order, at most cap rows copied (either pointer may be NULL). */
 rill_status rill_cuda_head_rows(rill_cuda *d, float *logits, float *hidden, int32_t cap, int32_t *rows, char *err,
                                 size_t err_cap);
+
+/* Tests: the operations the device's forward pass runs (device_ops.h; its own unless replaced) and, by
+ * rill_cuda_set_ops, others in their place (wrappers that check each against the CPU device's; NULL restores the
+ * device's own). Graphs captured at create keep the operations they captured, so such a check creates the device with
+ * RILL_CUDA_GRAPHS=0. */
+const rill_device_ops *rill_cuda_ops(const rill_cuda *d);
+void rill_cuda_set_ops(rill_cuda *d, const rill_device_ops *ops);
+
+/* Tests: the step buffers the operations read and write, in device memory, [max_batch_tokens × width]: x [hidden],
+ * qkv [(heads + 2 kv heads) × head_dim], attn [heads × head_dim], gu [2 × intermediate] (dense), moe_xn [hidden] and
+ * moe_logits [experts] (mixture of experts; NULL for dense models). */
+typedef struct rill_cuda_buffers {
+  float *x, *qkv, *attn, *gu, *moe_xn, *moe_logits;
+} rill_cuda_buffers;
+rill_cuda_buffers rill_cuda_step_buffers(rill_cuda *d);
 
 #ifdef __cplusplus
 }

@@ -64,3 +64,19 @@ rill_status rill_cuda_head_rows(rill_cuda *d, float *logits, float *hidden, int3
   *rows = 0;
   return rill_cuda_probe(err, err_cap);
 }
+
+const rill_device_ops *rill_cuda_ops(const rill_cuda *d) {
+  (void)d;
+  return NULL;
+}
+
+void rill_cuda_set_ops(rill_cuda *d, const rill_device_ops *ops) {
+  (void)d;
+  (void)ops;
+}
+
+rill_cuda_buffers rill_cuda_step_buffers(rill_cuda *d) {
+  (void)d;
+  rill_cuda_buffers none = {NULL, NULL, NULL, NULL, NULL, NULL};
+  return none;
+}

@@ -21,6 +21,7 @@
 #include "attention_checks.h"
 #include "cuda_runtime.h"
 #include "eagle3_checks.h"
+#include "op_checks.h"
 #include "rill.h"
 #include "sample_rows_checks.h"
 #include "xorshift.h"
@@ -935,8 +936,8 @@ int main(int argc, char **argv) {
   }
   const bool all = part == nullptr;
   if (!all && strcmp(part, "kernels") != 0 && strcmp(part, "models") != 0 && strcmp(part, "engine") != 0 &&
-      strcmp(part, "sliding") != 0 && strcmp(part, "eagle3") != 0) {
-    fprintf(stderr, "test_cuda_emu: unknown part %s (kernels, models, engine, sliding, eagle3)\n", part);
+      strcmp(part, "sliding") != 0 && strcmp(part, "eagle3") != 0 && strcmp(part, "ops") != 0) {
+    fprintf(stderr, "test_cuda_emu: unknown part %s (kernels, models, engine, sliding, eagle3, ops)\n", part);
     return 2;
   }
   if (all || strcmp(part, "kernels") == 0) {
@@ -979,6 +980,12 @@ int main(int argc, char **argv) {
   if (all || strcmp(part, "eagle3") == 0) {
     int passed = 0, failed = 0;
     eagle3_device_checks(&passed, &failed);
+    check_passed_count += passed;
+    check_failed_count += failed;
+  }
+  if (all || strcmp(part, "ops") == 0) {
+    int passed = 0, failed = 0;
+    device_op_checks(&passed, &failed);
     check_passed_count += passed;
     check_failed_count += failed;
   }
