@@ -1,7 +1,7 @@
 """A gpt-oss checkpoint in the release layout (config.json, *.safetensors with MXFP4 experts, tokenizer.json) as a GGUF
 file that llama.cpp loads as architecture "gpt-oss", for the side-by-side benchmark (bench/gptoss_bench.ts).
 
-    python3 scripts/gptoss_to_gguf.py MODEL_DIR OUT.gguf
+    python3 scripts/gptoss_to_gguf.py [--q8] MODEL_DIR OUT.gguf
 
 What it writes, and why:
 - Experts stay MXFP4 (ggml type 39, block {u8 e; u8 qs[16]}, element j in the low nibble of qs[j] and element j + 16 in
@@ -9,8 +9,10 @@ What it writes, and why:
   are regrouped; the scale byte carries over unchanged: ggml reads e as 2^(e - 128) times a table of doubled E2M1
   values, which is the release's E2M1 · 2^(s - 127). gate_up's rows interleave gate (even) and up (odd) units; they
   become ffn_gate_exps and ffn_up_exps.
-- Matrices held in BF16 by rill's bf16 run (attention, embedding, head) stay BF16; the router, which rill holds in
-  fp32, and every 1-D tensor (norms, biases, sinks) are written F32.
+- Matrices held in BF16 by rill's bf16 run (attention, embedding, head) stay BF16; with --q8 they become Q8_0 (ggml
+  type 8: per 32 weights an fp16 scale max|w|/127 and 32 rounded int8), what rill holds under --dtype int8 (the same
+  34-byte blocks). The router, which rill holds in fp32 either way, and every 1-D tensor (norms, biases, sinks) are
+  written F32.
 - GGUF dims are numpy's shape reversed (ne[0] innermost), so a [rows, cols] matrix is [cols, rows].
 - The o200k_harmony vocabulary as a byte-level BPE (tokenizer.ggml.model gpt2, pre gpt-4o): the base vocabulary and
   merges from tokenizer.json, its added tokens as control tokens, and the ids the model has beyond them (up to
@@ -28,8 +30,9 @@ import sys
 import numpy as np
 
 ALIGN = 32
-GGML_F32, GGML_BF16, GGML_MXFP4 = 0, 30, 39
+GGML_F32, GGML_Q8_0, GGML_BF16, GGML_MXFP4 = 0, 8, 30, 39
 FTYPE_MOSTLY_MXFP4_MOE = 38
+Q8_ROWS = 4096  # rows quantised at a time (bounds the float copies of the vocabulary-sized matrices)
 TOKEN_NORMAL, TOKEN_CONTROL = 1, 3
 
 # GGUF metadata value types
@@ -87,6 +90,18 @@ def mxfp4_blocks(blocks, scales):
     codes = np.stack((lo, hi), axis=-1).reshape(blocks.shape[:-1] + (32,))  # element order
     qs = codes[..., :16] | (codes[..., 16:] << 4)
     return np.concatenate((scales[..., None], qs), axis=-1).astype(np.uint8)
+
+
+def q8_0_blocks(x):
+    """ggml block_q8_0 bytes of rows x [rows, cols] (cols a multiple of 32): per block the fp16 scale d = max|x| / 127,
+    then the 32 values x / d rounded to int8."""
+    rows, cols = x.shape
+    b = x.reshape(rows, cols // 32, 32).astype(np.float32)
+    d = np.abs(b).max(axis=-1) / 127.0
+    inv = np.divide(1.0, d, out=np.zeros_like(d), where=d > 0)
+    q = np.clip(np.rint(b * inv[..., None]), -127, 127).astype(np.int8)
+    d16 = d.astype("<f2")
+    return np.concatenate((d16[..., None].view(np.uint8).reshape(rows, cols // 32, 2), q.view(np.uint8)), axis=-1)
 
 
 class Writer:
@@ -177,7 +192,7 @@ def add_vocab(w, model_dir, vocab_size, cfg):
     w.add("tokenizer.ggml.add_bos_token", T_BOOL, False)
 
 
-def convert(model_dir, out):
+def convert(model_dir, out, q8=False):
     with open(os.path.join(model_dir, "config.json")) as f:
         cfg = json.load(f)
     if cfg.get("model_type") != "gpt_oss":
@@ -197,7 +212,7 @@ def convert(model_dir, out):
     w.add("general.architecture", T_STRING, a)
     w.add("general.name", T_STRING, os.path.basename(os.path.normpath(model_dir)))
     w.add("general.quantization_version", T_U32, 2)
-    w.add("general.file_type", T_U32, FTYPE_MOSTLY_MXFP4_MOE)
+    w.add("general.file_type", T_U32, FTYPE_MOSTLY_MXFP4_MOE)  # the experts' type; llama.cpp reads each tensor's own
     w.add(f"{a}.context_length", T_U32, cfg.get("max_position_embeddings", 131072))
     w.add(f"{a}.embedding_length", T_U32, H)
     w.add(f"{a}.block_count", T_U32, L)
@@ -222,10 +237,22 @@ def convert(model_dir, out):
     add_vocab(w, model_dir, V, cfg)
 
     def bf16(gname, name, expect):
+        """A matrix as BF16, or with --q8 as Q8_0."""
         shape, data = st.bf16_bytes(name)
         if tuple(shape) != tuple(expect):
             raise ValueError(f"{name}: shape {shape}, {expect} expected")
-        w.tensor(gname, GGML_BF16, reversed(shape), data.size, lambda: data.tobytes())
+        if not q8:
+            w.tensor(gname, GGML_BF16, reversed(shape), data.size, lambda: data.tobytes())
+            return
+        rows, cols = shape
+        if cols % 32 != 0:
+            raise ValueError(f"{name}: {cols} columns, Q8_0 needs a multiple of 32")
+
+        def produce():
+            x = st.f32(name)
+            return b"".join(q8_0_blocks(x[r:r + Q8_ROWS]).tobytes() for r in range(0, rows, Q8_ROWS))
+
+        w.tensor(gname, GGML_Q8_0, reversed(shape), rows * (cols // 32) * 34, produce)
 
     def f32(gname, name, expect, rows=None):
         """F32 from BF16; rows selects every other row (slice) of the first dimension after the reshape."""
@@ -285,6 +312,9 @@ def convert(model_dir, out):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
-        sys.exit("usage: gptoss_to_gguf.py MODEL_DIR OUT.gguf")
-    convert(sys.argv[1], sys.argv[2])
+    args = sys.argv[1:]
+    q8 = "--q8" in args
+    args = [a for a in args if a != "--q8"]
+    if len(args) != 2:
+        sys.exit("usage: gptoss_to_gguf.py [--q8] MODEL_DIR OUT.gguf")
+    convert(args[0], args[1], q8)

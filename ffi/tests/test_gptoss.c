@@ -744,7 +744,8 @@ int main(void) {
   for (int s = 0; s < 3; s++) {
     if (s > 0 && sets[s] == sets[s - 1]) continue;
     check_decode(sets[s]);
-    static const int shapes[][3] = {{1, 1, 1}, {7, 3, 1}, {13, 2, 9}, {5, 90, 2}, {33, 5, 8}, {16, 4, 17}, {3, 7, 4}};
+    static const int shapes[][3] = {{1, 1, 1},  {7, 3, 1},  {13, 2, 9}, {5, 90, 2},
+                                    {33, 5, 8}, {16, 4, 17}, {3, 7, 4},  {6, 19, 3}, {5, 33, 5}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
       check_kernel(sets[s], sets[0], shapes[i][0], shapes[i][1], shapes[i][2]);
       check_kernel_q8(sets[s], shapes[i][0], shapes[i][1], shapes[i][2]);

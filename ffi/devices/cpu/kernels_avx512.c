@@ -316,6 +316,9 @@ static inline
 /* A single token takes one row at a time (as bf16 does, see row_bf16): one sequential stream, prefetched Q8_ROW_PF
  * bytes ahead into L2, which covers the next rows' scales too. */
 #define Q8_ROW_PF 3072
+#ifndef Q8_ROW_PF_HINT
+#define Q8_ROW_PF_HINT _MM_HINT_T0
+#endif
 
 TGT_Z __m512i pair_bytes(const int8_t *p, int two) {
   return two ? _mm512_loadu_si512((const void *)p) : _mm512_maskz_loadu_epi8((__mmask64)0xFFFFFFFFu, p);
@@ -560,6 +563,49 @@ TGT_FN void gemm_bf16(const float *x, size_t ldx, int T, const uint16_t *w, size
   }
 }
 
+/* One token: the activations' magnitudes and signs are taken once per call, not once per row, and each row's block
+ * scales are multiplied by the activation scales once per group; per pair of blocks a row then costs its load, the
+ * sign move, the dot product and the scaled accumulation. Every lane gets the values tile_q8_z(1, 1) gives it, in the
+ * same order (a lane's scale is the same product of the same two floats), so a token alone matches its row of a
+ * batch. Rows of more than 2 · Q8_ONE_MAX_PAIRS blocks take tile_q8_z. */
+#define Q8_ONE_MAX_PAIRS 256
+
+TGT_Z void rows_q8_one(const int8_t *xq, const float *xs, const int8_t *w, size_t ldw, int nblocks, int r0, int r1,
+                       float *y) {
+  const size_t ld = (size_t)nblocks * RILL_Q8_BLOCK;
+  const int np = (nblocks + 1) / 2;
+  __m512i ax[Q8_ONE_MAX_PAIRS];
+  __mmask64 neg[Q8_ONE_MAX_PAIRS];
+  for (int p = 0; p < np; p++) {
+    const __m512i xv = pair_bytes(xq + (size_t)p * 2 * RILL_Q8_BLOCK, 2 * p + 1 < nblocks);
+    ax[p] = _mm512_abs_epi8(xv);
+    neg[p] = _mm512_movepi8_mask(xv);
+  }
+  const __m512i zero = _mm512_setzero_si512(), step = _mm512_set1_epi32(2);
+  const __m512i pair0 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+  for (int r = r0; r < r1; r++) {
+    const int8_t *wr = w + (size_t)r * ldw;
+    __m512 acc = _mm512_setzero_ps();
+    for (int g = 0; g < nblocks; g += QG) {
+      const int ng = nblocks - g < QG ? nblocks - g : QG;
+      const __mmask16 gm = (__mmask16)((1u << ng) - 1u);
+      const __m512 sg = _mm512_mul_ps(_mm512_maskz_loadu_ps(gm, xs + g),
+                                      _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(gm, wr + ld + (size_t)g * 2)));
+      __m512i idx = pair0;
+      for (int p = 0; p < ng; p += 2, idx = _mm512_add_epi32(idx, step)) {
+        const int b = g + p;
+        const int8_t *wp = wr + (size_t)b * RILL_Q8_BLOCK;
+        _mm_prefetch((const char *)wp + Q8_ROW_PF, Q8_ROW_PF_HINT);
+        const __m512i wv = pair_bytes(wp, p + 1 < ng);
+        const __m512i sw = _mm512_mask_sub_epi8(wv, neg[b / 2], zero, wv);
+        const __m512i d = _mm512_dpbusd_epi32(zero, ax[b / 2], sw);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_permutexvar_ps(idx, sg), acc);
+      }
+    }
+    y[r] = _mm512_reduce_add_ps(acc);
+  }
+}
+
 #define GEMM_Q8(NAME, ATTR, TILE)                                                                                  \
   ATTR void NAME(const int8_t *xq, const float *xs, int T, const int8_t *w, size_t ldw, int nblocks, int r0, int r1, \
                  float *y, size_t ldy) {                                                                           \
@@ -586,7 +632,11 @@ TGT_Z_FN void gemm_q8_vnni(const int8_t *xq, const float *xs, int T, const int8_
     gemm_q8_vnni_tiles(xq, xs, T, w, ldw, nblocks, r0, r1, y, ldy);
     return;
   }
-  for (int r = r0; r < r1; r++) tile_q8_z(1, 1, xq, xs, w + (size_t)r * ldw, ldw, nblocks, y + (size_t)r, ldy);
+  if (nblocks > 2 * Q8_ONE_MAX_PAIRS) {
+    for (int r = r0; r < r1; r++) tile_q8_z(1, 1, xq, xs, w + (size_t)r * ldw, ldw, nblocks, y + (size_t)r, ldy);
+    return;
+  }
+  rows_q8_one(xq, xs, w, ldw, nblocks, r0, r1, y);
 }
 
 

@@ -4,10 +4,10 @@
  * so a nibble maps to an exact int8 weight by a 16-entry table; a block's dot product is exact in int32 (at most
  * 32 · 127 · 12), and it is scaled by (activation scale · 2^(s − 127) / 2) and added into fp32 accumulators.
  *
- * Per (token, row) the kernels run one fixed sequence: blocks in order, each block's int32 products over 8 lanes
- * converted and fused-multiply-added into one 8-lane accumulator with that block's scale, the lanes summed by a fixed
- * tree. The number of tokens and rows computed alongside only changes which registers hold them, so results are batch
- * invariant.
+ * Per (token, row) each kernel runs one fixed sequence — the portable and AVX2 ones: blocks in order, each block's
+ * int32 products over 8 lanes converted and fused-multiply-added into one 8-lane accumulator with that block's scale,
+ * the lanes summed by a fixed tree; the AVX-512 one: described with it below. The number of tokens and rows computed
+ * alongside only changes which registers hold them, so results are batch invariant.
  */
 #include <string.h>
 
@@ -131,13 +131,135 @@ void rill_gemm_mxfp4_q8_portable(const int8_t *xq, const float *xs, int T, const
 
 /* |w| · (±x) without saturation: maddubs pairs stay within 2 · 12 · 127. */
 #define DOT_AVX2(a, b) _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), _mm256_set1_epi16(1))
-#define DOT_VNNI(a, b) _mm256_dpbusd_epi32(_mm256_setzero_si256(), a, b)
 
 #define TGT_A2 __attribute__((target("avx2,fma"), always_inline)) static inline
 #define TGT_A2_FN __attribute__((target("avx2,fma")))
-#define TGT_V __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma"), always_inline)) static inline
-#define TGT_V_FN __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")))
+#define TGT_V                                                                                                          \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma"), always_inline)) static inline
+#define TGT_V_FN __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma")))
 
 Q8_KERNEL(rill_gemm_mxfp4_q8_avx2, rows_q8_avx2, TGT_A2, TGT_A2_FN, DOT_AVX2)
-Q8_KERNEL(rill_gemm_mxfp4_q8_avx512_vnni, rows_q8_vnni, TGT_V, TGT_V_FN, DOT_VNNI)
+
+/* ---- AVX-512 VNNI: four blocks per instruction pair ----
+ * A row's 64 bytes of four blocks [b, b + 4) give, by a table shuffle of their low and of their high nibbles, the
+ * weights meeting the activations' first and second 16 bytes of each block; the activations of the four blocks are
+ * regrouped to match (their first halves, then their second halves). vpdpbusd multiplies unsigned by signed bytes, so
+ * the table holds w + 12 (0 to 24, unsigned) and each lane's sum starts from −12 · Σx over the same activation bytes,
+ * computed once per token and four blocks: lane j of the int32 sums is then exactly Σ w · x over its 8 products, with
+ * no per-row sign work. Lanes 4k to 4k + 3 hold block b + k. Scales come 16 blocks at a time: the weight scale
+ * 2^(s − 128) built in the exponent field (a table for the subnormal and infinite bytes) and the activation scales;
+ * a block's lanes take theirs by a permute. Per (token, row) the sequence is fixed: blocks in groups of four in
+ * order, each lane's int32 sum converted and fused-multiply-added into its lane of one 16-lane accumulator (a partial
+ * last group leaves its missing blocks' lanes adding zero), the halves added, then the 8 lanes by a fixed tree; the
+ * tokens and rows computed alongside only change which registers hold them. */
+#define Z_TILE_T 4
+#define Z_ROWS 4
+
+/* Half-scales of up to 16 blocks (lanes past gm zero). */
+TGT_V __m512 half_scales_z(const uint8_t *sp, __mmask16 gm) {
+  const __m512i s = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(gm, sp));
+  const __m512 v = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(s, _mm512_set1_epi32(1)), 23));
+  const __mmask16 rare =
+      (_mm512_cmplt_epu32_mask(s, _mm512_set1_epi32(2)) | _mm512_cmpeq_epi32_mask(s, _mm512_set1_epi32(255))) & gm;
+  return _mm512_maskz_mov_ps(gm, rare ? _mm512_mask_i32gather_ps(v, rare, s, half_scale, 4) : v);
+}
+
+TGT_V float hsum16_z(__m512 v) {
+  const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+/* Bytes of n ≤ 4 blocks of 16 (weights) or 32 (activations) from p; the rest zero. */
+TGT_V __m512i quad_bytes(const void *p, int n, int block) {
+  const int bytes = n * block;
+  return bytes >= 64 ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi8(((__mmask64)1 << bytes) - 1u, p);
+}
+
+TGT_V void rows_q8_z(const int NT, const int NR, const int8_t *xq, const float *xs, int nb, const uint8_t *blocks,
+                     const uint8_t *scales, int r, int r1, float *y, size_t ldy) {
+  const size_t rb = (size_t)nb * 16;
+  const __m512i lut = _mm512_broadcast_i32x4(_mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
+  const __m512i low4 = _mm512_set1_epi8(15), zero = _mm512_setzero_si512(), twelve = _mm512_set1_epi8(12);
+  /* Activations of four blocks, first halves then second halves (64-bit lanes of the pair of loads). */
+  const __m512i firsts = _mm512_set_epi64(13, 12, 9, 8, 5, 4, 1, 0), seconds = _mm512_set_epi64(15, 14, 11, 10, 7, 6, 3, 2);
+  /* Lanes 4k to 4k + 3 take a group's scale q + k. */
+  const __m512i quad0 = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0), step = _mm512_set1_epi32(4);
+  __m512 acc[Z_ROWS][Z_TILE_T];
+  _Pragma("GCC unroll 4") for (int i = 0; i < NR; i++) {
+    _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[i][t] = _mm512_setzero_ps();
+  }
+  const uint8_t *pf = r + NR + Q8_PF_ROWS <= r1 ? blocks + (size_t)(r + Q8_PF_ROWS) * rb : blocks + (size_t)r * rb;
+  for (int g = 0; g < nb; g += 16) {
+    const int ng = nb - g < 16 ? nb - g : 16;
+    const __mmask16 gm = (__mmask16)((1u << ng) - 1u);
+    /* One token: each row's products of the scales, once per group; several: the factors, multiplied per block. */
+    __m512 wsg[Z_ROWS], xsg[Z_TILE_T];
+    _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) xsg[t] = _mm512_maskz_loadu_ps(gm, xs + (size_t)t * (size_t)nb + (size_t)g);
+    _Pragma("GCC unroll 4") for (int i = 0; i < NR; i++) {
+      wsg[i] = half_scales_z(scales + (size_t)(r + i) * (size_t)nb + (size_t)g, gm);
+      if (NT == 1) wsg[i] = _mm512_mul_ps(xsg[0], wsg[i]);
+    }
+    __m512i idx = quad0;
+    for (int q = 0; q < ng; q += 4, idx = _mm512_add_epi32(idx, step)) {
+      const int b = g + q, n = ng - q < 4 ? ng - q : 4;
+      __m512i xa[Z_TILE_T], xb[Z_TILE_T], corr[Z_TILE_T];
+      __m512 xsv[Z_TILE_T];
+      _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+        const int8_t *xp = xq + ((size_t)t * (size_t)nb + (size_t)b) * 32;
+        const __m512i x0 = quad_bytes(xp, n < 2 ? n : 2, 32), x1 = n > 2 ? quad_bytes(xp + 64, n - 2, 32) : zero;
+        xa[t] = _mm512_permutex2var_epi64(x0, firsts, x1);
+        xb[t] = _mm512_permutex2var_epi64(x0, seconds, x1);
+        corr[t] = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, twelve, xa[t]), twelve, xb[t]));
+        if (NT > 1) xsv[t] = _mm512_permutexvar_ps(idx, xsg[t]);
+      }
+      _Pragma("GCC unroll 4") for (int i = 0; i < NR; i++) {
+        _mm_prefetch((const char *)(pf + (size_t)i * rb + (size_t)b * 16), _MM_HINT_T1);
+        const __m512i qv = quad_bytes(blocks + (size_t)(r + i) * rb + (size_t)b * 16, n, 16);
+        const __m512i wa = _mm512_shuffle_epi8(lut, _mm512_and_si512(qv, low4));
+        const __m512i wb = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(qv, 4), low4));
+        const __m512 wsv = _mm512_permutexvar_ps(idx, wsg[i]);
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+          const __m512i d = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(corr[t], wa, xa[t]), wb, xb[t]);
+          acc[i][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), NT == 1 ? wsv : _mm512_mul_ps(xsv[t], wsv), acc[i][t]);
+        }
+      }
+    }
+  }
+  _Pragma("GCC unroll 4") for (int i = 0; i < NR; i++) {
+    _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) y[(size_t)t * ldy + (size_t)(r + i)] = hsum16_z(acc[i][t]);
+  }
+}
+
+TGT_V_FN void rill_gemm_mxfp4_q8_avx512_vnni(const int8_t *xq, const float *xs, int T, const uint8_t *blocks,
+                                             const uint8_t *scales, int nb, int r0, int r1, float *y, size_t ldy) {
+  for (int t = 0; t < T; t += Z_TILE_T) {
+    const int nt = T - t < Z_TILE_T ? T - t : Z_TILE_T;
+    const int8_t *xt = xq + (size_t)t * (size_t)nb * 32;
+    const float *st = xs + (size_t)t * (size_t)nb;
+    float *yt = y + (size_t)t * ldy;
+    /* Three or four tokens take two rows at a time, so the tile's accumulators and activations stay in registers. */
+    const int rows = nt > 2 ? 2 : Z_ROWS;
+    for (int r = r0; r < r1; r += rows) {
+      const int nr = r1 - r < rows ? r1 - r : rows;
+      /* Constant shapes, so every tile's loops unroll into registers. */
+      switch (nt * 8 + nr) {
+      case 9: rows_q8_z(1, 1, xt, st, nb, blocks, scales, r, r1, yt, ldy); break;
+      case 10: rows_q8_z(1, 2, xt, st, nb, blocks, scales, r, r1, yt, ldy); break;
+      case 11: rows_q8_z(1, 3, xt, st, nb, blocks, scales, r, r1, yt, ldy); break;
+      case 12: rows_q8_z(1, 4, xt, st, nb, blocks, scales, r, r1, yt, ldy); break;
+      case 17: rows_q8_z(2, 1, xt, st, nb, blocks, scales, r, r1, yt, ldy); break;
+      case 18: rows_q8_z(2, 2, xt, st, nb, blocks, scales, r, r1, yt, ldy); break;
+      case 19: rows_q8_z(2, 3, xt, st, nb, blocks, scales, r, r1, yt, ldy); break;
+      case 20: rows_q8_z(2, 4, xt, st, nb, blocks, scales, r, r1, yt, ldy); break;
+      case 25: rows_q8_z(3, 1, xt, st, nb, blocks, scales, r, r1, yt, ldy); break;
+      case 26: rows_q8_z(3, 2, xt, st, nb, blocks, scales, r, r1, yt, ldy); break;
+      case 33: rows_q8_z(4, 1, xt, st, nb, blocks, scales, r, r1, yt, ldy); break;
+      default: rows_q8_z(4, 2, xt, st, nb, blocks, scales, r, r1, yt, ldy); break;
+      }
+    }
+  }
+}
 #endif
