@@ -2,10 +2,11 @@
  * Whether scripts/gptoss_to_gguf.py converts right, checked before llama.cpp is timed on a conversion: on the small
  * random gpt-oss checkpoint of the tests (testing/gptoss_checkpoint.ts, 2 layers, the full vocabulary), with YaRN's
  * ramp bounds rounded (truncate: true, the only rope llama.cpp has), llama.cpp's logits on the GGUF file must agree
- * with rill's (ffi/bench/prompt_logits.c, bf16 weights) at every position of a 40-token prompt, longer than the
- * fixture's sliding window. llama.cpp computes in mixed precision (activations quantized to 8 bits for MXFP4 and to
- * bf16 for BF16 matrices, an f16 KV cache), so the two differ by about 1e-2 of the largest logit; a wrong nibble
- * order, scale, gate/up split or layout differs by more than 0.3.
+ * with rill's (ffi/bench/prompt_logits.c) at every position of a 40-token prompt, longer than the fixture's sliding
+ * window: the BF16 conversion against rill in bf16, and the `--q8` one (Q8_0 matrices) against rill in int8 (its own
+ * 34-byte blocks). llama.cpp computes in mixed precision (activations quantized to 8 bits for MXFP4 and Q8_0, to bf16
+ * for BF16 matrices, an f16 KV cache), so the two differ by about 1e-2 of the largest logit; a wrong nibble order,
+ * scale, gate/up split or layout differs by more than 0.3.
  */
 import { join } from "node:path";
 import { SMALL_GPTOSS, writeGptOssCheckpoint } from "../testing/gptoss_checkpoint.ts";
@@ -54,12 +55,14 @@ export function compareLogits(rill: Float32Array[], llama: Float32Array[]): Logi
   return { worst, positions: rill.length, sameArgmax };
 }
 
-/** Writes the fixture, converts it, runs both and compares; throws when they disagree. */
+/** Writes the fixture, converts it (q8: with `--q8`, against rill in int8), runs both and compares; throws when they
+ * disagree. */
 export async function checkGgufConversion(
   out: string,
   llama: LlamaCpp,
   promptLogits: string,
   threads: number,
+  q8 = false,
 ): Promise<LogitsAgreement> {
   const dir = join(out, "gptoss-gguf-check");
   await Deno.remove(dir, { recursive: true }).catch(() => {});
@@ -70,12 +73,12 @@ export async function checkGgufConversion(
   config.rope_scaling.truncate = true;
   await Deno.writeTextFile(configPath, JSON.stringify(config, null, 2));
   const gguf = join(dir, "model.gguf");
-  await exec("python3", [join(ROOT, "scripts/gptoss_to_gguf.py"), dir, gguf]);
+  await exec("python3", [join(ROOT, "scripts/gptoss_to_gguf.py"), ...(q8 ? ["--q8"] : []), dir, gguf]);
 
   const vocab = 201088;
   const prompt = Array.from({ length: 40 }, (_, i) => String((i * 7919 + 3) % vocab));
   const rillOut = join(dir, "rill.f32"), llamaOut = join(dir, "llama.f32");
-  await exec(promptLogits, [dir, "bf16", String(threads), rillOut, ...prompt]);
+  await exec(promptLogits, [dir, q8 ? "int8" : "bf16", String(threads), rillOut, ...prompt]);
   await exec(llama.tool, [gguf, llama.libdir, "--threads", String(threads), "--logits", llamaOut, ...prompt]);
   const agreement = compareLogits(
     rows(await Deno.readFile(rillOut), vocab),
@@ -83,7 +86,8 @@ export async function checkGgufConversion(
   );
   if (!(agreement.worst <= TOLERANCE)) {
     throw new Error(
-      `gptoss: llama.cpp on the GGUF conversion disagrees with rill on the small checkpoint: largest logit ` +
+      `gptoss: llama.cpp on the ${q8 ? "Q8_0" : "BF16"} GGUF conversion disagrees with rill on the small checkpoint: ` +
+        `largest logit ` +
         `difference ${agreement.worst.toFixed(4)} of the largest logit (tolerance ${TOLERANCE}), greedy token equal ` +
         `at ${agreement.sameArgmax}/${agreement.positions} positions; scripts/gptoss_to_gguf.py is wrong`,
     );

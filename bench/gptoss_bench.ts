@@ -8,19 +8,21 @@
  * 2. A random checkpoint of the 20b shape in the release layout (testing/gptoss_checkpoint.ts: MXFP4 experts, BF16
  *    for the rest, the o200k_harmony vocabulary) is written once into build/bench/ (about 13.8 GB for 24 layers) and
  *    converted once to GGUF beside it (as much again); free disk and memory are checked first.
- * 3. ffi/bench/bench_decode runs rill on it in bf16, then (never at the same time) bench/llama_decode.c runs
- *    llama.cpp on the GGUF file, with the same thread count and the same fed tokens: load time, peak resident memory,
- *    prefill of 128 and (once: minutes) 2048 tokens, decode at 1 stream and at 8 (8 sequences, one token each per
- *    step), medians of 3.
+ * 3. Two pairs, each holding the same bytes on both sides: rill in bf16 against the BF16 conversion, and rill in int8
+ *    (34-byte blocks of 32 weights) against the `--q8` conversion (Q8_0, the same blocks); the experts MXFP4 in all
+ *    four. ffi/bench/bench_decode runs rill, then (never at the same time) bench/llama_decode.c runs llama.cpp, with the
+ *    same thread count and the same fed tokens: load time, peak resident memory, prefill of 128 and (once: minutes)
+ *    2048 tokens, decode at 1 stream and at 8 (8 sequences, one token each per step), medians of 3.
  * 4. Rooflines: the bytes a decode step reads ÷ the best read bandwidth bench_decode measured in the same run. A step
- *    reads every layer's attention weights (bf16) and router (fp32), the MXFP4 weights (and fp32 biases) of the
- *    experts it runs, the output head (bf16) and each stream's keys and values (sliding layers: at most the window).
+ *    reads every layer's attention weights (bf16 or int8 blocks) and router (fp32), the MXFP4 weights (and fp32
+ *    biases) of the experts it runs, the output head and each stream's keys and values (sliding layers: at most the
+ *    window).
  *    At 1 stream that is 4 experts per layer; at 8 streams, the distinct experts selected across the step's 8 tokens,
  *    counted per layer from llama.cpp's routing of the same tokens (an untimed pass that reads its ffn_moe_topk
  *    tensors; rill routes the same fed tokens through the same router weights).
  *
- * Printed as one table with rill / llama.cpp ratios and the targets (issue #19): resident memory ≤ 15 GB, decode ≥ 70%
- * of the roofline at 1 and 8 streams, rill ≥ 1.2× llama.cpp at 1 stream and ≥ 1.5× at 8.
+ * Printed as one table per pair with rill / llama.cpp ratios and the targets (issue #19): resident memory ≤ 15 GB,
+ * decode ≥ 70% of the roofline at 1 and 8 streams, rill ≥ 1.2× llama.cpp at 1 stream and ≥ 1.5× at 8.
  *
  * RILL_BENCH_GPTOSS_LAYERS (default 24) writes and measures fewer layers of the same shape; RILL_BENCH_THREADS as for
  * the other benchmarks (default: all cores); RILL_BENCH_GPTOSS_PREPARE=1 stops once the files are written (they take
@@ -63,13 +65,22 @@ function checkpointBytes(s: GptOssShape): number {
   return s.layers * (attention + 2 * (E * H + E) + experts + 4 * H) + 2 * 2 * VOCAB * H + 2 * H;
 }
 
-/** Bytes of weights a decode step reads when each layer runs `experts` distinct experts. */
-function weightBytesPerStep(s: GptOssShape, experts: number): number {
+/** Bytes of weights a decode step reads when each layer runs `experts` distinct experts; `perWeight`: bytes per weight
+ * of the attention matrices and the head (2 in bf16, 34 / 32 in int8). */
+function weightBytesPerStep(s: GptOssShape, experts: number, perWeight: number): number {
   const H = s.hidden, I = s.intermediate, QD = s.heads * s.headDim, KD = s.kvHeads * s.headDim;
-  const attention = 2 * (QD * H + 2 * KD * H + H * QD) + 4 * (QD + 2 * KD + H);
+  const attention = perWeight * (QD * H + 2 * KD * H + H * QD) + 4 * (QD + 2 * KD + H);
   const router = 4 * (s.experts * H + s.experts);
   const expert = ((2 * I * H + H * I) / 32) * 17 + 4 * (2 * I + H);
-  return s.layers * (attention + router + experts * expert) + 2 * VOCAB * H;
+  return s.layers * (attention + router + experts * expert) + perWeight * VOCAB * H;
+}
+
+/** One side-by-side pair: rill at `dtype`, llama.cpp on the conversion holding the same bytes. */
+interface Pair {
+  readonly dtype: "bf16" | "int8";
+  readonly gguf: string;
+  readonly llamaTypes: string;
+  readonly perWeight: number;
 }
 
 /** Bytes of keys and values a decode step reads for streams at these context lengths (even layers slide). */
@@ -114,19 +125,29 @@ export async function run(): Promise<void> {
   const llama = await llamaCpp(OUT);
   if (typeof llama === "string") console.log(`gptoss: llama.cpp unavailable (${llama}); rill alone`);
   else {
-    const a = await checkGgufConversion(OUT, llama, promptLogits, THREADS);
-    console.log(
-      `gptoss: GGUF conversion checked on the small checkpoint: llama.cpp ${llama.release} vs rill, largest logit ` +
-        `difference ${a.worst.toFixed(4)} of the largest logit over ${a.positions} positions, greedy token equal at ` +
-        `${a.sameArgmax}`,
-    );
+    for (const q8 of [false, true]) {
+      const a = await checkGgufConversion(OUT, llama, promptLogits, THREADS, q8);
+      console.log(
+        `gptoss: ${q8 ? "Q8_0" : "BF16"} GGUF conversion checked on the small checkpoint: llama.cpp ${llama.release} ` +
+          `vs rill ${q8 ? "int8" : "bf16"}, largest logit difference ${a.worst.toFixed(4)} of the largest logit over ` +
+          `${a.positions} positions, greedy token equal at ${a.sameArgmax}`,
+      );
+    }
   }
 
   const dir = join(OUT, `gpt-oss-20b-shape-${LAYERS}-layers`);
-  const gguf = join(OUT, `gpt-oss-20b-shape-${LAYERS}-layers.gguf`);
+  const pairs: Pair[] = [
+    { dtype: "bf16", gguf: join(OUT, `gpt-oss-20b-shape-${LAYERS}-layers.gguf`), llamaTypes: "BF16", perWeight: 2 },
+    {
+      dtype: "int8",
+      gguf: join(OUT, `gpt-oss-20b-shape-${LAYERS}-layers-q8.gguf`),
+      llamaTypes: "Q8_0",
+      perWeight: 34 / 32,
+    },
+  ];
   const size = checkpointBytes(SHAPE_20B);
-  const needs = (await exists(join(dir, "complete")) ? 0 : size * 1.1) +
-    (typeof llama !== "string" && !(await exists(gguf)) ? size * 1.1 : 0);
+  let needs = await exists(join(dir, "complete")) ? 0 : size * 1.1;
+  for (const p of pairs) needs += typeof llama !== "string" && !(await exists(p.gguf)) ? size * 1.1 : 0;
   const free = await freeBytes(OUT);
   if (free < needs) {
     console.log(`gptoss: ${gb(needs)} of disk needed in ${OUT}, ${gb(free)} free; skipped`);
@@ -143,9 +164,16 @@ export async function run(): Promise<void> {
     await writeGptOssCheckpoint(dir, SHAPE_20B, 20);
     await Deno.writeTextFile(join(dir, "complete"), "");
   }
-  if (typeof llama !== "string" && !(await exists(gguf))) {
-    console.log(`gptoss: converting it to GGUF (${gguf})`);
-    await exec("python3", [join(ROOT, "scripts/gptoss_to_gguf.py"), dir, gguf]);
+  for (const p of pairs) {
+    if (typeof llama !== "string" && !(await exists(p.gguf))) {
+      console.log(`gptoss: converting it to GGUF, ${p.llamaTypes} beside the MXFP4 experts (${p.gguf})`);
+      await exec("python3", [
+        join(ROOT, "scripts/gptoss_to_gguf.py"),
+        ...(p.dtype === "int8" ? ["--q8"] : []),
+        dir,
+        p.gguf,
+      ]);
+    }
   }
 
   if (Deno.env.get("RILL_BENCH_GPTOSS_PREPARE") === "1") {
@@ -153,65 +181,66 @@ export async function run(): Promise<void> {
     return;
   }
   const common = ["--threads", String(THREADS), "--prompt", String(PROMPT), "--steps", String(STEPS)];
-  const rill = await exec(benchDecode, [dir, "--dtype", "bf16", "--long", String(LONG_PROMPT), ...common]);
-  const other = typeof llama === "string"
-    ? ""
-    : await exec(llama.tool, [gguf, llama.libdir, "--long", String(LONG_PROMPT), ...common]);
-
-  const bw = Math.max(num(rill, /read bandwidth ([\d.]+) GB\/s/), num(rill, /\(([\d.]+) after\)/)) * 1e9;
-  const kvBytes = /kv bf16/.test(rill) ? 2 : 4;
-  const union = num(other, /x8 experts read ([\d.]+) per layer/);
-  const step1 = weightBytesPerStep(SHAPE_20B, SHAPE_20B.perToken) +
-    kvBytesPerStep(SHAPE_20B, [PROMPT + STEPS / 2], kvBytes);
-  const step8 = weightBytesPerStep(SHAPE_20B, union) +
-    kvBytesPerStep(SHAPE_20B, Array.from({ length: 8 }, (_, i) => 16 + i + STEPS / 2), kvBytes);
-  const roof1 = bw / step1, roof8 = 8 * bw / step8;
-  const r = {
-    load: num(rill, /load ([\d.]+) s/),
-    rss: num(rill, /peak rss ([\d.]+) GB/),
-    pf: num(rill, /prefill 128: ([\d.]+) tok\/s/),
-    pl: num(rill, /prefill 2048: ([\d.]+) tok\/s/),
-    x1: num(rill, /decode x1: ([\d.]+) tok\/s/),
-    x8: num(rill, /decode x8: ([\d.]+) tok\/s/),
-  };
-  const l = {
-    load: num(other, /load ([\d.]+) s/),
-    rss: num(other, /peak rss ([\d.]+) GB/),
-    pf: num(other, /prefill 128: ([\d.]+) tok\/s/),
-    pl: num(other, /prefill 2048: ([\d.]+) tok\/s/),
-    x1: num(other, /decode x1: ([\d.]+) tok\/s/),
-    x8: num(other, /decode x8: ([\d.]+) tok\/s/),
-  };
-  const ratio = (a: number, b: number) => Number.isFinite(a / b) ? `${(a / b).toFixed(2)}x` : "-";
-  const pct = (v: number, roof: number) => Number.isFinite(v / roof) ? `${(100 * v / roof).toFixed(0)}%` : "-";
   const cpu = /^model name\s*:\s*(.*)$/m.exec(await Deno.readTextFile("/proc/cpuinfo"))?.[1] ?? "?";
-  console.log(
-    `gptoss: 20b shape, ${LAYERS} layers, ${THREADS} threads, ${cpu}, ${gb(await meminfo("MemTotal"))} RAM, ` +
-      `${new Date().toISOString().slice(0, 16)}Z; rill bf16 + MXFP4 experts (${/isa (\w+)/.exec(rill)?.[1]}, kv ` +
-      `${kvBytes === 2 ? "bf16" : "fp32"}); llama.cpp ${typeof llama === "string" ? "-" : llama.release} on the GGUF ` +
-      `conversion (BF16 + MXFP4 experts, kv f16); read bandwidth ${(bw / 1e9).toFixed(1)} GB/s`,
-  );
-  console.log(table([
-    ["", "rill", "llama.cpp", "rill/llama.cpp", "target"],
-    ["load (s)", fixed(r.load, 1), fixed(l.load, 1), "", ""],
-    ["peak resident (GB)", fixed(r.rss, 2), fixed(l.rss, 2), "", "rill <= 15"],
-    [`prefill ${PROMPT} (tok/s)`, fixed(r.pf), fixed(l.pf), ratio(r.pf, l.pf), ""],
-    [`prefill ${LONG_PROMPT} (tok/s)`, fixed(r.pl), fixed(l.pl), ratio(r.pl, l.pl), ""],
-    ["decode x1 (tok/s)", fixed(r.x1, 2), fixed(l.x1, 2), ratio(r.x1, l.x1), ">= 1.2x"],
-    [
-      `  of roofline ${fixed(roof1, 2)} tok/s (${(step1 / 1e6).toFixed(0)} MB/step)`,
-      pct(r.x1, roof1),
-      pct(l.x1, roof1),
-      "",
-      ">= 70%",
-    ],
-    ["decode x8 (tok/s)", fixed(r.x8, 2), fixed(l.x8, 2), ratio(r.x8, l.x8), ">= 1.5x"],
-    [
-      `  of roofline ${fixed(roof8, 2)} tok/s (${(step8 / 1e6).toFixed(0)} MB/step, ${fixed(union, 1)} experts/layer)`,
-      pct(r.x8, roof8),
-      pct(l.x8, roof8),
-      "",
-      ">= 70%",
-    ],
-  ]));
+  for (const p of pairs) {
+    const rill = await exec(benchDecode, [dir, "--dtype", p.dtype, "--long", String(LONG_PROMPT), ...common]);
+    const other = typeof llama === "string"
+      ? ""
+      : await exec(llama.tool, [p.gguf, llama.libdir, "--long", String(LONG_PROMPT), ...common]);
+
+    const bw = Math.max(num(rill, /read bandwidth ([\d.]+) GB\/s/), num(rill, /\(([\d.]+) after\)/)) * 1e9;
+    const kvBytes = /kv bf16/.test(rill) ? 2 : 4;
+    const union = num(other, /x8 experts read ([\d.]+) per layer/);
+    const step1 = weightBytesPerStep(SHAPE_20B, SHAPE_20B.perToken, p.perWeight) +
+      kvBytesPerStep(SHAPE_20B, [PROMPT + STEPS / 2], kvBytes);
+    const step8 = weightBytesPerStep(SHAPE_20B, union, p.perWeight) +
+      kvBytesPerStep(SHAPE_20B, Array.from({ length: 8 }, (_, i) => 16 + i + STEPS / 2), kvBytes);
+    const roof1 = bw / step1, roof8 = 8 * bw / step8;
+    const figures = (text: string) => ({
+      load: num(text, /load ([\d.]+) s/),
+      rss: num(text, /peak rss ([\d.]+) GB/),
+      pf: num(text, /prefill 128: ([\d.]+) tok\/s/),
+      pl: num(text, /prefill 2048: ([\d.]+) tok\/s/),
+      x1: num(text, /decode x1: ([\d.]+) tok\/s/),
+      x8: num(text, /decode x8: ([\d.]+) tok\/s/),
+    });
+    const r = figures(rill), l = figures(other);
+    const ratio = (a: number, b: number) => Number.isFinite(a / b) ? `${(a / b).toFixed(2)}x` : "-";
+    const pct = (v: number, roof: number) => Number.isFinite(v / roof) ? `${(100 * v / roof).toFixed(0)}%` : "-";
+    console.log(
+      `gptoss: 20b shape, ${LAYERS} layers, ${THREADS} threads, ${cpu}, ${gb(await meminfo("MemTotal"))} RAM, ` +
+        `${new Date().toISOString().slice(0, 16)}Z; rill ${p.dtype} + MXFP4 experts (${
+          /isa (\w+)/.exec(rill)?.[1]
+        }, kv ` +
+        `${kvBytes === 2 ? "bf16" : "fp32"}); llama.cpp ${
+          typeof llama === "string" ? "-" : llama.release
+        } on the GGUF ` +
+        `conversion (${p.llamaTypes} + MXFP4 experts, kv f16); read bandwidth ${(bw / 1e9).toFixed(1)} GB/s`,
+    );
+    console.log(table([
+      ["", `rill ${p.dtype}`, `llama.cpp ${p.llamaTypes}`, "rill/llama.cpp", "target"],
+      ["load (s)", fixed(r.load, 1), fixed(l.load, 1), "", ""],
+      ["peak resident (GB)", fixed(r.rss, 2), fixed(l.rss, 2), "", "rill <= 15"],
+      [`prefill ${PROMPT} (tok/s)`, fixed(r.pf), fixed(l.pf), ratio(r.pf, l.pf), ""],
+      [`prefill ${LONG_PROMPT} (tok/s)`, fixed(r.pl), fixed(l.pl), ratio(r.pl, l.pl), ""],
+      ["decode x1 (tok/s)", fixed(r.x1, 2), fixed(l.x1, 2), ratio(r.x1, l.x1), ">= 1.2x"],
+      [
+        `  of roofline ${fixed(roof1, 2)} tok/s (${(step1 / 1e6).toFixed(0)} MB/step)`,
+        pct(r.x1, roof1),
+        pct(l.x1, roof1),
+        "",
+        ">= 70%",
+      ],
+      ["decode x8 (tok/s)", fixed(r.x8, 2), fixed(l.x8, 2), ratio(r.x8, l.x8), ">= 1.5x"],
+      [
+        `  of roofline ${fixed(roof8, 2)} tok/s (${(step8 / 1e6).toFixed(0)} MB/step, ${
+          fixed(union, 1)
+        } experts/layer)`,
+        pct(r.x8, roof8),
+        pct(l.x8, roof8),
+        "",
+        ">= 70%",
+      ],
+    ]));
+  }
 }
