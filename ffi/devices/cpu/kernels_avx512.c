@@ -304,24 +304,40 @@ TGT_Q float row_scale(const int8_t *row, int nblocks, int b) {
 
 Q8_TILE(tile_q8_madd, TGT_Q, dot_q8_madd)
 
-/* VNNI on 512-bit vectors: two 32-element blocks per instruction. |x| (unsigned) times w carrying x's sign gives the
- * signed products (vpdpbusd multiplies unsigned by signed bytes); each block's 8 int32 lanes are scaled by its
- * activation scale × weight scale, so the blocks stay independent exactly as in the 256-bit kernels. Scales are read
- * 16 blocks at a time (one load and conversion per row per group) and spread to block pairs by a permute. */
+/* VNNI on 512-bit vectors, four 32-element blocks per pair of instructions: the blocks' first 16 bytes are regrouped
+ * into one register and their last 16 into another (of weights and of activations alike), so int32 lanes 4k to 4k + 3
+ * of both dot products belong to block k and the second vpdpbusd adds into the first's lanes. vpdpbusd multiplies
+ * unsigned by signed bytes: the activations go in as x + 128 (unsigned) and each lane starts from −128 · Σw over its
+ * weights, computed once per row and four blocks, so a lane ends exactly at Σ x · w of its 8 products. Each block's
+ * lanes are scaled by its activation scale × weight scale and fused-multiply-added into one 16-lane accumulator per
+ * (row, token), blocks in order, reduced by _mm512_reduce_add_ps; the same values in the same order whatever the
+ * tile, so a token alone matches its row of a batch. Scales are read 16 blocks at a time and spread by a permute. */
 #define TGT_Z __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx512vnni"), always_inline)) \
 static inline
 #define TGT_Z_FN __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx512vnni"))) static
 /* Blocks per scale group. */
 #define QG 16
 /* A single token takes one row at a time (as bf16 does, see row_bf16): one sequential stream, prefetched Q8_ROW_PF
- * bytes ahead into L2, which covers the next rows' scales too. */
+ * bytes ahead, which covers the next rows' scales too. */
 #define Q8_ROW_PF 3072
-#ifndef Q8_ROW_PF_HINT
-#define Q8_ROW_PF_HINT _MM_HINT_T0
-#endif
 
-TGT_Z __m512i pair_bytes(const int8_t *p, int two) {
-  return two ? _mm512_loadu_si512((const void *)p) : _mm512_maskz_loadu_epi8((__mmask64)0xFFFFFFFFu, p);
+/* n ≤ 4 blocks of 32 bytes at p regrouped: *lo their first 16 bytes each, *hi their last 16 (absent blocks zero). */
+TGT_Z void quad_q8(const int8_t *p, int n, __m512i *lo, __m512i *hi) {
+  const __m512i firsts = _mm512_set_epi64(13, 12, 9, 8, 5, 4, 1, 0);
+  const __m512i seconds = _mm512_set_epi64(15, 14, 11, 10, 7, 6, 3, 2);
+  const __m512i a = n >= 2 ? _mm512_loadu_si512((const void *)p)
+                           : _mm512_maskz_loadu_epi8(((__mmask64)1 << (32 * n)) - 1u, p);
+  const __m512i b = n >= 4   ? _mm512_loadu_si512((const void *)(p + 64))
+                    : n == 3 ? _mm512_maskz_loadu_epi8((__mmask64)0xFFFFFFFFu, p + 64)
+                             : _mm512_setzero_si512();
+  *lo = _mm512_permutex2var_epi64(a, firsts, b);
+  *hi = _mm512_permutex2var_epi64(a, seconds, b);
+}
+
+/* −128 · Σw per lane of a row's four blocks (the lanes' start, so that x + 128 times w sums to x · w). */
+TGT_Z __m512i q8_offset(__m512i wl, __m512i wh) {
+  const __m512i c128 = _mm512_set1_epi8((char)0x80), zero = _mm512_setzero_si512();
+  return _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, c128, wl), c128, wh));
 }
 
 TGT_Z void tile_q8_z(const int NR, const int NT, const int8_t *xq, const float *xs, const int8_t *w, size_t ldw,
@@ -333,49 +349,52 @@ TGT_Z void tile_q8_z(const int NR, const int NT, const int8_t *xq, const float *
 #pragma GCC unroll 4
     for (int t = 0; t < NT; t++) acc[r][t] = _mm512_setzero_ps();
   }
-  const __m512i zero = _mm512_setzero_si512();
-  /* Lanes 0-7 take a group's scale p, lanes 8-15 scale p + 1. */
-  const __m512i pair0 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0), step = _mm512_set1_epi32(2);
+  const __m512i flip = _mm512_set1_epi8((char)0x80), step = _mm512_set1_epi32(4);
+  /* Lanes 4k to 4k + 3 take a group's scale q + k. */
+  const __m512i quad0 = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
   for (int g = 0; g < nblocks; g += QG) {
     const int ng = nblocks - g < QG ? nblocks - g : QG;
     const __mmask16 gm = (__mmask16)((1u << ng) - 1u);
     __m512 wsg[TILE_R], xsg[TILE_T];
 #pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) xsg[t] = _mm512_maskz_loadu_ps(gm, xs + (size_t)t * (size_t)nblocks + (size_t)g);
+#pragma GCC unroll 4
     for (int r = 0; r < NR; r++) {
       const int8_t *sp = w + (size_t)r * ldw + ld + (size_t)g * 2;
       wsg[r] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(gm, sp));
+      if (NT == 1) wsg[r] = _mm512_mul_ps(xsg[0], wsg[r]);
       if (NR > 1) _mm_prefetch((const char *)(sp + (size_t)PF_ROWS * ldw), _MM_HINT_T0);
     }
-#pragma GCC unroll 4
-    for (int t = 0; t < NT; t++) xsg[t] = _mm512_maskz_loadu_ps(gm, xs + (size_t)t * (size_t)nblocks + (size_t)g);
-    __m512i idx = pair0;
-    for (int p = 0; p < ng; p += 2, idx = _mm512_add_epi32(idx, step)) {
-      const int b = g + p, two = p + 1 < ng;
-      __m512i ax[TILE_T];
-      __mmask64 neg[TILE_T];
+    __m512i idx = quad0;
+    for (int q = 0; q < ng; q += 4, idx = _mm512_add_epi32(idx, step)) {
+      const int b = g + q, n = ng - q < 4 ? ng - q : 4;
+      __m512i xl[TILE_T], xh[TILE_T];
       __m512 xsv[TILE_T];
 #pragma GCC unroll 4
       for (int t = 0; t < NT; t++) {
-        __m512i xv = pair_bytes(xq + (size_t)t * ld + (size_t)b * RILL_Q8_BLOCK, two);
-        ax[t] = _mm512_abs_epi8(xv);
-        neg[t] = _mm512_movepi8_mask(xv);
-        xsv[t] = _mm512_permutexvar_ps(idx, xsg[t]);
+        quad_q8(xq + (size_t)t * ld + (size_t)b * RILL_Q8_BLOCK, n, &xl[t], &xh[t]);
+        xl[t] = _mm512_xor_si512(xl[t], flip);
+        xh[t] = _mm512_xor_si512(xh[t], flip);
+        if (NT > 1) xsv[t] = _mm512_permutexvar_ps(idx, xsg[t]);
       }
 #pragma GCC unroll 4
       for (int r = 0; r < NR; r++) {
         const int8_t *wp = w + (size_t)r * ldw + (size_t)b * RILL_Q8_BLOCK;
         if (NR == 1) {
-          _mm_prefetch((const char *)wp + Q8_ROW_PF, _MM_HINT_T1);
+          _mm_prefetch((const char *)wp + Q8_ROW_PF, _MM_HINT_T0);
+          _mm_prefetch((const char *)wp + Q8_ROW_PF + 64, _MM_HINT_T0);
         } else {
           _mm_prefetch((const char *)(wp + (size_t)PF_ROWS * ldw), _MM_HINT_T0);
+          _mm_prefetch((const char *)(wp + (size_t)PF_ROWS * ldw) + 64, _MM_HINT_T0);
         }
-        __m512i wv = pair_bytes(wp, two);
-        __m512 wsv = _mm512_permutexvar_ps(idx, wsg[r]);
+        __m512i wl, wh;
+        quad_q8(wp, n, &wl, &wh);
+        const __m512i off = q8_offset(wl, wh);
+        const __m512 wsv = _mm512_permutexvar_ps(idx, wsg[r]);
 #pragma GCC unroll 4
         for (int t = 0; t < NT; t++) {
-          __m512i sw = _mm512_mask_sub_epi8(wv, neg[t], zero, wv);
-          __m512i d = _mm512_dpbusd_epi32(zero, ax[t], sw);
-          acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(xsv[t], wsv), acc[r][t]);
+          const __m512i d = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(off, xl[t], wl), xh[t], wh);
+          acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), NT == 1 ? wsv : _mm512_mul_ps(xsv[t], wsv), acc[r][t]);
         }
       }
     }
@@ -563,26 +582,24 @@ TGT_FN void gemm_bf16(const float *x, size_t ldx, int T, const uint16_t *w, size
   }
 }
 
-/* One token: the activations' magnitudes and signs are taken once per call, not once per row, and each row's block
- * scales are multiplied by the activation scales once per group; per pair of blocks a row then costs its load, the
- * sign move, the dot product and the scaled accumulation. Every lane gets the values tile_q8_z(1, 1) gives it, in the
+/* One token: the activations are regrouped and offset once per call, not once per row, and each row's block scales
+ * are multiplied by the activation scales once per group. Every lane gets the values tile_q8_z(1, 1) gives it, in the
  * same order (a lane's scale is the same product of the same two floats), so a token alone matches its row of a
- * batch. Rows of more than 2 · Q8_ONE_MAX_PAIRS blocks take tile_q8_z. */
-#define Q8_ONE_MAX_PAIRS 256
+ * batch. Rows of more than 4 · Q8_ONE_MAX_QUADS blocks take tile_q8_z. */
+#define Q8_ONE_MAX_QUADS 128
 
 TGT_Z void rows_q8_one(const int8_t *xq, const float *xs, const int8_t *w, size_t ldw, int nblocks, int r0, int r1,
                        float *y) {
   const size_t ld = (size_t)nblocks * RILL_Q8_BLOCK;
-  const int np = (nblocks + 1) / 2;
-  __m512i ax[Q8_ONE_MAX_PAIRS];
-  __mmask64 neg[Q8_ONE_MAX_PAIRS];
-  for (int p = 0; p < np; p++) {
-    const __m512i xv = pair_bytes(xq + (size_t)p * 2 * RILL_Q8_BLOCK, 2 * p + 1 < nblocks);
-    ax[p] = _mm512_abs_epi8(xv);
-    neg[p] = _mm512_movepi8_mask(xv);
+  const __m512i flip = _mm512_set1_epi8((char)0x80), step = _mm512_set1_epi32(4);
+  const __m512i quad0 = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+  __m512i xl[Q8_ONE_MAX_QUADS], xh[Q8_ONE_MAX_QUADS];
+  for (int b = 0; b < nblocks; b += 4) {
+    const int n = nblocks - b < 4 ? nblocks - b : 4;
+    quad_q8(xq + (size_t)b * RILL_Q8_BLOCK, n, &xl[b / 4], &xh[b / 4]);
+    xl[b / 4] = _mm512_xor_si512(xl[b / 4], flip);
+    xh[b / 4] = _mm512_xor_si512(xh[b / 4], flip);
   }
-  const __m512i zero = _mm512_setzero_si512(), step = _mm512_set1_epi32(2);
-  const __m512i pair0 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
   for (int r = r0; r < r1; r++) {
     const int8_t *wr = w + (size_t)r * ldw;
     __m512 acc = _mm512_setzero_ps();
@@ -591,14 +608,15 @@ TGT_Z void rows_q8_one(const int8_t *xq, const float *xs, const int8_t *w, size_
       const __mmask16 gm = (__mmask16)((1u << ng) - 1u);
       const __m512 sg = _mm512_mul_ps(_mm512_maskz_loadu_ps(gm, xs + g),
                                       _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(gm, wr + ld + (size_t)g * 2)));
-      __m512i idx = pair0;
-      for (int p = 0; p < ng; p += 2, idx = _mm512_add_epi32(idx, step)) {
-        const int b = g + p;
+      __m512i idx = quad0;
+      for (int q = 0; q < ng; q += 4, idx = _mm512_add_epi32(idx, step)) {
+        const int b = g + q, n = ng - q < 4 ? ng - q : 4;
         const int8_t *wp = wr + (size_t)b * RILL_Q8_BLOCK;
-        _mm_prefetch((const char *)wp + Q8_ROW_PF, Q8_ROW_PF_HINT);
-        const __m512i wv = pair_bytes(wp, p + 1 < ng);
-        const __m512i sw = _mm512_mask_sub_epi8(wv, neg[b / 2], zero, wv);
-        const __m512i d = _mm512_dpbusd_epi32(zero, ax[b / 2], sw);
+        _mm_prefetch((const char *)wp + Q8_ROW_PF, _MM_HINT_T0);
+        _mm_prefetch((const char *)wp + Q8_ROW_PF + 64, _MM_HINT_T0);
+        __m512i wl, wh;
+        quad_q8(wp, n, &wl, &wh);
+        const __m512i d = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(q8_offset(wl, wh), xl[b / 4], wl), xh[b / 4], wh);
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_permutexvar_ps(idx, sg), acc);
       }
     }
@@ -632,7 +650,7 @@ TGT_Z_FN void gemm_q8_vnni(const int8_t *xq, const float *xs, int T, const int8_
     gemm_q8_vnni_tiles(xq, xs, T, w, ldw, nblocks, r0, r1, y, ldy);
     return;
   }
-  if (nblocks > 2 * Q8_ONE_MAX_PAIRS) {
+  if (nblocks > 4 * Q8_ONE_MAX_QUADS) {
     for (int r = r0; r < r1; r++) tile_q8_z(1, 1, xq, xs, w + (size_t)r * ldw, ldw, nblocks, y + (size_t)r, ldy);
     return;
   }
