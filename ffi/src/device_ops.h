@@ -1,7 +1,9 @@
 /*
- * The device interface: the operations a decoder layer is made of, which every device (ffi/devices/cpu,
- * ffi/devices/cuda) implements over its own weights, KV pool and step buffers, and the forward pass written once over
- * them (rill_forward_layers). A device sets up a step (its batch's tokens, positions, block tables) before the pass and
+ * The device interface, in two parts. rill_device: a step as the engine (engine.c) drives it on any device — the
+ * forward pass of a validated batch with its logits rows, sampling on the device where the device has its own sampler,
+ * and an EAGLE-3 head's proposals where the device holds one. rill_device_ops: the operations a decoder layer is made
+ * of, which every device (ffi/devices/cpu, ffi/devices/cuda) implements over its own weights, KV pool and step
+ * buffers, and the forward pass written once over them (rill_forward_layers). A device sets up a step (its batch's tokens, positions, block tables) before the pass and
  * computes the logits rows after it; in between only these operations run, in this order, so the CUDA device's graphs
  * capture exactly what an eager step enqueues.
  *
@@ -21,6 +23,27 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+typedef struct rill_device {
+  void *state; /* the device's own: passed to every function below */
+  /* The forward pass of a validated batch. all_rows: every fed token's logits into out ([T × V], host memory);
+   * otherwise the sampled rows (the last draft_counts + 1 tokens of each sequence with sample_flags, batch order) into
+   * *logits (host memory the device owns, valid until its next call), their count in *num_rows. */
+  rill_status (*forward)(void *state, const rill_step_batch *b, int all_rows, float *out, const float **logits,
+                         int32_t *num_rows, char *err, size_t err_cap);
+  /* Whether step samples this batch on the device (step NULL: the device has no sampler; the engine samples forward's
+   * rows on the host). */
+  int (*samples)(const void *state, const rill_step_batch *b);
+  rill_status (*step)(void *state, const rill_step_batch *b, rill_step_result *r, char *err, size_t err_cap);
+  /* Whether the device holds an EAGLE-3 head; after a step of b (r->counts and r->tokens filled), its chained
+   * proposals for b->propose_counts into r (rill_step's contract); after rill_forward_logits, follow keeps the head's
+   * state in step with the pass (NULL: the forward pass already did). */
+  int (*has_head)(const void *state);
+  rill_status (*propose)(void *state, const rill_step_batch *b, rill_step_result *r, char *err, size_t err_cap);
+  rill_status (*follow)(void *state, const rill_step_batch *b, char *err, size_t err_cap);
+  /* Frees what the device holds beyond the engine's own (NULL: nothing). */
+  void (*destroy)(void *state);
+} rill_device;
 
 typedef rill_status (*rill_layer_op)(void *dev, int32_t layer, int32_t T, char *err, size_t err_cap);
 

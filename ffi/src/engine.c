@@ -65,7 +65,7 @@ static void free_buffers(rill_engine *e) {
 
 RILL_API void rill_engine_destroy(rill_engine *e) {
   if (e == NULL) return;
-  rill_cuda_destroy(e->cuda);
+  if (e->dev.destroy != NULL) e->dev.destroy(e->dev.state);
   rill_engine_destroy(e->draft);
   rill_eagle3_destroy(e->eagle3);
   if (e->owns_pool) rill_pool_destroy(e->pool);
@@ -265,6 +265,7 @@ static rill_status create_on_cuda(rill_engine *e, const rill_options *o, int thr
     rill_engine_destroy(e);
     return s;
   }
+  e->dev = rill_cuda_device(e->cuda);
   rill_model_weights_free(&e->w);
   fill_info(e, threads);
   e->info.weight_bytes = ci.weight_bytes;
@@ -299,6 +300,7 @@ static rill_status engine_create(const char *model_dir, const rill_options *o, r
   rill_engine *e = calloc(1, sizeof *e);
   if (e == NULL) return set_global(RILL_ERR_OUT_OF_MEMORY, "out of memory");
   e->ops = &rill_cpu_ops;
+  e->dev = rill_cpu_device(e);
   rill_status s = read_options(o, e);
   if (s != RILL_OK) {
     free(e);
@@ -513,7 +515,7 @@ static rill_status attach_draft(rill_engine *e, const char *dir, const rill_opti
 
 /* An EAGLE-3 head on the CPU device (on the CUDA device, create_on_cuda gave it to the device). */
 static rill_status attach_eagle3(rill_engine *e, const char *dir) {
-  if (e->cuda != NULL) return RILL_OK;
+  if (e->dev.has_head(e->dev.state)) return RILL_OK;
   char msg[RILL_ERR_CAP];
   rill_status s = rill_eagle3_create(e, dir, &e->eagle3, msg, sizeof msg);
   if (s != RILL_OK) return set_global(s, "eagle3 head %.200s: %.280s", dir, msg);
@@ -559,8 +561,7 @@ RILL_API rill_status rill_step(rill_engine *e, const rill_step_batch *b, rill_st
   if (s != RILL_OK) return s;
   if (b->propose_counts != NULL) {
     for (int32_t i = 0; i < b->num_seqs; i++) {
-      if (b->propose_counts[i] > 0 && e->draft == NULL && e->eagle3 == NULL &&
-          (e->cuda == NULL || !rill_cuda_has_head(e->cuda))) {
+      if (b->propose_counts[i] > 0 && e->draft == NULL && !e->dev.has_head(e->dev.state)) {
         snprintf(e->err, sizeof e->err, "propose_counts[%d] = %d: this engine has no draft model", i,
                  b->propose_counts[i]);
         return RILL_ERR_INVALID_ARGUMENT;
@@ -571,21 +572,20 @@ RILL_API rill_status rill_step(rill_engine *e, const rill_step_batch *b, rill_st
       return RILL_ERR_INVALID_ARGUMENT;
     }
   }
-  if (e->cuda != NULL && rill_cuda_samples_on_device(e->cuda, b)) {
-    s = rill_cuda_step(e->cuda, b, r, e->err, sizeof e->err);
+  const rill_device *d = &e->dev;
+  if (d->step != NULL && d->samples(d->state, b)) {
+    s = d->step(d->state, b, r, e->err, sizeof e->err);
   } else {
     int32_t rows = 0;
-    const float *logits = e->logits;
-    s = e->cuda != NULL ? rill_cuda_forward(e->cuda, b, 0, NULL, &logits, &rows, e->err, sizeof e->err)
-                        : rill_forward(e, b, RILL_ROWS_SAMPLED, NULL, &rows);
+    const float *logits = NULL;
+    s = d->forward(d->state, b, 0, NULL, &logits, &rows, e->err, sizeof e->err);
     if (s != RILL_OK) return s;
     s = rill_sample_batch_pooled(b, logits, e->cfg.vocab_size, e->lim.max_drafts, e->lim.max_top_logprobs,
                                  e->lim.max_seqs, e->pool, e->sample_scratch, r, e->err, sizeof e->err);
   }
   if (s != RILL_OK) return s;
   if (e->draft != NULL) return rill_draft_propose(e, b, r);
-  if (e->eagle3 != NULL) return rill_eagle3_propose(e, b, r);
-  if (e->cuda != NULL && rill_cuda_has_head(e->cuda)) return rill_cuda_propose(e->cuda, b, r, e->err, sizeof e->err);
+  if (d->has_head(d->state)) return d->propose(d->state, b, r, e->err, sizeof e->err);
   if (b->propose_counts != NULL) memset(r->proposed_counts, 0, (size_t)b->num_seqs * sizeof(int32_t));
   return RILL_OK;
 }
@@ -600,10 +600,10 @@ RILL_API rill_status rill_forward_logits(rill_engine *e, const rill_step_batch *
   rill_status s = check_batch(e, b);
   if (s != RILL_OK) return s;
   int32_t rows = 0;
-  s = e->cuda != NULL ? rill_cuda_forward(e->cuda, b, 1, logits_out, NULL, &rows, e->err, sizeof e->err)
-                      : rill_forward(e, b, RILL_ROWS_ALL, logits_out, &rows);
+  const rill_device *d = &e->dev;
+  s = d->forward(d->state, b, 1, logits_out, NULL, &rows, e->err, sizeof e->err);
   if (s != RILL_OK) return s;
-  if (e->eagle3 != NULL) return rill_eagle3_follow(e, b);
+  if (d->follow != NULL && (s = d->follow(d->state, b, e->err, sizeof e->err)) != RILL_OK) return s;
   return e->draft == NULL ? RILL_OK : rill_draft_follow(e, b);
 }
 

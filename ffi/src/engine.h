@@ -1,7 +1,8 @@
 /*
  * The engine behind the public handle: model, KV pool, thread pool, kernels and every buffer a step needs,
- * allocated once at create for the largest batch the engine accepts, so a step never allocates. On the CUDA device
- * (cuda != NULL) the device owns weights, KV pool and forward buffers; the host keeps config, limits and the sampler.
+ * allocated once at create for the largest batch the engine accepts, so a step never allocates. Steps go through dev
+ * (device_ops.h). On the CUDA device (cuda != NULL) the device owns weights, KV pool and forward buffers; the host
+ * keeps config, limits and the sampler.
  */
 #ifndef RILL_ENGINE_H
 #define RILL_ENGINE_H
@@ -56,7 +57,8 @@ struct rill_engine {
   void *sample_scratch;
   rill_moe_scratch moe; /* gpt-oss's router logits and expert buffers (empty for dense models) */
 
-  rill_cuda *cuda; /* the CUDA device when it runs the forward pass; NULL on the CPU device */
+  rill_device dev; /* the device the steps run on: rill_cpu_device(this engine), or rill_cuda_device(cuda) */
+  rill_cuda *cuda; /* the CUDA device when it runs the forward pass (dev's state); NULL on the CPU device */
   const rill_step_batch *batch; /* the batch rill_forward is running, for the CPU device's operations; NULL between */
   const rill_device_ops *ops;   /* what rill_forward runs: rill_cpu_ops (tests may install wrappers around them) */
 
@@ -91,5 +93,8 @@ rill_status rill_forward(rill_engine *e, const rill_step_batch *b, rill_rows mod
 
 /* The CPU device's operations over an engine's host buffers (dev: the rill_engine; ffi/devices/cpu/forward.c). */
 extern const rill_device_ops rill_cpu_ops;
+
+/* The CPU device as the engine drives it, over engine e's host buffers, sampler-less (the engine samples on the host). */
+rill_device rill_cpu_device(rill_engine *e);
 
 #endif /* RILL_ENGINE_H */

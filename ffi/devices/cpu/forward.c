@@ -452,3 +452,34 @@ rill_status rill_forward(rill_engine *e, const rill_step_batch *b, rill_rows mod
   }
   return RILL_OK;
 }
+
+/* ---- the CPU device as the engine drives it (device_ops.h rill_device; state: the engine) ---- */
+
+static rill_status cpu_forward(void *state, const rill_step_batch *b, int all_rows, float *out, const float **logits,
+                               int32_t *num_rows, char *err, size_t err_cap) {
+  (void)err, (void)err_cap; /* rill_forward reports into the engine's own error buffer, which the engine passes */
+  rill_engine *e = state;
+  rill_status s = rill_forward(e, b, all_rows ? RILL_ROWS_ALL : RILL_ROWS_SAMPLED, out, num_rows);
+  if (logits != NULL) *logits = e->logits;
+  return s;
+}
+
+static int cpu_has_head(const void *state) { return ((const rill_engine *)state)->eagle3 != NULL; }
+
+static rill_status cpu_propose(void *state, const rill_step_batch *b, rill_step_result *r, char *err, size_t err_cap) {
+  (void)err, (void)err_cap;
+  return rill_eagle3_propose(state, b, r);
+}
+
+static rill_status cpu_follow(void *state, const rill_step_batch *b, char *err, size_t err_cap) {
+  (void)err, (void)err_cap;
+  rill_engine *e = state;
+  return e->eagle3 != NULL ? rill_eagle3_follow(e, b) : RILL_OK;
+}
+
+/* Sampling stays on the host (the engine's sampler); the head, if any, is the engine's eagle3. */
+rill_device rill_cpu_device(rill_engine *e) {
+  rill_device d = {.state = e, .forward = cpu_forward, .samples = NULL, .step = NULL, .has_head = cpu_has_head,
+                   .propose = cpu_propose, .follow = cpu_follow, .destroy = NULL};
+  return d;
+}

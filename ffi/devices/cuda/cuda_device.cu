@@ -1026,6 +1026,29 @@ rill_status rill_cuda_step(rill_cuda *d, const rill_step_batch *b, rill_step_res
 
 int rill_cuda_has_head(const rill_cuda *d) { return d->e3 != nullptr; }
 
+namespace {
+rill_status dev_forward(void *state, const rill_step_batch *b, int all_rows, float *out, const float **logits,
+                        int32_t *num_rows, char *err, size_t err_cap) {
+  return rill_cuda_forward(static_cast<rill_cuda *>(state), b, all_rows, out, logits, num_rows, err, err_cap);
+}
+int dev_samples(const void *state, const rill_step_batch *b) {
+  return rill_cuda_samples_on_device(static_cast<const rill_cuda *>(state), b);
+}
+rill_status dev_step(void *state, const rill_step_batch *b, rill_step_result *r, char *err, size_t err_cap) {
+  return rill_cuda_step(static_cast<rill_cuda *>(state), b, r, err, err_cap);
+}
+int dev_has_head(const void *state) { return rill_cuda_has_head(static_cast<const rill_cuda *>(state)); }
+rill_status dev_propose(void *state, const rill_step_batch *b, rill_step_result *r, char *err, size_t err_cap) {
+  return rill_cuda_propose(static_cast<rill_cuda *>(state), b, r, err, err_cap);
+}
+void dev_destroy(void *state) { rill_cuda_destroy(static_cast<rill_cuda *>(state)); }
+} // namespace
+
+/* The head follows every forward pass inside run_layers, so there is nothing to follow afterwards. */
+rill_device rill_cuda_device(rill_cuda *d) {
+  return rill_device{d, dev_forward, dev_samples, dev_step, dev_has_head, dev_propose, nullptr, dev_destroy};
+}
+
 rill_status rill_cuda_propose(rill_cuda *d, const rill_step_batch *b, rill_step_result *r, char *err, size_t err_cap) {
   if (d->e3 == nullptr) return rill_fail(err, err_cap, RILL_ERR_INTERNAL, "device cuda: no eagle3 head");
   return rill_cuda_e3_propose(d->e3, d->stream, b, r, err, err_cap);

@@ -87,6 +87,9 @@ rill_status rill_cuda_propose(rill_cuda *d, const rill_step_batch *b, rill_step_
 rill_status rill_cuda_head_rows(rill_cuda *d, float *logits, float *hidden, int32_t cap, int32_t *rows, char *err,
                                 size_t err_cap);
 
+/* The device as the engine drives it (device_ops.h): forward, device sampling, the head's proposals, destroy. */
+rill_device rill_cuda_device(rill_cuda *d);
+
 /* Tests: the operations the device's forward pass runs (device_ops.h; its own unless replaced) and, by
  * rill_cuda_set_ops, others in their place (wrappers that check each against the CPU device's; NULL restores the
  * device's own). Graphs captured at create keep the operations they captured, so such a check creates the device with
