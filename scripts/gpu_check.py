@@ -47,6 +47,7 @@ class Options(C.Structure):
         ("threads", C.c_int32), ("block_size", C.c_int32), ("num_blocks", C.c_int32), ("kv_bytes", C.c_int64),
         ("max_seqs", C.c_int32), ("max_batch_tokens", C.c_int32), ("max_drafts", C.c_int32),
         ("max_top_logprobs", C.c_int32), ("max_model_len", C.c_int32), ("gpu_memory_fraction", C.c_float),
+        ("num_sliding_blocks", C.c_int32), ("sliding_kv_in_main", C.c_int32),
     ]
 
 
@@ -57,25 +58,40 @@ class Info(C.Structure):
         "num_kv_heads", "head_dim", "threads")] + [
         ("weight_bytes", C.c_int64), ("kv_bytes", C.c_int64), ("device", C.c_char * 32), ("isa", C.c_char * 32),
         ("dtype", C.c_char * 16), ("kv_dtype", C.c_char * 16), ("architecture", C.c_char * 64),
-        ("draft_weight_bytes", C.c_int64)]
+        ("draft_weight_bytes", C.c_int64), ("sliding_window", C.c_int32), ("num_sliding_blocks", C.c_int32),
+        ("sliding_kv_bytes", C.c_int64)]
 
 
 I32P, F32P, U8P, U64P, U32P = (C.POINTER(C.c_int32), C.POINTER(C.c_float), C.POINTER(C.c_uint8),
                                C.POINTER(C.c_uint64), C.POINTER(C.c_uint32))
 
 
-class StepBatch(C.Structure):
-    _fields_ = [
-        ("num_seqs", C.c_int32), ("num_tokens", C.c_int32), ("block_table_stride", C.c_int32),
-        ("num_mask_rows", C.c_int32), ("history_len", C.c_int32), ("bias_len", C.c_int32),
-        ("seq_ids", I32P), ("tokens", I32P), ("positions", I32P), ("query_start", I32P), ("context_lens", I32P),
-        ("draft_counts", I32P), ("sample_flags", U8P), ("block_tables", I32P), ("temperature", F32P),
-        ("top_p", F32P), ("top_k", I32P), ("min_p", F32P), ("presence_penalty", F32P),
-        ("frequency_penalty", F32P), ("repetition_penalty", F32P), ("seeds", U64P), ("logprobs", I32P),
-        ("mask_row_start", I32P), ("allowed_mask", U32P), ("history_start", I32P), ("history", I32P),
-        ("history_prompt_lens", I32P), ("bias_start", I32P), ("bias_ids", I32P), ("bias_values", F32P),
-        ("propose_counts", I32P),
-    ]
+# rill_step_batch's pointer fields by pointee type (the library's rill_step_batch_signature names them).
+POINTEE = {"int32_t": I32P, "uint8_t": U8P, "uint32_t": U32P, "uint64_t": U64P, "float": F32P}
+# The fields Engine._batch fills (the others stay NULL, which the library accepts only where rill.h allows it).
+FILLED = {"seq_ids", "tokens", "positions", "query_start", "context_lens", "draft_counts", "sample_flags",
+          "block_tables", "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
+          "repetition_penalty", "seeds", "logprobs", "mask_row_start", "history_start", "history_prompt_lens",
+          "bias_start", "allowed_mask", "history", "bias_ids", "bias_values", "propose_counts",
+          "sliding_block_tables"}
+
+
+def step_batch_type(signature):
+    """rill_step_batch as a ctypes struct, field for field from the library's own description of it (counts, then
+    pointers), so this script follows the struct wherever rill.h moves it; a field it would not fill is an error."""
+    counts, pointers = signature.split(";")
+    fields = [(n, C.c_int32) for n in counts.split(",") if n]
+    for entry in (e for e in pointers.split(",") if e):
+        name, pointee = entry.split(":")
+        if pointee not in POINTEE:
+            raise RuntimeError(f"rill_step_batch.{name}: pointee {pointee} unknown to this script")
+        if name not in FILLED:
+            raise RuntimeError(f"rill_step_batch.{name}: a field Engine._batch does not fill; update this script")
+        fields.append((name, POINTEE[pointee]))
+    return type("StepBatch", (C.Structure,), {"_fields_": fields})
+
+
+StepBatch = None  # set by load_library
 
 
 class StepResult(C.Structure):
@@ -83,13 +99,16 @@ class StepResult(C.Structure):
                 ("proposed_counts", I32P), ("proposed", I32P)]
 
 
-ABI_VERSION = 3  # the rill.h these structs mirror
+ABI_VERSION = 4  # the rill.h these structs mirror
 
 
-def load_library():
-    lib = C.CDLL(str(LIB))
+def load_library(path=None):
+    global StepBatch
+    lib = C.CDLL(str(path or LIB))
     if lib.rill_abi_version() != ABI_VERSION:
         raise RuntimeError(f"library ABI {lib.rill_abi_version()}, this script mirrors ABI {ABI_VERSION}: update it")
+    lib.rill_step_batch_signature.restype = C.c_char_p
+    StepBatch = step_batch_type(lib.rill_step_batch_signature().decode())
     lib.rill_engine_create.argtypes = [C.c_char_p, C.POINTER(Options), C.POINTER(C.c_void_p)]
     lib.rill_engine_create.restype = C.c_int
     lib.rill_engine_destroy.argtypes = [C.c_void_p]
@@ -173,6 +192,7 @@ class Engine:
         b.bias_ids = None
         b.bias_values = None
         b.propose_counts = None
+        b.sliding_block_tables = None
         return b, a, T
 
     def logits(self, seqs):
