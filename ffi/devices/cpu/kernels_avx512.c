@@ -644,8 +644,115 @@ TGT_Z void rows_q8_one(const int8_t *xq, const float *xs, const int8_t *w, size_
 GEMM_Q8(gemm_q8_madd, TGT_Q_FN, tile_q8_madd)
 GEMM_Q8(gemm_q8_vnni_tiles, TGT_Z, tile_q8_z)
 
+/* Several tokens: each token's activations are regrouped once per call (per chunk of tokens) into stack scratch with
+ * each lane's offset −128 · Σx, and the weights go in flipped (w + 128, unsigned), so per (row, token) and four blocks
+ * only the two vpdpbusd (activations read from the scratch), the conversion and the scaled accumulation remain. The
+ * lanes' integers are exactly tile_q8_z's (x · w summed over the same bytes) and are scaled and accumulated in the
+ * same order, so results match it, and a token alone, bit for bit. */
+#define Q8_PREP_BYTES 65536
+typedef struct q8_prepped {
+  __m512i lo, hi, off;
+} q8_prepped;
+
+TGT_Z void prep_q8_tokens(const int8_t *xq, int nt, int nblocks, q8_prepped *px) {
+  const int nq = (nblocks + 3) / 4;
+  const size_t ld = (size_t)nblocks * RILL_Q8_BLOCK;
+  const __m512i c128 = _mm512_set1_epi8((char)0x80), zero = _mm512_setzero_si512();
+  for (int t = 0; t < nt; t++) {
+    for (int q = 0; q < nq; q++) {
+      const int b = 4 * q, n = nblocks - b < 4 ? nblocks - b : 4;
+      q8_prepped *p = px + (size_t)t * (size_t)nq + (size_t)q;
+      quad_q8(xq + (size_t)t * ld + (size_t)b * RILL_Q8_BLOCK, n, &p->lo, &p->hi);
+      p->off = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, c128, p->lo), c128, p->hi));
+    }
+  }
+}
+
+TGT_Z void tile_q8_zp(const int NR, const int NT, const q8_prepped *px, int nq, const float *xs, const int8_t *w,
+                      size_t ldw, int nblocks, float *y, size_t ldy) {
+  size_t ld = (size_t)nblocks * RILL_Q8_BLOCK;
+  __m512 acc[TILE_R][TILE_T];
+#pragma GCC unroll 4
+  for (int r = 0; r < NR; r++) {
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) acc[r][t] = _mm512_setzero_ps();
+  }
+  const __m512i flip = _mm512_set1_epi8((char)0x80), step = _mm512_set1_epi32(4);
+  const __m512i quad0 = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+  for (int g = 0; g < nblocks; g += QG) {
+    const int ng = nblocks - g < QG ? nblocks - g : QG;
+    const __mmask16 gm = (__mmask16)((1u << ng) - 1u);
+    __m512 wsg[TILE_R], xsg[TILE_T];
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) xsg[t] = _mm512_maskz_loadu_ps(gm, xs + (size_t)t * (size_t)nblocks + (size_t)g);
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; r++) {
+      const int8_t *sp = w + (size_t)r * ldw + ld + (size_t)g * 2;
+      wsg[r] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(gm, sp));
+      if (NT == 1) wsg[r] = _mm512_mul_ps(xsg[0], wsg[r]);
+      if (NR > 1) _mm_prefetch((const char *)(sp + (size_t)PF_ROWS * ldw), _MM_HINT_T0);
+    }
+    __m512i idx = quad0;
+    for (int q = 0; q < ng; q += 4, idx = _mm512_add_epi32(idx, step)) {
+      const int b = g + q, n = ng - q < 4 ? ng - q : 4;
+      const q8_prepped *pq = px + b / 4;
+      __m512 xsv[TILE_T];
+#pragma GCC unroll 4
+      for (int t = 0; t < NT; t++) {
+        if (NT > 1) xsv[t] = _mm512_permutexvar_ps(idx, xsg[t]);
+      }
+#pragma GCC unroll 4
+      for (int r = 0; r < NR; r++) {
+        const int8_t *wp = w + (size_t)r * ldw + (size_t)b * RILL_Q8_BLOCK;
+        if (NR > 1) {
+          _mm_prefetch((const char *)(wp + (size_t)PF_ROWS * ldw), _MM_HINT_T0);
+          _mm_prefetch((const char *)(wp + (size_t)PF_ROWS * ldw) + 64, _MM_HINT_T0);
+        } else {
+          _mm_prefetch((const char *)wp + Q8_ROW_PF, _MM_HINT_T0);
+          _mm_prefetch((const char *)wp + Q8_ROW_PF + 64, _MM_HINT_T0);
+        }
+        __m512i wl, wh;
+        quad_q8(wp, n, &wl, &wh);
+        wl = _mm512_xor_si512(wl, flip);
+        wh = _mm512_xor_si512(wh, flip);
+        const __m512 wsv = _mm512_permutexvar_ps(idx, wsg[r]);
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) {
+          const q8_prepped *p = pq + (size_t)t * (size_t)nq;
+          const __m512i d = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(p->off, wl, p->lo), wh, p->hi);
+          acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), NT == 1 ? wsv : _mm512_mul_ps(xsv[t], wsv), acc[r][t]);
+        }
+      }
+    }
+  }
+  for (int r = 0; r < NR; r++) {
+    for (int t = 0; t < NT; t++) y[(size_t)t * ldy + (size_t)r] = _mm512_reduce_add_ps(acc[r][t]);
+  }
+}
+
 TGT_Z_FN void gemm_q8_vnni(const int8_t *xq, const float *xs, int T, const int8_t *w, size_t ldw, int nblocks, int r0,
                            int r1, float *y, size_t ldy) {
+  const int nq = (nblocks + 3) / 4;
+  int chunk = Q8_PREP_BYTES / (int)sizeof(q8_prepped) / nq;
+  if (chunk > CHUNK_T) chunk = CHUNK_T;
+  if (chunk > TILE_T) chunk -= chunk % TILE_T;
+  if (T > 1 && chunk >= 1) {
+    q8_prepped px[Q8_PREP_BYTES / sizeof(q8_prepped)];
+    const size_t ld = (size_t)nblocks * RILL_Q8_BLOCK;
+    for (int tc = 0; tc < T; tc += chunk) {
+      const int te = MIN(T, tc + chunk);
+      prep_q8_tokens(xq + (size_t)tc * ld, te - tc, nblocks, px);
+      for (int r = r0; r < r1; r += TILE_R) {
+        const int nr = MIN(TILE_R, r1 - r);
+        for (int t = tc; t < te; t += TILE_T) {
+          const int nt = MIN(TILE_T, te - t);
+          DISPATCH(tile_q8_zp, nr, nt, px + (size_t)(t - tc) * (size_t)nq, nq, xs + (size_t)t * (size_t)nblocks,
+                   w + (size_t)r * ldw, ldw, nblocks, y + (size_t)t * ldy + (size_t)r, ldy)
+        }
+      }
+    }
+    return;
+  }
   if (T > 1) {
     gemm_q8_vnni_tiles(xq, xs, T, w, ldw, nblocks, r0, r1, y, ldy);
     return;
