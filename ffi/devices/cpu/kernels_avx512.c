@@ -307,8 +307,9 @@ Q8_TILE(tile_q8_madd, TGT_Q, dot_q8_madd)
 /* VNNI on 512-bit vectors, four 32-element blocks per pair of instructions: the blocks' first 16 bytes are regrouped
  * into one register and their last 16 into another (of weights and of activations alike), so int32 lanes 4k to 4k + 3
  * of both dot products belong to block k and the second vpdpbusd adds into the first's lanes. vpdpbusd multiplies
- * unsigned by signed bytes: the activations go in as x + 128 (unsigned) and each lane starts from −128 · Σw over its
- * weights, computed once per row and four blocks, so a lane ends exactly at Σ x · w of its 8 products. Each block's
+ * unsigned by signed bytes: the weights go in as w + 128 (unsigned) and each lane starts from −128 · Σx over its
+ * activations, prepared once per token and four blocks (prep_q8_quad), so a lane ends exactly at Σ x · w of its 8
+ * products. Each block's
  * lanes are scaled by its activation scale × weight scale and fused-multiply-added into one 16-lane accumulator per
  * (row, token), blocks in order, reduced by _mm512_reduce_add_ps; the same values in the same order whatever the
  * tile, so a token alone matches its row of a batch. Scales are read 16 blocks at a time and spread by a permute. */
@@ -334,14 +335,22 @@ TGT_Z void quad_q8(const int8_t *p, int n, __m512i *lo, __m512i *hi) {
   *hi = _mm512_permutex2var_epi64(a, seconds, b);
 }
 
-/* −128 · Σw per lane of a row's four blocks (the lanes' start, so that x + 128 times w sums to x · w). */
-TGT_Z __m512i q8_offset(__m512i wl, __m512i wh) {
+/* A token's four blocks from block b (n of them present) as the tile reads them: regrouped (quad_q8) with each lane's
+ * offset −128 · Σx over its bytes, so that with the weights flipped (w + 128, unsigned) a lane sums exactly to x · w. */
+typedef struct q8_prepped {
+  __m512i lo, hi, off;
+} q8_prepped;
+
+TGT_Z void prep_q8_quad(const int8_t *xq, int b, int n, q8_prepped *p) {
   const __m512i c128 = _mm512_set1_epi8((char)0x80), zero = _mm512_setzero_si512();
-  return _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, c128, wl), c128, wh));
+  quad_q8(xq + (size_t)b * RILL_Q8_BLOCK, n, &p->lo, &p->hi);
+  p->off = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, c128, p->lo), c128, p->hi));
 }
 
-TGT_Z void tile_q8_z(const int NR, const int NT, const int8_t *xq, const float *xs, const int8_t *w, size_t ldw,
-                     int nblocks, float *y, size_t ldy) {
+/* NR rows × NT tokens. px: the tokens' prepared quads (gemm_q8_vnni's scratch, token t at px + t · nq), or NULL to prepare
+ * each quad here from xq (rows too wide for the caller's scratch). */
+TGT_Z void tile_q8_z(const int NR, const int NT, const q8_prepped *px, int nq, const int8_t *xq, const float *xs,
+                     const int8_t *w, size_t ldw, int nblocks, float *y, size_t ldy) {
   size_t ld = (size_t)nblocks * RILL_Q8_BLOCK;
   __m512 acc[TILE_R][TILE_T];
 #pragma GCC unroll 4
@@ -368,32 +377,37 @@ TGT_Z void tile_q8_z(const int NR, const int NT, const int8_t *xq, const float *
     __m512i idx = quad0;
     for (int q = 0; q < ng; q += 4, idx = _mm512_add_epi32(idx, step)) {
       const int b = g + q, n = ng - q < 4 ? ng - q : 4;
-      __m512i xl[TILE_T], xh[TILE_T];
+      q8_prepped here[TILE_T];
+      const q8_prepped *xt[TILE_T];
       __m512 xsv[TILE_T];
 #pragma GCC unroll 4
       for (int t = 0; t < NT; t++) {
-        quad_q8(xq + (size_t)t * ld + (size_t)b * RILL_Q8_BLOCK, n, &xl[t], &xh[t]);
-        xl[t] = _mm512_xor_si512(xl[t], flip);
-        xh[t] = _mm512_xor_si512(xh[t], flip);
+        if (px != NULL) {
+          xt[t] = px + (size_t)t * (size_t)nq + (size_t)(b / 4);
+        } else {
+          prep_q8_quad(xq + (size_t)t * ld, b, n, &here[t]);
+          xt[t] = &here[t];
+        }
         if (NT > 1) xsv[t] = _mm512_permutexvar_ps(idx, xsg[t]);
       }
 #pragma GCC unroll 4
       for (int r = 0; r < NR; r++) {
         const int8_t *wp = w + (size_t)r * ldw + (size_t)b * RILL_Q8_BLOCK;
-        if (NR == 1) {
-          _mm_prefetch((const char *)wp + Q8_ROW_PF, _MM_HINT_T0);
-          _mm_prefetch((const char *)wp + Q8_ROW_PF + 64, _MM_HINT_T0);
-        } else {
+        if (NR > 1) {
           _mm_prefetch((const char *)(wp + (size_t)PF_ROWS * ldw), _MM_HINT_T0);
           _mm_prefetch((const char *)(wp + (size_t)PF_ROWS * ldw) + 64, _MM_HINT_T0);
+        } else {
+          _mm_prefetch((const char *)wp + Q8_ROW_PF, _MM_HINT_T0);
+          _mm_prefetch((const char *)wp + Q8_ROW_PF + 64, _MM_HINT_T0);
         }
         __m512i wl, wh;
         quad_q8(wp, n, &wl, &wh);
-        const __m512i off = q8_offset(wl, wh);
+        wl = _mm512_xor_si512(wl, flip);
+        wh = _mm512_xor_si512(wh, flip);
         const __m512 wsv = _mm512_permutexvar_ps(idx, wsg[r]);
 #pragma GCC unroll 4
         for (int t = 0; t < NT; t++) {
-          const __m512i d = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(off, xl[t], wl), xh[t], wh);
+          const __m512i d = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(xt[t]->off, wl, xt[t]->lo), wh, xt[t]->hi);
           acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), NT == 1 ? wsv : _mm512_mul_ps(xsv[t], wsv), acc[r][t]);
         }
       }
@@ -582,188 +596,58 @@ TGT_FN void gemm_bf16(const float *x, size_t ldx, int T, const uint16_t *w, size
   }
 }
 
-/* One token: the activations are regrouped and offset once per call, not once per row, and each row's block scales
- * are multiplied by the activation scales once per group. Every lane gets the values tile_q8_z(1, 1) gives it, in the
- * same order (a lane's scale is the same product of the same two floats), so a token alone matches its row of a
- * batch. Rows of more than 4 · Q8_ONE_MAX_QUADS blocks take tile_q8_z. */
-#define Q8_ONE_MAX_QUADS 128
-
-TGT_Z void rows_q8_one(const int8_t *xq, const float *xs, const int8_t *w, size_t ldw, int nblocks, int r0, int r1,
-                       float *y) {
-  const size_t ld = (size_t)nblocks * RILL_Q8_BLOCK;
-  const __m512i flip = _mm512_set1_epi8((char)0x80), step = _mm512_set1_epi32(4);
-  const __m512i quad0 = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
-  __m512i xl[Q8_ONE_MAX_QUADS], xh[Q8_ONE_MAX_QUADS];
-  for (int b = 0; b < nblocks; b += 4) {
-    const int n = nblocks - b < 4 ? nblocks - b : 4;
-    quad_q8(xq + (size_t)b * RILL_Q8_BLOCK, n, &xl[b / 4], &xh[b / 4]);
-    xl[b / 4] = _mm512_xor_si512(xl[b / 4], flip);
-    xh[b / 4] = _mm512_xor_si512(xh[b / 4], flip);
-  }
-  for (int r = r0; r < r1; r++) {
-    const int8_t *wr = w + (size_t)r * ldw;
-    __m512 acc = _mm512_setzero_ps();
-    for (int g = 0; g < nblocks; g += QG) {
-      const int ng = nblocks - g < QG ? nblocks - g : QG;
-      const __mmask16 gm = (__mmask16)((1u << ng) - 1u);
-      const __m512 sg = _mm512_mul_ps(_mm512_maskz_loadu_ps(gm, xs + g),
-                                      _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(gm, wr + ld + (size_t)g * 2)));
-      __m512i idx = quad0;
-      for (int q = 0; q < ng; q += 4, idx = _mm512_add_epi32(idx, step)) {
-        const int b = g + q, n = ng - q < 4 ? ng - q : 4;
-        const int8_t *wp = wr + (size_t)b * RILL_Q8_BLOCK;
-        _mm_prefetch((const char *)wp + Q8_ROW_PF, _MM_HINT_T0);
-        _mm_prefetch((const char *)wp + Q8_ROW_PF + 64, _MM_HINT_T0);
-        __m512i wl, wh;
-        quad_q8(wp, n, &wl, &wh);
-        const __m512i d = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(q8_offset(wl, wh), xl[b / 4], wl), xh[b / 4], wh);
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_permutexvar_ps(idx, sg), acc);
-      }
-    }
-    y[r] = _mm512_reduce_add_ps(acc);
-  }
-}
-
-#define GEMM_Q8(NAME, ATTR, TILE)                                                                                  \
-  ATTR void NAME(const int8_t *xq, const float *xs, int T, const int8_t *w, size_t ldw, int nblocks, int r0, int r1, \
-                 float *y, size_t ldy) {                                                                           \
-    size_t ld = (size_t)nblocks * RILL_Q8_BLOCK;                                                                   \
-    for (int tc = 0; tc < T; tc += CHUNK_T) {                                                                      \
-      int te = MIN(T, tc + CHUNK_T);                                                                               \
-      for (int r = r0; r < r1; r += TILE_R) {                                                                      \
-        int nr = MIN(TILE_R, r1 - r);                                                                              \
-        for (int t = tc; t < te; t += TILE_T) {                                                                    \
-          int nt = MIN(TILE_T, te - t);                                                                            \
-          DISPATCH(TILE, nr, nt, xq + (size_t)t * ld, xs + (size_t)t * (size_t)nblocks, w + (size_t)r * ldw, ldw, \
-                   nblocks, y + (size_t)t * ldy + (size_t)r, ldy)                                                  \
-        }                                                                                                          \
-      }                                                                                                            \
-    }                                                                                                              \
-  }
-
-GEMM_Q8(gemm_q8_madd, TGT_Q_FN, tile_q8_madd)
-GEMM_Q8(gemm_q8_vnni_tiles, TGT_Z, tile_q8_z)
-
-/* Several tokens: each token's activations are regrouped once per call (per chunk of tokens) into stack scratch with
- * each lane's offset −128 · Σx, and the weights go in flipped (w + 128, unsigned), so per (row, token) and four blocks
- * only the two vpdpbusd (activations read from the scratch), the conversion and the scaled accumulation remain. The
- * lanes' integers are exactly tile_q8_z's (x · w summed over the same bytes) and are scaled and accumulated in the
- * same order, so results match it, and a token alone, bit for bit. */
-#define Q8_PREP_BYTES 65536
-typedef struct q8_prepped {
-  __m512i lo, hi, off;
-} q8_prepped;
-
-TGT_Z void prep_q8_tokens(const int8_t *xq, int nt, int nblocks, q8_prepped *px) {
-  const int nq = (nblocks + 3) / 4;
-  const size_t ld = (size_t)nblocks * RILL_Q8_BLOCK;
-  const __m512i c128 = _mm512_set1_epi8((char)0x80), zero = _mm512_setzero_si512();
-  for (int t = 0; t < nt; t++) {
-    for (int q = 0; q < nq; q++) {
-      const int b = 4 * q, n = nblocks - b < 4 ? nblocks - b : 4;
-      q8_prepped *p = px + (size_t)t * (size_t)nq + (size_t)q;
-      quad_q8(xq + (size_t)t * ld + (size_t)b * RILL_Q8_BLOCK, n, &p->lo, &p->hi);
-      p->off = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, c128, p->lo), c128, p->hi));
-    }
-  }
-}
-
-TGT_Z void tile_q8_zp(const int NR, const int NT, const q8_prepped *px, int nq, const float *xs, const int8_t *w,
-                      size_t ldw, int nblocks, float *y, size_t ldy) {
+TGT_Q_FN void gemm_q8_madd(const int8_t *xq, const float *xs, int T, const int8_t *w, size_t ldw, int nblocks, int r0,
+                            int r1, float *y, size_t ldy) {
   size_t ld = (size_t)nblocks * RILL_Q8_BLOCK;
-  __m512 acc[TILE_R][TILE_T];
-#pragma GCC unroll 4
-  for (int r = 0; r < NR; r++) {
-#pragma GCC unroll 4
-    for (int t = 0; t < NT; t++) acc[r][t] = _mm512_setzero_ps();
-  }
-  const __m512i flip = _mm512_set1_epi8((char)0x80), step = _mm512_set1_epi32(4);
-  const __m512i quad0 = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
-  for (int g = 0; g < nblocks; g += QG) {
-    const int ng = nblocks - g < QG ? nblocks - g : QG;
-    const __mmask16 gm = (__mmask16)((1u << ng) - 1u);
-    __m512 wsg[TILE_R], xsg[TILE_T];
-#pragma GCC unroll 4
-    for (int t = 0; t < NT; t++) xsg[t] = _mm512_maskz_loadu_ps(gm, xs + (size_t)t * (size_t)nblocks + (size_t)g);
-#pragma GCC unroll 4
-    for (int r = 0; r < NR; r++) {
-      const int8_t *sp = w + (size_t)r * ldw + ld + (size_t)g * 2;
-      wsg[r] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(gm, sp));
-      if (NT == 1) wsg[r] = _mm512_mul_ps(xsg[0], wsg[r]);
-      if (NR > 1) _mm_prefetch((const char *)(sp + (size_t)PF_ROWS * ldw), _MM_HINT_T0);
-    }
-    __m512i idx = quad0;
-    for (int q = 0; q < ng; q += 4, idx = _mm512_add_epi32(idx, step)) {
-      const int b = g + q, n = ng - q < 4 ? ng - q : 4;
-      const q8_prepped *pq = px + b / 4;
-      __m512 xsv[TILE_T];
-#pragma GCC unroll 4
-      for (int t = 0; t < NT; t++) {
-        if (NT > 1) xsv[t] = _mm512_permutexvar_ps(idx, xsg[t]);
-      }
-#pragma GCC unroll 4
-      for (int r = 0; r < NR; r++) {
-        const int8_t *wp = w + (size_t)r * ldw + (size_t)b * RILL_Q8_BLOCK;
-        if (NR > 1) {
-          _mm_prefetch((const char *)(wp + (size_t)PF_ROWS * ldw), _MM_HINT_T0);
-          _mm_prefetch((const char *)(wp + (size_t)PF_ROWS * ldw) + 64, _MM_HINT_T0);
-        } else {
-          _mm_prefetch((const char *)wp + Q8_ROW_PF, _MM_HINT_T0);
-          _mm_prefetch((const char *)wp + Q8_ROW_PF + 64, _MM_HINT_T0);
-        }
-        __m512i wl, wh;
-        quad_q8(wp, n, &wl, &wh);
-        wl = _mm512_xor_si512(wl, flip);
-        wh = _mm512_xor_si512(wh, flip);
-        const __m512 wsv = _mm512_permutexvar_ps(idx, wsg[r]);
-#pragma GCC unroll 4
-        for (int t = 0; t < NT; t++) {
-          const q8_prepped *p = pq + (size_t)t * (size_t)nq;
-          const __m512i d = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(p->off, wl, p->lo), wh, p->hi);
-          acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), NT == 1 ? wsv : _mm512_mul_ps(xsv[t], wsv), acc[r][t]);
-        }
+  for (int tc = 0; tc < T; tc += CHUNK_T) {
+    int te = MIN(T, tc + CHUNK_T);
+    for (int r = r0; r < r1; r += TILE_R) {
+      int nr = MIN(TILE_R, r1 - r);
+      for (int t = tc; t < te; t += TILE_T) {
+        int nt = MIN(TILE_T, te - t);
+        DISPATCH(tile_q8_madd, nr, nt, xq + (size_t)t * ld, xs + (size_t)t * (size_t)nblocks, w + (size_t)r * ldw,
+                 ldw, nblocks, y + (size_t)t * ldy + (size_t)r, ldy)
       }
     }
-  }
-  for (int r = 0; r < NR; r++) {
-    for (int t = 0; t < NT; t++) y[(size_t)t * ldy + (size_t)r] = _mm512_reduce_add_ps(acc[r][t]);
   }
 }
+
+/* The activations are prepared (prep_q8_quad) once per call, per chunk of tokens, into stack scratch, not once per
+ * tile; rows too wide for it (more than Q8_PREP_BYTES of one token's quads) prepare each quad in the tile. A single
+ * token takes one row at a time (one sequential stream, see Q8_ROW_PF), several take tiles of TILE_R × TILE_T. Every
+ * (row, token) gets the same lane integers, scales and order either way, so a token alone matches its row of a
+ * batch bit for bit. */
+#define Q8_PREP_BYTES 65536
 
 TGT_Z_FN void gemm_q8_vnni(const int8_t *xq, const float *xs, int T, const int8_t *w, size_t ldw, int nblocks, int r0,
                            int r1, float *y, size_t ldy) {
+  q8_prepped px[Q8_PREP_BYTES / sizeof(q8_prepped)];
   const int nq = (nblocks + 3) / 4;
+  const size_t ld = (size_t)nblocks * RILL_Q8_BLOCK;
   int chunk = Q8_PREP_BYTES / (int)sizeof(q8_prepped) / nq;
-  if (chunk > CHUNK_T) chunk = CHUNK_T;
+  const int prepared = chunk >= 1;
+  if (!prepared || chunk > CHUNK_T) chunk = CHUNK_T;
   if (chunk > TILE_T) chunk -= chunk % TILE_T;
-  if (T > 1 && chunk >= 1) {
-    q8_prepped px[Q8_PREP_BYTES / sizeof(q8_prepped)];
-    const size_t ld = (size_t)nblocks * RILL_Q8_BLOCK;
-    for (int tc = 0; tc < T; tc += chunk) {
-      const int te = MIN(T, tc + chunk);
-      prep_q8_tokens(xq + (size_t)tc * ld, te - tc, nblocks, px);
-      for (int r = r0; r < r1; r += TILE_R) {
-        const int nr = MIN(TILE_R, r1 - r);
-        for (int t = tc; t < te; t += TILE_T) {
-          const int nt = MIN(TILE_T, te - t);
-          DISPATCH(tile_q8_zp, nr, nt, px + (size_t)(t - tc) * (size_t)nq, nq, xs + (size_t)t * (size_t)nblocks,
-                   w + (size_t)r * ldw, ldw, nblocks, y + (size_t)t * ldy + (size_t)r, ldy)
+  for (int tc = 0; tc < T; tc += chunk) {
+    const int te = MIN(T, tc + chunk);
+    if (prepared) {
+      for (int t = tc; t < te; t++) {
+        for (int q = 0; q < nq; q++) {
+          prep_q8_quad(xq + (size_t)t * ld, 4 * q, MIN(4, nblocks - 4 * q), px + (size_t)(t - tc) * (size_t)nq + q);
         }
       }
     }
-    return;
+    for (int r = r0; r < r1; r += T == 1 ? 1 : TILE_R) {
+      const int nr = T == 1 ? 1 : MIN(TILE_R, r1 - r);
+      for (int t = tc; t < te; t += TILE_T) {
+        const int nt = MIN(TILE_T, te - t);
+        DISPATCH(tile_q8_z, nr, nt, prepared ? px + (size_t)(t - tc) * (size_t)nq : NULL, nq, xq + (size_t)t * ld,
+                 xs + (size_t)t * (size_t)nblocks, w + (size_t)r * ldw, ldw, nblocks, y + (size_t)t * ldy + (size_t)r,
+                 ldy)
+      }
+    }
   }
-  if (T > 1) {
-    gemm_q8_vnni_tiles(xq, xs, T, w, ldw, nblocks, r0, r1, y, ldy);
-    return;
-  }
-  if (nblocks > 4 * Q8_ONE_MAX_QUADS) {
-    for (int r = r0; r < r1; r++) tile_q8_z(1, 1, xq, xs, w + (size_t)r * ldw, ldw, nblocks, y + (size_t)r, ldy);
-    return;
-  }
-  rows_q8_one(xq, xs, w, ldw, nblocks, r0, r1, y);
 }
-
 
 /* ---- attention over one KV block ---- */
 
