@@ -311,12 +311,18 @@ static rill_status cpu_tap(void *dev, int32_t layer, int32_t T, char *err, size_
   return RILL_OK;
 }
 
+/* out = RMSNorm(x; norm) · mᵀ for the step's T tokens, through xn. */
+static void norm_linear(rill_engine *e, const float *norm, const rill_matrix *m, int T, float *out, size_t ldo) {
+  const size_t H = (size_t)e->cfg.hidden_size;
+  norm_all(e, e->x, H, norm, T, NULL, e->xn, H);
+  linear(e, m, e->xn, H, T, out, ldo);
+}
+
 static rill_status cpu_qkv(void *dev, int32_t layer, int32_t T, char *err, size_t err_cap) {
   (void)err, (void)err_cap;
   rill_engine *e = dev;
-  const size_t H = (size_t)e->cfg.hidden_size;
-  norm_all(e, e->x, H, e->w.layers[layer].attn_norm, T, NULL, e->xn, H);
-  linear(e, &e->w.layers[layer].qkv, e->xn, H, T, e->qkv, (size_t)e->qkv_dim);
+  const rill_layer_weights *L = &e->w.layers[layer];
+  norm_linear(e, L->attn_norm, &L->qkv, T, e->qkv, (size_t)e->qkv_dim);
   return RILL_OK;
 }
 
@@ -351,9 +357,8 @@ static rill_status cpu_attn_out(void *dev, int32_t layer, int32_t T, char *err, 
 static rill_status cpu_gate_up(void *dev, int32_t layer, int32_t T, char *err, size_t err_cap) {
   (void)err, (void)err_cap;
   rill_engine *e = dev;
-  const size_t H = (size_t)e->cfg.hidden_size;
-  norm_all(e, e->x, H, e->w.layers[layer].ffn_norm, T, NULL, e->xn, H);
-  linear(e, &e->w.layers[layer].gate_up, e->xn, H, T, e->gu, 2 * (size_t)e->cfg.intermediate_size);
+  const rill_layer_weights *L = &e->w.layers[layer];
+  norm_linear(e, L->ffn_norm, &L->gate_up, T, e->gu, 2 * (size_t)e->cfg.intermediate_size);
   return RILL_OK;
 }
 
@@ -371,9 +376,8 @@ static rill_status cpu_down(void *dev, int32_t layer, int32_t T, char *err, size
 static rill_status cpu_router(void *dev, int32_t layer, int32_t T, char *err, size_t err_cap) {
   (void)err, (void)err_cap;
   rill_engine *e = dev;
-  const size_t H = (size_t)e->cfg.hidden_size;
-  norm_all(e, e->x, H, e->w.layers[layer].ffn_norm, T, NULL, e->xn, H);
-  linear(e, &e->w.layers[layer].router, e->xn, H, T, e->moe.logits, (size_t)e->cfg.num_experts);
+  const rill_layer_weights *L = &e->w.layers[layer];
+  norm_linear(e, L->ffn_norm, &L->router, T, e->moe.logits, (size_t)e->cfg.num_experts);
   return RILL_OK;
 }
 
