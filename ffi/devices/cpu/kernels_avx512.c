@@ -7,6 +7,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "quad_q8.h"
+
 /* Tiles of up to TILE_R weight rows × TILE_T tokens: each weight vector is loaded once per tile and used for every
  * token in it; tokens are walked in chunks of CHUNK_T so a chunk's activations stay in cache while rows stream. */
 #define TILE_R 4
@@ -321,19 +323,6 @@ static inline
 /* A single token takes one row at a time (as bf16 does, see row_bf16): one sequential stream, prefetched Q8_ROW_PF
  * bytes ahead, which covers the next rows' scales too. */
 #define Q8_ROW_PF 3072
-
-/* n ≤ 4 blocks of 32 bytes at p regrouped: *lo their first 16 bytes each, *hi their last 16 (absent blocks zero). */
-TGT_Z void quad_q8(const int8_t *p, int n, __m512i *lo, __m512i *hi) {
-  const __m512i firsts = _mm512_set_epi64(13, 12, 9, 8, 5, 4, 1, 0);
-  const __m512i seconds = _mm512_set_epi64(15, 14, 11, 10, 7, 6, 3, 2);
-  const __m512i a = n >= 2 ? _mm512_loadu_si512((const void *)p)
-                           : _mm512_maskz_loadu_epi8(((__mmask64)1 << (32 * n)) - 1u, p);
-  const __m512i b = n >= 4   ? _mm512_loadu_si512((const void *)(p + 64))
-                    : n == 3 ? _mm512_maskz_loadu_epi8((__mmask64)0xFFFFFFFFu, p + 64)
-                             : _mm512_setzero_si512();
-  *lo = _mm512_permutex2var_epi64(a, firsts, b);
-  *hi = _mm512_permutex2var_epi64(a, seconds, b);
-}
 
 /* A token's four blocks from block b (n of them present) as the tile reads them: regrouped (quad_q8) with each lane's
  * offset −128 · Σx over its bytes, so that with the weights flipped (w + 128, unsigned) a lane sums exactly to x · w. */

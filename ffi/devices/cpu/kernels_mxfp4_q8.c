@@ -47,6 +47,8 @@ void rill_gemm_mxfp4_q8_portable(const int8_t *xq, const float *xs, int T, const
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
+#include "quad_q8.h"
+
 /* Tokens per tile and rows side by side: every (token, row) has its own accumulator, so one token's FMA chain is not
  * the only one in flight. */
 #define Q8_TILE_T 4
@@ -172,9 +174,9 @@ TGT_V float hsum16_z(__m512 v) {
   return _mm_cvtss_f32(s);
 }
 
-/* Bytes of n ≤ 4 blocks of 16 (weights) or 32 (activations) from p; the rest zero. */
-TGT_V __m512i quad_bytes(const void *p, int n, int block) {
-  const int bytes = n * block;
+/* A row's n ≤ 4 MXFP4 blocks of 16 bytes from p; the rest zero. */
+TGT_V __m512i quad_blocks(const uint8_t *p, int n) {
+  const int bytes = n * 16;
   return bytes >= 64 ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi8(((__mmask64)1 << bytes) - 1u, p);
 }
 
@@ -184,7 +186,6 @@ TGT_V void rows_q8_z(const int NT, const int NR, const int8_t *xq, const float *
   const __m512i lut = _mm512_broadcast_i32x4(_mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
   const __m512i low4 = _mm512_set1_epi8(15), zero = _mm512_setzero_si512(), twelve = _mm512_set1_epi8(12);
   /* Activations of four blocks, first halves then second halves (64-bit lanes of the pair of loads). */
-  const __m512i firsts = _mm512_set_epi64(13, 12, 9, 8, 5, 4, 1, 0), seconds = _mm512_set_epi64(15, 14, 11, 10, 7, 6, 3, 2);
   /* Lanes 4k to 4k + 3 take a group's scale q + k. */
   const __m512i quad0 = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0), step = _mm512_set1_epi32(4);
   __m512 acc[Z_ROWS][Z_TILE_T];
@@ -209,15 +210,13 @@ TGT_V void rows_q8_z(const int NT, const int NR, const int8_t *xq, const float *
       __m512 xsv[Z_TILE_T];
       _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
         const int8_t *xp = xq + ((size_t)t * (size_t)nb + (size_t)b) * 32;
-        const __m512i x0 = quad_bytes(xp, n < 2 ? n : 2, 32), x1 = n > 2 ? quad_bytes(xp + 64, n - 2, 32) : zero;
-        xa[t] = _mm512_permutex2var_epi64(x0, firsts, x1);
-        xb[t] = _mm512_permutex2var_epi64(x0, seconds, x1);
+        quad_q8(xp, n, &xa[t], &xb[t]);
         corr[t] = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, twelve, xa[t]), twelve, xb[t]));
         if (NT > 1) xsv[t] = _mm512_permutexvar_ps(idx, xsg[t]);
       }
       _Pragma("GCC unroll 4") for (int i = 0; i < NR; i++) {
         _mm_prefetch((const char *)(pf + (size_t)i * rb + (size_t)b * 16), _MM_HINT_T1);
-        const __m512i qv = quad_bytes(blocks + (size_t)(r + i) * rb + (size_t)b * 16, n, 16);
+        const __m512i qv = quad_blocks(blocks + (size_t)(r + i) * rb + (size_t)b * 16, n);
         const __m512i wa = _mm512_shuffle_epi8(lut, _mm512_and_si512(qv, low4));
         const __m512i wb = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(qv, 4), low4));
         const __m512 wsv = _mm512_permutexvar_ps(idx, wsg[i]);
