@@ -234,6 +234,50 @@ static void check_kernel_q8(const rill_kernels *k, int rows, int nb, int T) {
   free(xq);
 }
 
+#if defined(__x86_64__) || defined(__i386__)
+/* The AVX-512 VNNI table's two MXFP4 × int8 instances (vpshufb, and vpermb where the processor has VBMI): each
+ * through the whole kernel check, and the two bit for bit alike on every shape. */
+static void check_q8_instances(void) {
+  rill_kernels pshufb = *rill_kernels_select(NULL), vbmi = pshufb;
+  pshufb.isa = "avx512vnni/vpshufb";
+  pshufb.gemm_mxfp4_q8 = rill_gemm_mxfp4_q8_avx512_vnni_pshufb;
+  vbmi.isa = "avx512vnni/vpermb";
+  vbmi.gemm_mxfp4_q8 = rill_gemm_mxfp4_q8_avx512_vbmi;
+  const int has_vbmi = __builtin_cpu_supports("avx512vbmi");
+  static const int shapes[][3] = {{1, 1, 1}, {7, 3, 1}, {13, 2, 9}, {5, 90, 2}, {33, 5, 8}, {6, 19, 3}, {5, 33, 5}};
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+    check_kernel_q8(&pshufb, shapes[i][0], shapes[i][1], shapes[i][2]);
+    if (has_vbmi) check_kernel_q8(&vbmi, shapes[i][0], shapes[i][1], shapes[i][2]);
+  }
+  check_decode_q8(&pshufb);
+  if (!has_vbmi) return;
+  check_decode_q8(&vbmi);
+  int differ = 0, total = 0;
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+    const int rows = shapes[i][0], nb = shapes[i][1], T = shapes[i][2], cols = nb * 32;
+    uint8_t *blocks = malloc((size_t)rows * nb * 16), *sc = malloc((size_t)rows * nb);
+    int8_t *xq = malloc((size_t)T * cols);
+    float *xs = malloc(sizeof(float) * (size_t)T * nb), *a = malloc(sizeof(float) * (size_t)T * rows);
+    float *b = malloc(sizeof(float) * (size_t)T * rows);
+    for (int j = 0; j < rows * nb * 16; j++) blocks[j] = (uint8_t)next_u32();
+    for (int j = 0; j < rows * nb; j++) sc[j] = (uint8_t)(1 + next_u32() % 254);
+    for (int j = 0; j < T * cols; j++) xq[j] = (int8_t)(next_u32() % 255 - 127);
+    for (int j = 0; j < T * nb; j++) xs[j] = frand();
+    pshufb.gemm_mxfp4_q8(xq, xs, T, blocks, sc, nb, 0, rows, a, (size_t)rows);
+    vbmi.gemm_mxfp4_q8(xq, xs, T, blocks, sc, nb, 0, rows, b, (size_t)rows);
+    for (int j = 0; j < T * rows; j++, total++) differ += memcmp(&a[j], &b[j], sizeof(float)) != 0;
+    free(blocks);
+    free(sc);
+    free(xq);
+    free(xs);
+    free(a);
+    free(b);
+  }
+  CHECK_MSG(differ == 0, "vpshufb and vpermb instances differ in %d of %d outputs", differ, total);
+  printf("avx512vnni: vpshufb and vpermb MXFP4 x int8 instances equal bit for bit on %d outputs\n", total);
+}
+#endif
+
 /* ---- bad checkpoints ---- */
 
 /* Every tensor of the fixture (the index names them), to be edited and written back as one file. */
@@ -752,6 +796,10 @@ int main(void) {
     }
     check_decode_q8(sets[s]);
   }
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  if (strcmp(sets[2]->isa, "avx512vnni") == 0) check_q8_instances();
+#endif
   snprintf(tmp_root, sizeof tmp_root, "/tmp/rill-gptoss-XXXXXX");
   if (mkdtemp(tmp_root) == NULL) {
     CHECK_MSG(0, "mkdtemp failed");

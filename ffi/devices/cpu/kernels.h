@@ -86,6 +86,11 @@ void rill_gemm_mxfp4_q8_avx2(const int8_t *xq, const float *xs, int T, const uin
                              int nb, int r0, int r1, float *y, size_t ldy);
 void rill_gemm_mxfp4_q8_avx512_vnni(const int8_t *xq, const float *xs, int T, const uint8_t *blocks,
                                     const uint8_t *scales, int nb, int r0, int r1, float *y, size_t ldy);
+/* Its two instances (the table's entry picks one by the processor): nibbles looked up by vpshufb, or by vpermb (VBMI). */
+void rill_gemm_mxfp4_q8_avx512_vnni_pshufb(const int8_t *xq, const float *xs, int T, const uint8_t *blocks,
+                                           const uint8_t *scales, int nb, int r0, int r1, float *y, size_t ldy);
+void rill_gemm_mxfp4_q8_avx512_vbmi(const int8_t *xq, const float *xs, int T, const uint8_t *blocks,
+                                    const uint8_t *scales, int nb, int r0, int r1, float *y, size_t ldy);
 
 
 /* Portable C; always available. */
