@@ -138,6 +138,21 @@ static double peak_rss(void) {
 }
 
 /* Resets VmHWM to the current resident set (Linux: clear_refs 5); 0 on success. */
+/* The share of the process's anonymous memory in transparent huge pages (the weights ask for them; when memory is too
+ * fragmented the kernel falls back to 4 KB pages, and every weight byte streamed costs more), or -1 if unknown. */
+static double huge_page_share(void) {
+  FILE *f = fopen("/proc/self/smaps_rollup", "r");
+  if (f == NULL) return -1.0;
+  char line[256];
+  double anon = -1.0, huge = -1.0;
+  while (fgets(line, sizeof line, f) != NULL) {
+    if (strncmp(line, "Anonymous:", 10) == 0) anon = atof(line + 10);
+    if (strncmp(line, "AnonHugePages:", 14) == 0) huge = atof(line + 14);
+  }
+  fclose(f);
+  return anon > 0.0 && huge >= 0.0 ? huge / anon : -1.0;
+}
+
 static int reset_peak_rss(void) {
   FILE *f = fopen("/proc/self/clear_refs", "w");
   if (f == NULL) return -1;
@@ -320,7 +335,7 @@ int main(int argc, char **argv) {
       return 1;
     }
     double load = now() - t0;
-    const double rss_load = peak_rss();
+    const double rss_load = peak_rss(), huge_share = huge_page_share();
     rill_info info;
     rill_engine_info(e, &info);
     /* Measured next to each precision's run: on a shared machine the bandwidth available drifts. */
@@ -388,9 +403,9 @@ int main(int argc, char **argv) {
     }
     printf("%s: isa %s, threads %d, load %.1f s, weights %.0f MB, streamed %.0f MB/token | read bandwidth %.2f GB/s "
            "(%.2f after) | prefill %d: %.1f tok/s | decode x1: %.2f tok/s (roofline %.2f, %.0f%%) | decode x8: %.2f "
-           "tok/s | loadavg %.2f | peak rss %.2f GB (load %.2f GB)",
+           "tok/s | loadavg %.2f | peak rss %.2f GB (load %.2f GB, %.0f%% in huge pages)",
            dtypes[d], info.isa, info.threads, load, info.weight_bytes / 1e6, per_token / 1e6, bw, bw_after, prompt,
-           mpf, md1, roofline, 100.0 * md1 / roofline, md8, loadavg, rss / 1e9, rss_load / 1e9);
+           mpf, md1, roofline, 100.0 * md1 / roofline, md8, loadavg, rss / 1e9, rss_load / 1e9, 100.0 * huge_share);
     if (long_prompt > 0) printf(" | prefill %d: %.1f tok/s", long_prompt, mpl);
     printf(" | kv %s\n", info.kv_dtype);
     fflush(stdout);

@@ -146,7 +146,23 @@ static void check_kernel(const rill_kernels *k, const rill_kernels *ref_k, int r
 /* Every byte at every position of a block under the extreme scales: activations 1 (low nibble) and 2 (high nibble),
  * exactly representable in int8 (quantize_q8 maps the block's max 2 to 127 and 1 to 63.5 → 64: so the quants are
  * set directly with scale 1), against E2M1 · 2^(s − 127) in double. */
-static void check_decode_q8(const rill_kernels *k) {
+/* The kernel under test: the table's gemm_mxfp4_q8 over blocks as released, or (g16) its gemm_mxfp4_q8_g16 over a
+ * copy regrouped by rill_mxfp4_group16. */
+static void run_q8(const rill_kernels *k, int g16, const int8_t *xq, const float *xs, int T, const uint8_t *blocks,
+                   const uint8_t *sc, int nb, int r0, int r1, float *y, size_t ldy) {
+  if (!g16) {
+    k->gemm_mxfp4_q8(xq, xs, T, blocks, sc, nb, r0, r1, y, ldy);
+    return;
+  }
+  const size_t bytes = (size_t)r1 * (size_t)nb * 16;
+  uint8_t *grouped = malloc(bytes);
+  memcpy(grouped, blocks, bytes);
+  rill_mxfp4_group16(grouped, (size_t)r1, nb);
+  k->gemm_mxfp4_q8_g16(xq, xs, T, grouped, sc, nb, r0, r1, y, ldy);
+  free(grouped);
+}
+
+static void check_decode_q8(const rill_kernels *k, int g16) {
   static const int scales[] = {0, 1, 2, 100, 126, 127, 128, 200, 250, 251, 252, 253, 254};
   enum { NB = 3 };
   uint8_t blocks[NB * 16], sc[NB];
@@ -165,7 +181,7 @@ static void check_decode_q8(const rill_kernels *k) {
       xq[rill_mxfp4_xpos((size_t)(b * 32 + 2 * j + 1))] = 2;
       const double want = ldexp((double)rill_e2m1_values[byte & 15] + 2.0 * rill_e2m1_values[byte >> 4], scales[si] - 127);
       float got = -1.0f;
-      k->gemm_mxfp4_q8(xq, xs, 1, blocks, sc, NB, 0, 1, &got, 1);
+      run_q8(k, g16, xq, xs, 1, blocks, sc, NB, 0, 1, &got, 1);
       checked++;
       /* The int32 sum is exact and its scale a power of two, so the result is exact while every element's product
        * fits fp32; past that, the vector kernels hold the two products in separate lanes, so one may overflow alone
@@ -176,14 +192,14 @@ static void check_decode_q8(const rill_kernels *k) {
       if (!ok && bad++ < 5) fprintf(stderr, "%s q8: byte 0x%02x scale %d: got %g want %g\n", k->isa, byte, scales[si], got, want);
     }
   }
-  CHECK_MSG(bad == 0, "%s q8: %d of %d decodes wrong", k->isa, bad, checked);
-  printf("%s: %d int8-activation MXFP4 decodes exact\n", k->isa, checked);
+  CHECK_MSG(bad == 0, "%s q8%s: %d of %d decodes wrong", k->isa, g16 ? " g16" : "", bad, checked);
+  printf("%s: %d int8-activation MXFP4 decodes exact%s\n", k->isa, checked, g16 ? " (blocks in groups of 16)" : "");
 }
 
 /* Against float64 over the dequantised int8 activations (the kernel's only rounding is fp32 accumulation), against
  * float64 over the unquantised activations (the quantisation error, bounded as 8-bit blocks bound it), batch
  * invariance (a token alone over a mid-matrix row range: the same bits), and quantize_q8 in MXFP4 order. */
-static void check_kernel_q8(const rill_kernels *k, int rows, int nb, int T) {
+static void check_kernel_q8(const rill_kernels *k, int g16, int rows, int nb, int T) {
   const int cols = nb * 32;
   uint8_t *blocks = malloc((size_t)rows * nb * 16), *sc = malloc((size_t)rows * nb);
   float *x = malloc(sizeof(float) * (size_t)T * cols), *y = malloc(sizeof(float) * (size_t)T * rows);
@@ -193,7 +209,7 @@ static void check_kernel_q8(const rill_kernels *k, int rows, int nb, int T) {
   for (int i = 0; i < rows * nb; i++) sc[i] = (uint8_t)(122 + next_u32() % 6);
   for (int i = 0; i < T * cols; i++) x[i] = frand();
   for (int t = 0; t < T; t++) k->quantize_q8(x + (size_t)t * cols, cols, nb, xq + (size_t)t * cols, xs + (size_t)t * nb);
-  k->gemm_mxfp4_q8(xq, xs, T, blocks, sc, nb, 0, rows, y, (size_t)rows);
+  run_q8(k, g16, xq, xs, T, blocks, sc, nb, 0, rows, y, (size_t)rows);
   double worst = 0.0, worst_q = 0.0, mag = 0.0, absdot = 0.0;
   for (int t = 0; t < T; t++) {
     for (int r = 0; r < rows; r++) {
@@ -213,18 +229,20 @@ static void check_kernel_q8(const rill_kernels *k, int rows, int nb, int T) {
       absdot = fmax(absdot, a);
     }
   }
-  CHECK_MSG(worst <= 1e-6 * nb * fmax(absdot, 1.0), "%s q8 %dx%d T=%d: max err %g (Σ|xw| %g)", k->isa, rows, cols, T,
-            worst, absdot);
+  const char *layout = g16 ? " g16" : "";
+  CHECK_MSG(worst <= 1e-6 * nb * fmax(absdot, 1.0), "%s q8%s %dx%d T=%d: max err %g (Σ|xw| %g)", k->isa, layout, rows,
+            cols, T, worst, absdot);
   /* Each quant is within half a step (max|x| / 254) of its value, so the error is under Σ|w| · max|x| / 254, and
    * relative to Σ|x · w| with uniform x well under 1%. */
-  CHECK_MSG(worst_q <= 0.01, "%s q8 %dx%d T=%d: quantisation error %g of Σ|x·w|", k->isa, rows, cols, T, worst_q);
+  CHECK_MSG(worst_q <= 0.01, "%s q8%s %dx%d T=%d: quantisation error %g of Σ|x·w|", k->isa, layout, rows, cols, T,
+            worst_q);
   const int r0 = rows / 3;
   int differ = 0;
   for (int t = 0; t < T; t++) {
-    k->gemm_mxfp4_q8(xq + (size_t)t * cols, xs + (size_t)t * nb, 1, blocks, sc, nb, r0, rows, y1, 1);
+    run_q8(k, g16, xq + (size_t)t * cols, xs + (size_t)t * nb, 1, blocks, sc, nb, r0, rows, y1, 1);
     for (int r = r0; r < rows; r++) differ += memcmp(&y1[r], &y[(size_t)t * rows + r], sizeof(float)) != 0;
   }
-  CHECK_MSG(differ == 0, "%s q8 %dx%d T=%d: %d outputs differ alone", k->isa, rows, cols, T, differ);
+  CHECK_MSG(differ == 0, "%s q8%s %dx%d T=%d: %d outputs differ alone", k->isa, layout, rows, cols, T, differ);
   free(blocks);
   free(sc);
   free(x);
@@ -234,47 +252,59 @@ static void check_kernel_q8(const rill_kernels *k, int rows, int nb, int T) {
   free(xq);
 }
 
+/* Shapes of the int8-activation kernels (rows, blocks, tokens): partial scale groups and quads, and for the grouped
+ * layout one group, a partial one, several and a partial last. */
+static const int q8_shapes[][3] = {{1, 1, 1},  {7, 3, 1},  {13, 2, 9}, {5, 90, 2}, {33, 5, 8}, {16, 4, 17},
+                                   {3, 7, 4},  {6, 19, 3}, {5, 33, 5}, {4, 16, 3}, {3, 48, 6}, {9, 17, 1}};
+#define Q8_SHAPES (sizeof q8_shapes / sizeof q8_shapes[0])
+
 #if defined(__x86_64__) || defined(__i386__)
-/* The AVX-512 VNNI table's two MXFP4 × int8 instances (vpshufb, and vpermb where the processor has VBMI): each
- * through the whole kernel check, and the two bit for bit alike on every shape. */
+/* The AVX-512 VNNI table's instances of both layouts (vpshufb, and vpermb where the processor has VBMI): each through
+ * the whole kernel check, and each pair bit for bit alike on every shape. */
 static void check_q8_instances(void) {
   rill_kernels pshufb = *rill_kernels_select(NULL), vbmi = pshufb;
   pshufb.isa = "avx512vnni/vpshufb";
   pshufb.gemm_mxfp4_q8 = rill_gemm_mxfp4_q8_avx512_vnni_pshufb;
+  pshufb.gemm_mxfp4_q8_g16 = rill_gemm_mxfp4_q8_g16_avx512_vnni_pshufb;
   vbmi.isa = "avx512vnni/vpermb";
   vbmi.gemm_mxfp4_q8 = rill_gemm_mxfp4_q8_avx512_vbmi;
+  vbmi.gemm_mxfp4_q8_g16 = rill_gemm_mxfp4_q8_g16_avx512_vbmi;
   const int has_vbmi = __builtin_cpu_supports("avx512vbmi");
-  static const int shapes[][3] = {{1, 1, 1}, {7, 3, 1}, {13, 2, 9}, {5, 90, 2}, {33, 5, 8}, {6, 19, 3}, {5, 33, 5}};
-  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-    check_kernel_q8(&pshufb, shapes[i][0], shapes[i][1], shapes[i][2]);
-    if (has_vbmi) check_kernel_q8(&vbmi, shapes[i][0], shapes[i][1], shapes[i][2]);
+  for (int g16 = 0; g16 < 2; g16++) {
+    for (size_t i = 0; i < Q8_SHAPES; i++) {
+      check_kernel_q8(&pshufb, g16, q8_shapes[i][0], q8_shapes[i][1], q8_shapes[i][2]);
+      if (has_vbmi) check_kernel_q8(&vbmi, g16, q8_shapes[i][0], q8_shapes[i][1], q8_shapes[i][2]);
+    }
+    check_decode_q8(&pshufb, g16);
+    if (has_vbmi) check_decode_q8(&vbmi, g16);
   }
-  check_decode_q8(&pshufb);
   if (!has_vbmi) return;
-  check_decode_q8(&vbmi);
   int differ = 0, total = 0;
-  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-    const int rows = shapes[i][0], nb = shapes[i][1], T = shapes[i][2], cols = nb * 32;
-    uint8_t *blocks = malloc((size_t)rows * nb * 16), *sc = malloc((size_t)rows * nb);
-    int8_t *xq = malloc((size_t)T * cols);
-    float *xs = malloc(sizeof(float) * (size_t)T * nb), *a = malloc(sizeof(float) * (size_t)T * rows);
-    float *b = malloc(sizeof(float) * (size_t)T * rows);
-    for (int j = 0; j < rows * nb * 16; j++) blocks[j] = (uint8_t)next_u32();
-    for (int j = 0; j < rows * nb; j++) sc[j] = (uint8_t)(1 + next_u32() % 254);
-    for (int j = 0; j < T * cols; j++) xq[j] = (int8_t)(next_u32() % 255 - 127);
-    for (int j = 0; j < T * nb; j++) xs[j] = frand();
-    pshufb.gemm_mxfp4_q8(xq, xs, T, blocks, sc, nb, 0, rows, a, (size_t)rows);
-    vbmi.gemm_mxfp4_q8(xq, xs, T, blocks, sc, nb, 0, rows, b, (size_t)rows);
-    for (int j = 0; j < T * rows; j++, total++) differ += memcmp(&a[j], &b[j], sizeof(float)) != 0;
-    free(blocks);
-    free(sc);
-    free(xq);
-    free(xs);
-    free(a);
-    free(b);
+  for (int g16 = 0; g16 < 2; g16++) {
+    for (size_t i = 0; i < Q8_SHAPES; i++) {
+      const int rows = q8_shapes[i][0], nb = q8_shapes[i][1], T = q8_shapes[i][2], cols = nb * 32;
+      uint8_t *blocks = malloc((size_t)rows * nb * 16), *sc = malloc((size_t)rows * nb);
+      int8_t *xq = malloc((size_t)T * cols);
+      float *xs = malloc(sizeof(float) * (size_t)T * nb), *a = malloc(sizeof(float) * (size_t)T * rows);
+      float *b = malloc(sizeof(float) * (size_t)T * rows);
+      for (int j = 0; j < rows * nb * 16; j++) blocks[j] = (uint8_t)next_u32();
+      for (int j = 0; j < rows * nb; j++) sc[j] = (uint8_t)(1 + next_u32() % 254);
+      for (int j = 0; j < T * cols; j++) xq[j] = (int8_t)(next_u32() % 255 - 127);
+      for (int j = 0; j < T * nb; j++) xs[j] = frand();
+      run_q8(&pshufb, g16, xq, xs, T, blocks, sc, nb, 0, rows, a, (size_t)rows);
+      run_q8(&vbmi, g16, xq, xs, T, blocks, sc, nb, 0, rows, b, (size_t)rows);
+      for (int j = 0; j < T * rows; j++, total++) differ += memcmp(&a[j], &b[j], sizeof(float)) != 0;
+      free(blocks);
+      free(sc);
+      free(xq);
+      free(xs);
+      free(a);
+      free(b);
+    }
   }
   CHECK_MSG(differ == 0, "vpshufb and vpermb instances differ in %d of %d outputs", differ, total);
-  printf("avx512vnni: vpshufb and vpermb MXFP4 x int8 instances equal bit for bit on %d outputs\n", total);
+  printf("avx512vnni: vpshufb and vpermb MXFP4 x int8 instances equal bit for bit on %d outputs (both layouts)\n",
+         total);
 }
 #endif
 
@@ -792,9 +822,14 @@ int main(void) {
                                     {33, 5, 8}, {16, 4, 17}, {3, 7, 4},  {6, 19, 3}, {5, 33, 5}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
       check_kernel(sets[s], sets[0], shapes[i][0], shapes[i][1], shapes[i][2]);
-      check_kernel_q8(sets[s], shapes[i][0], shapes[i][1], shapes[i][2]);
     }
-    check_decode_q8(sets[s]);
+    for (int g16 = 0; g16 < 2; g16++) {
+      if (g16 && sets[s]->gemm_mxfp4_q8_g16 == NULL) continue;
+      for (size_t i = 0; i < Q8_SHAPES; i++) {
+        check_kernel_q8(sets[s], g16, q8_shapes[i][0], q8_shapes[i][1], q8_shapes[i][2]);
+      }
+      check_decode_q8(sets[s], g16);
+    }
   }
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();

@@ -44,6 +44,23 @@ void rill_gemm_mxfp4_q8_portable(const int8_t *xq, const float *xs, int T, const
   }
 }
 
+/* In place, each row's blocks regrouped: per group of 16 blocks (the last may hold fewer, n), dword j (bytes
+ * [4j, 4j + 4)) of each block k in the group at group offset 4 · n · j + 4k, so one 64-byte load holds the same dword
+ * of all 16 blocks. The same bytes and scales, only their order within a group changes. */
+void rill_mxfp4_group16(uint8_t *blocks, size_t rows, int nb) {
+  uint8_t tmp[16 * 16];
+  for (size_t r = 0; r < rows; r++) {
+    for (int g = 0; g < nb; g += 16) {
+      const int n = nb - g < 16 ? nb - g : 16;
+      uint8_t *p = blocks + (r * (size_t)nb + (size_t)g) * 16;
+      memcpy(tmp, p, (size_t)n * 16);
+      for (int j = 0; j < 4; j++) {
+        for (int k = 0; k < n; k++) memcpy(p + 4 * n * j + 4 * k, tmp + 16 * k + 4 * j, 4);
+      }
+    }
+  }
+}
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
@@ -196,6 +213,28 @@ TGT_V __m512i quad_blocks(const uint8_t *p, int n) {
 #define Z_FN(name) name##_q8_vbmi
 #include "mxfp4_q8_z.h"
 
+/* ---- AVX-512 VNNI over experts in groups of 16 blocks (rill_mxfp4_group16) ---- */
+typedef struct g16_prepped {
+  __m512i xl[4], xh[4], off;
+} g16_prepped;
+#define G16_PREP_BYTES 65536
+_Static_assert((RILL_MXFP4_G16_MAX_BLOCKS + 15) / 16 * sizeof(g16_prepped) <= G16_PREP_BYTES,
+               "one token's prepared groups fit the scratch");
+#undef Z_VBMI
+#undef Z_TGT
+#undef Z_FN
+#define Z_VBMI 0
+#define Z_TGT TGT_V
+#define Z_FN(name) name##_pshufb
+#include "mxfp4_q8_g16.h"
+#undef Z_VBMI
+#undef Z_TGT
+#undef Z_FN
+#define Z_VBMI 1
+#define Z_TGT TGT_VB
+#define Z_FN(name) name##_vbmi
+#include "mxfp4_q8_g16.h"
+
 TGT_V_FN void rill_gemm_mxfp4_q8_avx512_vnni_pshufb(const int8_t *xq, const float *xs, int T, const uint8_t *blocks,
                                                     const uint8_t *scales, int nb, int r0, int r1, float *y,
                                                     size_t ldy) {
@@ -220,5 +259,22 @@ void rill_gemm_mxfp4_q8_avx512_vnni(const int8_t *xq, const float *xs, int T, co
                                     const uint8_t *scales, int nb, int r0, int r1, float *y, size_t ldy) {
   (have_vbmi ? rill_gemm_mxfp4_q8_avx512_vbmi : rill_gemm_mxfp4_q8_avx512_vnni_pshufb)(xq, xs, T, blocks, scales, nb,
                                                                                        r0, r1, y, ldy);
+}
+
+TGT_V_FN void rill_gemm_mxfp4_q8_g16_avx512_vnni_pshufb(const int8_t *xq, const float *xs, int T, const uint8_t *blocks,
+                                                        const uint8_t *scales, int nb, int r0, int r1, float *y,
+                                                        size_t ldy) {
+  gemm_g16_pshufb(xq, xs, T, blocks, scales, nb, r0, r1, y, ldy);
+}
+
+TGT_VB_FN void rill_gemm_mxfp4_q8_g16_avx512_vbmi(const int8_t *xq, const float *xs, int T, const uint8_t *blocks,
+                                                  const uint8_t *scales, int nb, int r0, int r1, float *y, size_t ldy) {
+  gemm_g16_vbmi(xq, xs, T, blocks, scales, nb, r0, r1, y, ldy);
+}
+
+void rill_gemm_mxfp4_q8_g16_avx512_vnni(const int8_t *xq, const float *xs, int T, const uint8_t *blocks,
+                                        const uint8_t *scales, int nb, int r0, int r1, float *y, size_t ldy) {
+  (have_vbmi ? rill_gemm_mxfp4_q8_g16_avx512_vbmi : rill_gemm_mxfp4_q8_g16_avx512_vnni_pshufb)(
+      xq, xs, T, blocks, scales, nb, r0, r1, y, ldy);
 }
 #endif

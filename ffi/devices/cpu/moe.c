@@ -122,7 +122,7 @@ static void expert_rows(const moe_job *j, const rill_mxfp4_experts *m, const flo
   const int e = t->expert, p0 = j->s->offset[e], n = j->s->offset[e + 1] - p0;
   float *y = out + (size_t)p0 * ldout;
   if (j->s->int8_activations) {
-    j->k->gemm_mxfp4_q8(inq + (size_t)p0 * ldin, ins + (size_t)p0 * (size_t)m->nblocks, n, rill_mxfp4_blocks_of(m, e),
+    (m->group16 ? j->k->gemm_mxfp4_q8_g16 : j->k->gemm_mxfp4_q8)(inq + (size_t)p0 * ldin, ins + (size_t)p0 * (size_t)m->nblocks, n, rill_mxfp4_blocks_of(m, e),
                         rill_mxfp4_scales_of(m, e), m->nblocks, t->r0, t->r1, y, ldout);
   } else {
     j->k->gemm_mxfp4(in + (size_t)p0 * ldin, ldin, n, rill_mxfp4_blocks_of(m, e), rill_mxfp4_scales_of(m, e),
