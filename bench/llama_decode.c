@@ -14,7 +14,7 @@
  * bench_decode's: token j of stream i is ((context + j) · 7919 + i · 104729) mod vocab, whatever the model predicts.
  * The second form writes the logits of every position of the prompt TOKEN... as float32 rows to OUT.f32.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE
 
 #include <stdint.h>
 #include <stdio.h>
@@ -22,6 +22,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../ffi/bench/read_bandwidth.h"
 #include "ggml-backend.h"
 #include "ggml.h"
 #include "llama.h"
@@ -144,6 +145,9 @@ int main(int argc, char **argv) {
   ggml_backend_load_all_from_path(libdir);
   llama_backend_init();
 
+  /* The bandwidth this run had, measured as bench_decode measures rill's: before the load (so the probe's buffer is not
+   * in the peak resident memory) and again at the end. */
+  const double bw = logits_out != NULL ? 0.0 : read_bandwidth(threads);
   struct llama_model_params mp = llama_model_default_params();
   double t0 = now();
   struct llama_model *model = llama_model_load_from_file(path, mp);
@@ -254,10 +258,12 @@ int main(int argc, char **argv) {
   }
   routes.active = 0;
   const int layers = llama_model_n_layer(model);
-  printf("llama.cpp: threads %d, load %.2f s | prefill %d: %.1f tok/s | prefill %d: %.1f tok/s | decode x1: %.2f tok/s "
-         "| decode x8: %.2f tok/s | x8 experts read %.2f per layer per step | peak rss %.2f GB\n",
-         threads, load, prompt, median(pf, reps), long_prompt, pl[0], median(d1, reps), median(d8, reps),
-         (double)routes.distinct / ((double)steps * layers), peak_rss() / 1e9);
+  const double rss = peak_rss(), bw_after = read_bandwidth(threads);
+  printf("llama.cpp: threads %d, load %.2f s | read bandwidth %.2f GB/s (%.2f after) | prefill %d: %.1f tok/s | "
+         "prefill %d: %.1f tok/s | decode x1: %.2f tok/s | decode x8: %.2f tok/s | x8 experts read %.2f per layer per "
+         "step | peak rss %.2f GB\n",
+         threads, load, bw, bw_after, prompt, median(pf, reps), long_prompt, pl[0], median(d1, reps), median(d8, reps),
+         (double)routes.distinct / ((double)steps * layers), rss / 1e9);
   llama_batch_free(b);
   llama_free(ctx);
   llama_model_free(model);
