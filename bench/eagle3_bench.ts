@@ -42,7 +42,7 @@ const QUESTIONS = [
   "How many grams is 3 kg?",
   "What is 64 km in miles?",
 ];
-const PASSES = 5;
+const PASSES = 15;
 const ROUNDS_PER_PASS = 2;
 
 type Method =
