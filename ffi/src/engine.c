@@ -392,20 +392,10 @@ static rill_status engine_create(const char *model_dir, const rill_options *o, r
     rill_engine_destroy(e);
     return set_global(s, "out of memory for step buffers (max_batch_tokens %d)", e->lim.max_batch_tokens);
   }
-  /* dtype int8 takes 8-bit activations into the MXFP4 experts too (moe.h), where kernels that have one read them
-   * regrouped in 16 blocks (cpu/kernels_mxfp4_q8.c): done here, once, on the CPU device's own copy. */
+  /* dtype int8 takes 8-bit activations into the MXFP4 experts too (moe.h), regrouped once here, on the CPU device's
+   * own copy, where its kernels read them so. */
   e->moe.int8_activations = wt == RILL_W_INT8;
-  if (e->moe.int8_activations && e->k->gemm_mxfp4_q8_g16 != NULL) {
-    for (int l = 0; l < e->w.num_layers; l++) {
-      rill_layer_weights *L = &e->w.layers[l];
-      rill_mxfp4_experts *parts[2] = {&L->experts_gate_up, &L->experts_down};
-      for (int i = 0; i < 2; i++) {
-        if (parts[i]->blocks != NULL && parts[i]->nblocks <= RILL_MXFP4_G16_MAX_BLOCKS) {
-          rill_mxfp4_experts_group16(parts[i], rill_mxfp4_group16, e->pool);
-        }
-      }
-    }
-  }
+  if (e->moe.int8_activations) rill_moe_regroup_experts(&e->w, e->k, e->pool);
 
   fill_info(e, threads);
   e->info.weight_bytes = (int64_t)e->w.bytes;

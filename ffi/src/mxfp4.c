@@ -111,29 +111,6 @@ rill_status rill_mxfp4_experts_load(const rill_checkpoint *ck, const char *prefi
   return RILL_OK;
 }
 
-typedef struct group_job {
-  rill_mxfp4_experts *m;
-  void (*regroup)(uint8_t *blocks, size_t rows, int nb);
-  size_t rows;
-} group_job;
-
-/* Rows per regrouping task. */
-#define GROUP_ROWS 4096
-
-static void group_task(void *ctx, int64_t task, int thread) {
-  (void)thread;
-  const group_job *j = ctx;
-  const size_t r0 = (size_t)task * GROUP_ROWS, n = j->rows - r0 < GROUP_ROWS ? j->rows - r0 : GROUP_ROWS;
-  j->regroup(j->m->blocks + r0 * (size_t)j->m->nblocks * 16, n, j->m->nblocks);
-}
-
-void rill_mxfp4_experts_group16(rill_mxfp4_experts *m, void (*regroup)(uint8_t *blocks, size_t rows, int nb),
-                                rill_pool *pool) {
-  group_job j = {.m = m, .regroup = regroup, .rows = (size_t)m->experts * (size_t)m->rows};
-  rill_pool_run(pool, group_task, &j, (int64_t)((j.rows + GROUP_ROWS - 1) / GROUP_ROWS));
-  m->group16 = 1;
-}
-
 void rill_mxfp4_experts_free(rill_mxfp4_experts *m) {
   rill_weights_free(m->blocks, m->blocks_mapped);
   rill_weights_free(m->scales, m->scales_mapped);

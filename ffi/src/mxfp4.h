@@ -21,8 +21,8 @@ typedef struct rill_mxfp4_experts {
   uint8_t *scales; /* [experts][rows][nblocks] */
   float *bias;     /* [experts][rows] */
   size_t blocks_mapped, scales_mapped;
-  /* 1 once rill_mxfp4_experts_group16 has regrouped the blocks for the CPU kernels' gemm_mxfp4_q8_g16; else as
-   * released. */
+  /* 1 once the CPU device has regrouped the blocks for its kernels' gemm_mxfp4_q8_g16 (cpu/moe.h
+   * rill_moe_regroup_experts); else as released. */
   int32_t group16;
 } rill_mxfp4_experts;
 
@@ -33,10 +33,6 @@ rill_status rill_mxfp4_experts_check(const rill_checkpoint *ck, const char *ck_n
 /* Copies checked tensors into m (copies spread over the pool); a scale byte of 255 (NaN in E8M0) is RILL_ERR_MODEL. */
 rill_status rill_mxfp4_experts_load(const rill_checkpoint *ck, const char *prefix, int32_t experts, int32_t rows,
                                     int32_t cols, rill_pool *pool, rill_mxfp4_experts *m, char *err, size_t err_cap);
-/* Regroups every row's blocks in place with regroup (cpu/kernels.h rill_mxfp4_group16), rows spread over the pool,
- * and sets group16. */
-void rill_mxfp4_experts_group16(rill_mxfp4_experts *m, void (*regroup)(uint8_t *blocks, size_t rows, int nb),
-                                rill_pool *pool);
 void rill_mxfp4_experts_free(rill_mxfp4_experts *m);
 size_t rill_mxfp4_experts_bytes(const rill_mxfp4_experts *m);
 

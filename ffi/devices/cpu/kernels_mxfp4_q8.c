@@ -201,17 +201,23 @@ TGT_V __m512i quad_blocks(const uint8_t *p, int n) {
   return bytes >= 64 ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi8(((__mmask64)1 << bytes) - 1u, p);
 }
 
-#define Z_VBMI 0
-#define Z_TGT TGT_V
-#define Z_FN(name) name##_q8_pshufb
-#include "mxfp4_q8_z.h"
-#undef Z_VBMI
-#undef Z_TGT
-#undef Z_FN
-#define Z_VBMI 1
-#define Z_TGT TGT_VB
-#define Z_FN(name) name##_q8_vbmi
-#include "mxfp4_q8_z.h"
+/* The weights of a row's 64 bytes, looked up from the table of w + 12: *wa those of the low nibbles, *wb of the high
+ * ones. vpshufb reads an index's low 4 bits (and zeroes where bit 7 is set), so both nibbles are masked; vpermb (VBMI)
+ * reads the low 6 bits, so with the table repeated four times neither needs masking (the high one is shifted down,
+ * the bits above it ignored). The same table entries either way, so the same bits. */
+#define NIBBLE_LUT _mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0)
+
+TGT_V void nibbles_pshufb(__m512i qv, __m512i *wa, __m512i *wb) {
+  const __m512i lut = _mm512_broadcast_i32x4(NIBBLE_LUT), low4 = _mm512_set1_epi8(15);
+  *wa = _mm512_shuffle_epi8(lut, _mm512_and_si512(qv, low4));
+  *wb = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(qv, 4), low4));
+}
+
+TGT_VB void nibbles_vbmi(__m512i qv, __m512i *wa, __m512i *wb) {
+  const __m512i lut = _mm512_broadcast_i32x4(NIBBLE_LUT);
+  *wa = _mm512_permutexvar_epi8(qv, lut);
+  *wb = _mm512_permutexvar_epi8(_mm512_srli_epi16(qv, 4), lut);
+}
 
 /* ---- AVX-512 VNNI over experts in groups of 16 blocks (rill_mxfp4_group16) ---- */
 typedef struct g16_prepped {
@@ -220,30 +226,31 @@ typedef struct g16_prepped {
 #define G16_PREP_BYTES 65536
 _Static_assert((RILL_MXFP4_G16_MAX_BLOCKS + 15) / 16 * sizeof(g16_prepped) <= G16_PREP_BYTES,
                "one token's prepared groups fit the scratch");
-#undef Z_VBMI
-#undef Z_TGT
-#undef Z_FN
-#define Z_VBMI 0
+
+/* Both layouts' kernels, once per lookup. */
 #define Z_TGT TGT_V
+#define Z_NIBBLES nibbles_pshufb
 #define Z_FN(name) name##_pshufb
+#include "mxfp4_q8_z.h"
 #include "mxfp4_q8_g16.h"
-#undef Z_VBMI
 #undef Z_TGT
+#undef Z_NIBBLES
 #undef Z_FN
-#define Z_VBMI 1
 #define Z_TGT TGT_VB
+#define Z_NIBBLES nibbles_vbmi
 #define Z_FN(name) name##_vbmi
+#include "mxfp4_q8_z.h"
 #include "mxfp4_q8_g16.h"
 
 TGT_V_FN void rill_gemm_mxfp4_q8_avx512_vnni_pshufb(const int8_t *xq, const float *xs, int T, const uint8_t *blocks,
                                                     const uint8_t *scales, int nb, int r0, int r1, float *y,
                                                     size_t ldy) {
-  gemm_q8_pshufb(xq, xs, T, blocks, scales, nb, r0, r1, y, ldy);
+  gemm_pshufb(xq, xs, T, blocks, scales, nb, r0, r1, y, ldy);
 }
 
 TGT_VB_FN void rill_gemm_mxfp4_q8_avx512_vbmi(const int8_t *xq, const float *xs, int T, const uint8_t *blocks,
                                               const uint8_t *scales, int nb, int r0, int r1, float *y, size_t ldy) {
-  gemm_q8_vbmi(xq, xs, T, blocks, scales, nb, r0, r1, y, ldy);
+  gemm_vbmi(xq, xs, T, blocks, scales, nb, r0, r1, y, ldy);
 }
 
 /* The table's entry takes the vpermb instance where the processor has VBMI (decided once, at load), else the

@@ -12,6 +12,31 @@
 #define MOE_ROW_ALIGN 16
 
 
+/* Rows per regrouping task. */
+#define GROUP_ROWS 4096
+
+static void group_task(void *ctx, int64_t task, int thread) {
+  (void)thread;
+  rill_mxfp4_experts *m = ctx;
+  const size_t rows = (size_t)m->experts * (size_t)m->rows, r0 = (size_t)task * GROUP_ROWS;
+  rill_mxfp4_group16(m->blocks + r0 * (size_t)m->nblocks * 16, rows - r0 < GROUP_ROWS ? rows - r0 : GROUP_ROWS,
+                     m->nblocks);
+}
+
+void rill_moe_regroup_experts(rill_model_weights *w, const rill_kernels *k, rill_pool *pool) {
+  if (k->gemm_mxfp4_q8_g16 == NULL) return;
+  for (int l = 0; l < w->num_layers; l++) {
+    rill_mxfp4_experts *parts[2] = {&w->layers[l].experts_gate_up, &w->layers[l].experts_down};
+    for (int i = 0; i < 2; i++) {
+      rill_mxfp4_experts *m = parts[i];
+      if (m->blocks == NULL || m->nblocks > RILL_MXFP4_G16_MAX_BLOCKS) continue;
+      const size_t rows = (size_t)m->experts * (size_t)m->rows;
+      rill_pool_run(pool, group_task, m, (int64_t)((rows + GROUP_ROWS - 1) / GROUP_ROWS));
+      m->group16 = 1;
+    }
+  }
+}
+
 rill_status rill_moe_scratch_alloc(rill_moe_scratch *s, const rill_model_config *c, int32_t max_tokens) {
   memset(s, 0, sizeof *s);
   const size_t E = (size_t)c->num_experts, K = (size_t)c->experts_per_tok, H = (size_t)c->hidden_size;
@@ -122,8 +147,9 @@ static void expert_rows(const moe_job *j, const rill_mxfp4_experts *m, const flo
   const int e = t->expert, p0 = j->s->offset[e], n = j->s->offset[e + 1] - p0;
   float *y = out + (size_t)p0 * ldout;
   if (j->s->int8_activations) {
-    (m->group16 ? j->k->gemm_mxfp4_q8_g16 : j->k->gemm_mxfp4_q8)(inq + (size_t)p0 * ldin, ins + (size_t)p0 * (size_t)m->nblocks, n, rill_mxfp4_blocks_of(m, e),
-                        rill_mxfp4_scales_of(m, e), m->nblocks, t->r0, t->r1, y, ldout);
+    __typeof__(j->k->gemm_mxfp4_q8) gemm = m->group16 ? j->k->gemm_mxfp4_q8_g16 : j->k->gemm_mxfp4_q8;
+    gemm(inq + (size_t)p0 * ldin, ins + (size_t)p0 * (size_t)m->nblocks, n, rill_mxfp4_blocks_of(m, e),
+         rill_mxfp4_scales_of(m, e), m->nblocks, t->r0, t->r1, y, ldout);
   } else {
     j->k->gemm_mxfp4(in + (size_t)p0 * ldin, ldin, n, rill_mxfp4_blocks_of(m, e), rill_mxfp4_scales_of(m, e),
                      m->nblocks, t->r0, t->r1, y, ldout);

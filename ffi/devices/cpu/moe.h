@@ -46,6 +46,10 @@ typedef struct rill_moe_scratch {
   int32_t max_tasks;
 } rill_moe_scratch;
 
+/* With int8 activations, where the kernels have gemm_mxfp4_q8_g16: regroups every MoE layer's experts in place
+ * (rill_mxfp4_group16, rows spread over the pool) and marks them group16, so rill_moe_forward reads them that way.
+ * Experts whose rows are wider than RILL_MXFP4_G16_MAX_BLOCKS stay as released. */
+void rill_moe_regroup_experts(rill_model_weights *w, const rill_kernels *k, rill_pool *pool);
 rill_status rill_moe_scratch_alloc(rill_moe_scratch *s, const rill_model_config *c, int32_t max_tokens);
 void rill_moe_scratch_free(rill_moe_scratch *s);
 

@@ -1,7 +1,7 @@
 /*
  * The AVX-512 VNNI MXFP4 × int8 kernel over experts regrouped by rill_mxfp4_group16 (kernels_mxfp4_q8.c describes the
- * layout), included there once per way of looking the nibbles up, like mxfp4_q8_z.h: define Z_VBMI, Z_TGT and Z_FN
- * first. No include guard: meant to be included twice.
+ * layout), included there once per way of looking the nibbles up, like mxfp4_q8_z.h: define Z_TGT, Z_NIBBLES and
+ * Z_FN first. No include guard: meant to be included twice.
  *
  * Int32 lane k of every product belongs to block k of a group of 16, so a group costs per (row, token) eight vpdpbusd
  * into one register, one conversion and one fused multiply-add, where the release layout's four lanes per block cost
@@ -37,10 +37,6 @@ Z_TGT void Z_FN(prep_g16)(const int8_t *xq, int nb, g16_prepped *p) {
 Z_TGT void Z_FN(rows_g16)(const int NT, const int NR, const g16_prepped *px, int ngroups, const float *xs, int nb,
                           const uint8_t *blocks, const uint8_t *scales, int r, int r1, float *y, size_t ldy) {
   const size_t rb = (size_t)nb * 16;
-  const __m512i lut = _mm512_broadcast_i32x4(_mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
-#if !Z_VBMI
-  const __m512i low4 = _mm512_set1_epi8(15);
-#endif
   __m512 acc[Z_ROWS][Z_TILE_T];
   _Pragma("GCC unroll 4") for (int i = 0; i < NR; i++) {
     _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[i][t] = _mm512_setzero_ps();
@@ -65,13 +61,8 @@ Z_TGT void Z_FN(rows_g16)(const int NT, const int NR, const g16_prepped *px, int
         const uint8_t *gp = blocks + (size_t)(r + i) * rb + (size_t)g * 16;
         _mm_prefetch((const char *)(pf + (size_t)i * rb + (size_t)g * 16 + (size_t)j * 64), _MM_HINT_T1);
         const __m512i qv = _mm512_maskz_loadu_epi8(vm, gp + (size_t)(4 * ng * j));
-        const __m512i hv = _mm512_srli_epi16(qv, 4);
-#if Z_VBMI
-        const __m512i wa = _mm512_permutexvar_epi8(qv, lut), wb = _mm512_permutexvar_epi8(hv, lut);
-#else
-        const __m512i wa = _mm512_shuffle_epi8(lut, _mm512_and_si512(qv, low4));
-        const __m512i wb = _mm512_shuffle_epi8(lut, _mm512_and_si512(hv, low4));
-#endif
+        __m512i wa, wb;
+        Z_NIBBLES(qv, &wa, &wb);
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
           const g16_prepped *p = px + (size_t)t * (size_t)ngroups + (size_t)gi;
           d[i][t] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(d[i][t], wa, p->xl[j]), wb, p->xh[j]);

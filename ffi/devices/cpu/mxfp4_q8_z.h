@@ -1,18 +1,12 @@
 /*
- * The AVX-512 VNNI MXFP4 × int8 tile and its driver (described in kernels_mxfp4_q8.c), included there once per way of
- * looking the nibbles up. Before including, define Z_VBMI (0 or 1), Z_TGT (the always-inline target attribute: with
- * avx512vbmi when Z_VBMI is 1) and Z_FN(name) (the instance's names). No include guard: meant to be included twice.
+ * The AVX-512 VNNI MXFP4 × int8 tile and its driver over experts as released (described in kernels_mxfp4_q8.c),
+ * included there once per way of looking the nibbles up. Before including, define Z_TGT (the always-inline target
+ * attribute), Z_NIBBLES (the lookup, nibbles_pshufb or nibbles_vbmi) and Z_FN(name) (the instance's names). No include
+ * guard: meant to be included twice.
  */
-/* Z_VBMI: 1 to look the nibbles up with vpermb, which reads only each index's low 6 bits, so with the 16-entry table
- * repeated four times neither nibble needs masking (the high one is shifted down, the bits above it ignored); 0 for
- * vpshufb, which needs both masked. The same table entries either way, so the same bits. */
-Z_TGT void Z_FN(rows)(const int NT, const int NR, const int8_t *xq, const float *xs, int nb,
-                      const uint8_t *blocks, const uint8_t *scales, int r, int r1, float *y, size_t ldy) {
+Z_TGT void Z_FN(rows)(const int NT, const int NR, const int8_t *xq, const float *xs, int nb, const uint8_t *blocks,
+                      const uint8_t *scales, int r, int r1, float *y, size_t ldy) {
   const size_t rb = (size_t)nb * 16;
-  const __m512i lut = _mm512_broadcast_i32x4(_mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
-#if !Z_VBMI
-  const __m512i low4 = _mm512_set1_epi8(15);
-#endif
   const __m512i zero = _mm512_setzero_si512(), twelve = _mm512_set1_epi8(12);
   /* Activations of four blocks, first halves then second halves (64-bit lanes of the pair of loads). */
   /* Lanes 4k to 4k + 3 take a group's scale q + k. */
@@ -46,13 +40,8 @@ Z_TGT void Z_FN(rows)(const int NT, const int NR, const int8_t *xq, const float 
       _Pragma("GCC unroll 4") for (int i = 0; i < NR; i++) {
         _mm_prefetch((const char *)(pf + (size_t)i * rb + (size_t)b * 16), _MM_HINT_T1);
         const __m512i qv = quad_blocks(blocks + (size_t)(r + i) * rb + (size_t)b * 16, n);
-        const __m512i hv = _mm512_srli_epi16(qv, 4);
-#if Z_VBMI
-        const __m512i wa = _mm512_permutexvar_epi8(qv, lut), wb = _mm512_permutexvar_epi8(hv, lut);
-#else
-        const __m512i wa = _mm512_shuffle_epi8(lut, _mm512_and_si512(qv, low4));
-        const __m512i wb = _mm512_shuffle_epi8(lut, _mm512_and_si512(hv, low4));
-#endif
+        __m512i wa, wb;
+        Z_NIBBLES(qv, &wa, &wb);
         const __m512 wsv = _mm512_permutexvar_ps(idx, wsg[i]);
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
           const __m512i d = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(corr[t], wa, xa[t]), wb, xb[t]);
