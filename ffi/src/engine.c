@@ -392,10 +392,11 @@ static rill_status engine_create(const char *model_dir, const rill_options *o, r
     rill_engine_destroy(e);
     return set_global(s, "out of memory for step buffers (max_batch_tokens %d)", e->lim.max_batch_tokens);
   }
-  /* dtype int8 takes 8-bit activations into the MXFP4 experts too (moe.h), regrouped once here, on the CPU device's
-   * own copy, where its kernels read them so. */
+  /* dtype int8 takes 8-bit activations into the MXFP4 experts too (moe.h). The experts and the int8 matrices are
+   * regrouped once here, on the CPU device's own copy, where the table's kernels read them so. */
   e->moe.int8_activations = wt == RILL_W_INT8;
   if (e->moe.int8_activations) rill_moe_regroup_experts(&e->w, e->k, e->pool);
+  if (wt == RILL_W_INT8 && e->k->gemm_q8_g16 != NULL) rill_model_weights_group16(&e->w, e->pool);
 
   fill_info(e, threads);
   e->info.weight_bytes = (int64_t)e->w.bytes;

@@ -150,6 +150,19 @@ rill_status rill_matrix_load(rill_matrix *m, rill_wtype type, const rill_tensor 
   return RILL_OK;
 }
 
+static void group_task(void *ctx, int64_t task, int thread) {
+  (void)thread;
+  rill_matrix *m = ctx;
+  const int64_t r0 = task * LOAD_ROWS, r1 = r0 + LOAD_ROWS < m->rows ? r0 + LOAD_ROWS : m->rows;
+  for (int64_t r = r0; r < r1; r++) rill_q8_group16((int8_t *)m->data + (size_t)r * m->ld, m->nblocks);
+}
+
+void rill_matrix_group16(rill_matrix *m, rill_pool *pool) {
+  if (m->type != RILL_W_INT8 || m->group16 || m->data == NULL || m->nblocks > RILL_Q8_G16_MAX_BLOCKS) return;
+  rill_pool_run(pool, group_task, m, (m->rows + LOAD_ROWS - 1) / LOAD_ROWS);
+  m->group16 = 1;
+}
+
 void rill_weights_free(void *p, size_t mapped) {
   if (p != NULL) munmap(p, mapped);
 }
@@ -178,7 +191,9 @@ void rill_matrix_row(const rill_matrix *m, int32_t r, float *out) {
     for (int b = 0; b < m->nblocks; b++) {
       const float s = rill_q8_row_scale(src, m->nblocks, b);
       const int c1 = (b + 1) * RILL_Q8_BLOCK < m->cols ? (b + 1) * RILL_Q8_BLOCK : m->cols;
-      for (int c = b * RILL_Q8_BLOCK; c < c1; c++) out[c] = (float)src[c] * s;
+      for (int c = b * RILL_Q8_BLOCK; c < c1; c++) {
+        out[c] = (float)(m->group16 ? rill_q8_g16_quant(src, m->nblocks, c) : src[c]) * s;
+      }
     }
     break;
   }

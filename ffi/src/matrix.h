@@ -24,6 +24,7 @@ typedef struct rill_matrix {
   int32_t nblocks; /* INT8: blocks of 32 per row */
   size_t ld;       /* row stride as stored: elements (cols) for F32/BF16, bytes (rill_q8_row_bytes) for INT8 */
   void *data;    /* huge-page aligned (so every row start keeps the 64-byte alignment of its stride) */
+  int group16;   /* INT8: every row's quants regrouped by cpu/kernels.h rill_q8_group16 (for gemm_q8_g16) */
   size_t mapped; /* bytes mapped at data */
 } rill_matrix;
 
@@ -37,7 +38,10 @@ void rill_matrix_free(rill_matrix *m);
 void *rill_weights_alloc(size_t bytes, size_t *mapped);
 void rill_weights_free(void *p, size_t mapped);
 size_t rill_matrix_bytes(const rill_matrix *m);
-/* Row r as fp32 (dequantised for INT8). */
+/* Regroups an INT8 matrix's rows in place for gemm_q8_g16 (sets group16); rows wider than RILL_Q8_G16_MAX_BLOCKS,
+ * other types and a matrix already regrouped are left as they are. */
+void rill_matrix_group16(rill_matrix *m, rill_pool *pool);
+/* Row r as fp32 (dequantised for INT8, in either order). */
 void rill_matrix_row(const rill_matrix *m, int32_t r, float *out);
 /* A tensor (F32/F16/BF16) element as fp32. */
 float rill_tensor_get(const rill_tensor *t, int64_t i);

@@ -31,12 +31,24 @@ static void check_kernels(const rill_kernels *k, int rows, int cols, int T) {
     wb[i] = rill_f32_to_bf16(w[i]);
   }
   for (int r = 0; r < rows; r++) rill_quantize_q8_row(w + (size_t)r * cols, cols, nb, wq + (size_t)r * ldw);
+  /* The same rows regrouped for gemm_q8_g16 (kind 3, where the table has it): every quant reads back, scales stay. */
+  int8_t *wg = malloc((size_t)rows * ldw);
+  memcpy(wg, wq, (size_t)rows * ldw);
+  for (int r = 0; r < rows; r++) rill_q8_group16(wg + (size_t)r * ldw, nb);
+  int unread = 0;
+  for (int r = 0; r < rows; r++) {
+    for (int c = 0; c < ldq; c++) unread += rill_q8_g16_quant(wg + (size_t)r * ldw, nb, c) != wq[(size_t)r * ldw + c];
+    unread += memcmp(wg + (size_t)r * ldw + ldq, wq + (size_t)r * ldw + ldq, ldw - (size_t)ldq) != 0;
+  }
+  CHECK_MSG(unread == 0, "%dx%d: %d quants or scale rows of the regrouped rows differ", rows, cols, unread);
   for (int t = 0; t < T; t++) rill_quantize_q8(x + (size_t)t * cols, cols, nb, xq + (size_t)t * ldq, xs + (size_t)t * nb);
-  for (int kind = 0; kind < 3; kind++) {
+  for (int kind = 0; kind < 4; kind++) {
+    if (kind == 3 && (k->gemm_q8_g16 == NULL || nb > RILL_Q8_G16_MAX_BLOCKS)) continue;
     memset(y, 0, sizeof(float) * (size_t)T * (size_t)rows);
     if (kind == 0) k->gemm_f32(x, (size_t)cols, T, w, (size_t)cols, cols, 0, rows, y, (size_t)rows);
     if (kind == 1) k->gemm_bf16(x, (size_t)cols, T, wb, (size_t)cols, cols, 0, rows, y, (size_t)rows);
     if (kind == 2) k->gemm_q8(xq, xs, T, wq, ldw, nb, 0, rows, y, (size_t)rows);
+    if (kind == 3) k->gemm_q8_g16(xq, xs, T, wg, ldw, nb, 0, rows, y, (size_t)rows);
     double worst = 0.0, worst_fp32_x = 0.0, bound_fp32_x = 0.0;
     const int round_x = kind == 1 && k->bf16_rounds_x;
     for (int t = 0; t < T; t++) {
@@ -50,7 +62,7 @@ static void check_kernels(const rill_kernels *k, int rows, int cols, int T) {
             ref += (double)rill_bf16_to_f32(rill_f32_to_bf16(xv)) * wv;
             ref_fp32_x += (double)xv * wv;
             abs_sum += fabs((double)xv * wv);
-          } else if (kind == 2) {
+          } else if (kind >= 2) {
             const int8_t *wr = wq + (size_t)r * ldw;
             ref += (double)xq[(size_t)t * ldq + c] * xs[(size_t)t * nb + c / 32] * (double)wr[c] *
                    rill_q8_row_scale(wr, nb, c / 32);
@@ -82,6 +94,7 @@ static void check_kernels(const rill_kernels *k, int rows, int cols, int T) {
       if (kind == 0) k->gemm_f32(x + (size_t)t * cols, (size_t)cols, 1, w, (size_t)cols, cols, r0, rows, y1, 0);
       if (kind == 1) k->gemm_bf16(x + (size_t)t * cols, (size_t)cols, 1, wb, (size_t)cols, cols, r0, rows, y1, 0);
       if (kind == 2) k->gemm_q8(xq + (size_t)t * ldq, xs + (size_t)t * nb, 1, wq, ldw, nb, r0, rows, y1, 0);
+      if (kind == 3) k->gemm_q8_g16(xq + (size_t)t * ldq, xs + (size_t)t * nb, 1, wg, ldw, nb, r0, rows, y1, 0);
       CHECK_MSG(memcmp(y1 + r0, y + (size_t)t * rows + r0, sizeof(float) * (size_t)(rows - r0)) == 0,
                 "%s kind %d %dx%d: token %d alone differs", k->isa, kind, rows, cols, t);
     }
@@ -90,6 +103,7 @@ static void check_kernels(const rill_kernels *k, int rows, int cols, int T) {
   free(w);
   free(wb);
   free(wq);
+  free(wg);
   free(xq);
   free(xs);
   free(y);
@@ -354,6 +368,8 @@ int main(void) {
                                   {4, 1000, 4}, {33, 160, 8}, {3, 1090, 2}, {6, 700, 5}, {11, 200, 12},
                                   {6, 48, 7},   {5, 48, 70},  {19, 2100, 8}, {3, 4109, 13}, {17, 192, 1},
                                   {17, 192, 4},  {10, 33, 3}, {9, 800, 2},
+                                  /* one whole group of 16 blocks, and one plus a single block, for gemm_q8_g16 */
+                                  {5, 512, 6}, {4, 520, 9},
                                   /* rows too wide for the int8 kernels' prepared activations (over 1364 blocks) */
                                   {3, 44000, 3}};
   for (int s = 0; s < nsets; s++) {

@@ -77,7 +77,8 @@ static void linear_task(void *ctx, int64_t task, int thread) {
   case RILL_W_F32: j->e->k->gemm_f32(j->x, j->ldx, j->T, m->data, m->ld, m->cols, r0, r1, j->y, j->ldy); break;
   case RILL_W_BF16: j->e->k->gemm_bf16(j->x, j->ldx, j->T, m->data, m->ld, m->cols, r0, r1, j->y, j->ldy); break;
   case RILL_W_INT8:
-    j->e->k->gemm_q8(j->e->xq, j->e->xs, j->T, m->data, m->ld, m->nblocks, r0, r1, j->y, j->ldy);
+    (m->group16 ? j->e->k->gemm_q8_g16 : j->e->k->gemm_q8)(j->e->xq, j->e->xs, j->T, m->data, m->ld, m->nblocks, r0,
+                                                           r1, j->y, j->ldy);
     break;
   }
 }

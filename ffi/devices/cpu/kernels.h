@@ -65,6 +65,10 @@ typedef struct rill_kernels {
    * has none (then experts stay as released). */
   void (*gemm_mxfp4_q8_g16)(const int8_t *xq, const float *xs, int T, const uint8_t *blocks, const uint8_t *scales,
                             int nb, int r0, int r1, float *y, size_t ldy);
+  /* gemm_q8 over rows regrouped by rill_q8_group16 (nblocks ≤ RILL_Q8_G16_MAX_BLOCKS); NULL where the table has none
+   * (then int8 rows stay in block order). */
+  void (*gemm_q8_g16)(const int8_t *xq, const float *xs, int T, const int8_t *w, size_t ldw, int nblocks, int r0,
+                      int r1, float *y, size_t ldy);
 } rill_kernels;
 
 /* Where activation c sits in MXFP4 order: each block of 32 holds its even elements, then its odd ones. */
@@ -106,6 +110,14 @@ void rill_gemm_mxfp4_q8_avx512_vnni_pshufb(const int8_t *xq, const float *xs, in
                                            const uint8_t *scales, int nb, int r0, int r1, float *y, size_t ldy);
 void rill_gemm_mxfp4_q8_avx512_vbmi(const int8_t *xq, const float *xs, int T, const uint8_t *blocks,
                                     const uint8_t *scales, int nb, int r0, int r1, float *y, size_t ldy);
+/* int8 rows regrouped in 16-block groups (cpu/kernels_q8_g16.c describes the layout): the widest row gemm_q8_g16
+ * takes (one token's prepared groups fill its 64 KB of scratch), the regrouping of one row's quants in place (its
+ * scales stay), the quant of column c read back from a regrouped row, and the AVX-512 VNNI kernel. */
+#define RILL_Q8_G16_MAX_BLOCKS 1808
+void rill_q8_group16(int8_t *row, int nblocks);
+int8_t rill_q8_g16_quant(const int8_t *row, int nblocks, int c);
+void rill_gemm_q8_g16_avx512_vnni(const int8_t *xq, const float *xs, int T, const int8_t *w, size_t ldw, int nblocks,
+                                  int r0, int r1, float *y, size_t ldy);
 
 
 /* Portable C; always available. */

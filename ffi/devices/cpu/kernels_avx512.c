@@ -864,10 +864,11 @@ const rill_kernels rill_kernels_avx512 = {
 const rill_kernels rill_kernels_avx512_vnni = {
     .isa = "avx512vnni", .gemm_f32 = gemm_f32, .gemm_bf16 = gemm_bf16, .gemm_q8 = gemm_q8_vnni,
     .quantize_q8 = quantize_q8_z, .silu_mul = silu_mul_z, AVX512_ATTENTION, .gemm_mxfp4 = rill_gemm_mxfp4_avx512,
-    .gemm_mxfp4_q8 = rill_gemm_mxfp4_q8_avx512_vnni, .gemm_mxfp4_q8_g16 = rill_gemm_mxfp4_q8_g16_avx512_vnni};
+    .gemm_mxfp4_q8 = rill_gemm_mxfp4_q8_avx512_vnni, .gemm_mxfp4_q8_g16 = rill_gemm_mxfp4_q8_g16_avx512_vnni,
+    .gemm_q8_g16 = rill_gemm_q8_g16_avx512_vnni};
 const rill_kernels rill_kernels_avx512_bf16 = {
     .isa = "avx512bf16", .gemm_f32 = gemm_f32, .gemm_bf16 = rill_gemm_bf16_avx512bf16, .gemm_q8 = gemm_q8_vnni,
     .quantize_q8 = quantize_q8_z, .silu_mul = silu_mul_z, AVX512_ATTENTION, .gemm_mxfp4 = rill_gemm_mxfp4_avx512,
     .gemm_mxfp4_q8 = rill_gemm_mxfp4_q8_avx512_vnni, .gemm_mxfp4_q8_g16 = rill_gemm_mxfp4_q8_g16_avx512_vnni,
-    .bf16_rounds_x = 1};
+    .gemm_q8_g16 = rill_gemm_q8_g16_avx512_vnni, .bf16_rounds_x = 1};
 #endif

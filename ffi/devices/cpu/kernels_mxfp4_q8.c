@@ -64,6 +64,7 @@ void rill_mxfp4_group16(uint8_t *blocks, size_t rows, int nb) {
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
+#include "hsum16.h"
 #include "quad_q8.h"
 
 /* Tokens per tile and rows side by side: every (token, row) has its own accumulator, so one token's FMA chain is not
@@ -185,14 +186,6 @@ TGT_V __m512 half_scales_z(const uint8_t *sp, __mmask16 gm) {
   const __mmask16 rare =
       (_mm512_cmplt_epu32_mask(s, _mm512_set1_epi32(2)) | _mm512_cmpeq_epi32_mask(s, _mm512_set1_epi32(255))) & gm;
   return _mm512_maskz_mov_ps(gm, rare ? _mm512_mask_i32gather_ps(v, rare, s, half_scale, 4) : v);
-}
-
-TGT_V float hsum16_z(__m512 v) {
-  const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
 }
 
 /* A row's n ≤ 4 MXFP4 blocks of 16 bytes from p; the rest zero. */
