@@ -231,11 +231,11 @@ rill_status rill_model_weights_load(const rill_checkpoint *ck, const char *ck_na
 void rill_model_weights_group16(rill_model_weights *w, rill_pool *pool) {
   for (int i = 0; i < w->num_layers; i++) {
     rill_layer_weights *L = &w->layers[i];
-    rill_matrix *ms[] = {&L->qkv, &L->o, &L->gate_up, &L->down, &L->router};
+    rill_matrix *ms[] = {&L->qkv, &L->o, &L->gate_up, &L->down};
     for (size_t k = 0; k < sizeof ms / sizeof ms[0]; k++) rill_matrix_group16(ms[k], pool);
   }
-  rill_matrix_group16(&w->embed, pool);
-  rill_matrix_group16(&w->lm_head, pool);
+  /* An untied embedding is only ever read a row at a time: regrouping it would buy nothing. */
+  rill_matrix_group16(w->tied ? &w->embed : &w->lm_head, pool);
 }
 
 void rill_model_weights_free(rill_model_weights *w) {

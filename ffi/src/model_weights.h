@@ -49,7 +49,8 @@ rill_wtype rill_checkpoint_default_wtype(const rill_checkpoint *ck);
 rill_status rill_model_weights_load(const rill_checkpoint *ck, const char *ck_name, const rill_model_config *cfg,
                                     rill_wtype type, rill_pool *pool, rill_model_weights *w, char *err,
                                     size_t err_cap);
-/* Regroups every INT8 matrix for the CPU device's gemm_q8_g16 (matrix.h rill_matrix_group16). */
+/* Regroups every INT8 matrix a product reads (the layers' and the output projection, not an untied embedding) for
+ * the CPU device's gemm_q8_g16 (matrix.h rill_matrix_group16). */
 void rill_model_weights_group16(rill_model_weights *w, rill_pool *pool);
 void rill_model_weights_free(rill_model_weights *w);
 

@@ -64,6 +64,7 @@ void rill_mxfp4_group16(uint8_t *blocks, size_t rows, int nb) {
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
+#include "g16_prep.h"
 #include "hsum16.h"
 #include "quad_q8.h"
 
@@ -213,10 +214,6 @@ TGT_VB void nibbles_vbmi(__m512i qv, __m512i *wa, __m512i *wb) {
 }
 
 /* ---- AVX-512 VNNI over experts in groups of 16 blocks (rill_mxfp4_group16) ---- */
-typedef struct g16_prepped {
-  __m512i xl[4], xh[4], off;
-} g16_prepped;
-#define G16_PREP_BYTES 65536
 _Static_assert((RILL_MXFP4_G16_MAX_BLOCKS + 15) / 16 * sizeof(g16_prepped) <= G16_PREP_BYTES,
                "one token's prepared groups fit the scratch");
 

@@ -38,21 +38,14 @@ int8_t rill_q8_g16_quant(const int8_t *row, int nblocks, int c) {
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
+#include "g16_prep.h"
 #include "hsum16.h"
 
 #define TGT                                                                                                            \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx512vnni"), always_inline)) static inline
 #define TGT_FN __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx512vnni")))
 
-/* One token's prepared group: x[j] lane k = dword j of the group's block k (meeting the weights' dword j), off lane
- * k = −128 · Σ of block k's 32 activations (the weights are stored + 128). Lanes past the group's blocks are zero. */
-typedef struct q8g_prepped {
-  __m512i x[8], off;
-} q8g_prepped;
-
-/* Stack scratch for the prepared activations: at least one token's groups of the widest row taken. */
-#define PREP_BYTES 65536
-_Static_assert((RILL_Q8_G16_MAX_BLOCKS + 15) / 16 * sizeof(q8g_prepped) <= PREP_BYTES,
+_Static_assert((RILL_Q8_G16_MAX_BLOCKS + 15) / 16 * sizeof(g16_prepped) <= G16_PREP_BYTES,
                "one token's prepared groups fit the scratch");
 /* Tiles of several rows prefetch the rows PF_ROWS ahead into L2 (from DRAM, 2 threads: 4 tokens 31 GB/s against 25
  * into L1, 8 tokens 23 against 21). A single token reads one row at a time, one sequential stream that the hardware
@@ -61,29 +54,11 @@ _Static_assert((RILL_Q8_G16_MAX_BLOCKS + 15) / 16 * sizeof(q8g_prepped) <= PREP_
 #define PF_ROWS 8
 #define TILE_T 4
 
-TGT void prep(const int8_t *xq, int nb, q8g_prepped *p) {
-  const __m512i c128 = _mm512_set1_epi8((char)0x80), zero = _mm512_setzero_si512();
-  /* Dword j of block k sits at dword 8k + j of the token's quants. */
-  const __m512i base = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                          _mm512_set1_epi32(8));
-  for (int g = 0; g < nb; g += 16, p++) {
-    const int n = nb - g < 16 ? nb - g : 16;
-    const __mmask16 gm = (__mmask16)((1u << n) - 1u);
-    const void *src = xq + (size_t)g * RILL_Q8_BLOCK;
-    __m512i sum = zero;
-    for (int j = 0; j < 8; j++) {
-      p->x[j] = _mm512_mask_i32gather_epi32(zero, gm, _mm512_add_epi32(base, _mm512_set1_epi32(j)), src, 4);
-      sum = _mm512_dpbusd_epi32(sum, c128, p->x[j]);
-    }
-    p->off = _mm512_sub_epi32(zero, sum);
-  }
-}
-
 /* NR rows from r × NT tokens. Per (row, token) the sequence is fixed: groups in order, each one's int32 lanes summed
  * exactly (the two chains of a single row and token are added as integers), converted and fused-multiply-added with
  * (activation scale × weight scale) into one 16-lane accumulator, then hsum16_z; the rows and tokens alongside only
  * change which registers hold them, so a token alone gives the bits it gets in any batch. */
-TGT void rows(const int NR, const int NT, const q8g_prepped *px, int ngroups, const float *xs, int nb,
+TGT void rows(const int NR, const int NT, const g16_prepped *px, int ngroups, const float *xs, int nb,
               const uint8_t *w, size_t ldw, int r, float *y, size_t ldy) {
   __m512 acc[4][TILE_T];
   _Pragma("GCC unroll 4") for (int i = 0; i < NR; i++) {
@@ -99,7 +74,7 @@ TGT void rows(const int NR, const int NT, const q8g_prepped *px, int ngroups, co
       ws[i] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(gm, w + (size_t)(r + i) * ldw + quants + (size_t)g * 2));
     }
     if (NT == 1 && NR == 1) {
-      const q8g_prepped *p = px + gi;
+      const g16_prepped *p = px + gi;
       const uint8_t *gp = w + (size_t)r * ldw + (size_t)g * RILL_Q8_BLOCK;
       __m512i d0 = p->off, d1 = _mm512_setzero_si512();
       _Pragma("GCC unroll 8") for (int j = 0; j < 8; j += 2) {
@@ -142,22 +117,22 @@ TGT void rows(const int NR, const int NT, const q8g_prepped *px, int ngroups, co
  * weights serve every token of the chunk from the L1 before the next rows come. */
 TGT_FN void rill_gemm_q8_g16_avx512_vnni(const int8_t *xq, const float *xs, int T, const int8_t *w8, size_t ldw,
                                          int nb, int r0, int r1, float *y, size_t ldy) {
-  q8g_prepped px[PREP_BYTES / sizeof(q8g_prepped)];
+  g16_prepped px[G16_PREP_BYTES / sizeof(g16_prepped)];
   const uint8_t *w = (const uint8_t *)w8;
   const int ngroups = (nb + 15) / 16;
-  int chunk = (int)(PREP_BYTES / sizeof(q8g_prepped)) / ngroups;
+  int chunk = (int)(G16_PREP_BYTES / sizeof(g16_prepped)) / ngroups;
   if (chunk > TILE_T) chunk -= chunk % TILE_T;
   for (int tc = 0; tc < T; tc += chunk) {
     const int te = T - tc < chunk ? T : tc + chunk;
     for (int t = tc; t < te; t++) {
-      prep(xq + (size_t)t * (size_t)nb * RILL_Q8_BLOCK, nb, px + (size_t)(t - tc) * (size_t)ngroups);
+      prep_g16(xq + (size_t)t * (size_t)nb * RILL_Q8_BLOCK, nb, 0x80, px + (size_t)(t - tc) * (size_t)ngroups);
     }
     const int step = te - tc == 1 ? 1 : 4;
     for (int r = r0; r < r1; r += step) {
       const int nr = r1 - r < step ? r1 - r : step;
       for (int t = tc; t < te; t += TILE_T) {
         const int nt = te - t < TILE_T ? te - t : TILE_T;
-        const q8g_prepped *pt = px + (size_t)(t - tc) * (size_t)ngroups;
+        const g16_prepped *pt = px + (size_t)(t - tc) * (size_t)ngroups;
         const float *st = xs + (size_t)t * (size_t)nb;
         float *yt = y + (size_t)t * ldy;
         switch (nr * 8 + nt) {

@@ -11,28 +11,9 @@
  * 16-lane accumulator, then hsum16_z — does not depend on the tokens or rows computed alongside.
  */
 
-/* One token's prepared group: xl[j] lane k = the block's activation bytes [4j, 4j + 4) (meeting the low nibbles of
- * its weight bytes [4j, 4j + 4)), xh[j] bytes [16 + 4j, 20 + 4j) (meeting the high nibbles), off lane k = −12 · Σ of
- * the block's 32 activations (the table holds w + 12). Lanes past the group's blocks are zero. */
-Z_TGT void Z_FN(prep_g16)(const int8_t *xq, int nb, g16_prepped *p) {
-  const __m512i twelve = _mm512_set1_epi8(12), zero = _mm512_setzero_si512();
-  /* Dword m of block k sits at dword index 8k + m of the token's quants. */
-  const __m512i base = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                          _mm512_set1_epi32(8));
-  for (int g = 0; g < nb; g += 16, p++) {
-    const int ng = nb - g < 16 ? nb - g : 16;
-    const __mmask16 gm = (__mmask16)((1u << ng) - 1u);
-    const void *src = xq + (size_t)g * 32;
-    __m512i sum = zero;
-    for (int j = 0; j < 4; j++) {
-      p->xl[j] = _mm512_mask_i32gather_epi32(zero, gm, _mm512_add_epi32(base, _mm512_set1_epi32(j)), src, 4);
-      p->xh[j] = _mm512_mask_i32gather_epi32(zero, gm, _mm512_add_epi32(base, _mm512_set1_epi32(4 + j)), src, 4);
-      sum = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(sum, twelve, p->xl[j]), twelve, p->xh[j]);
-    }
-    p->off = _mm512_sub_epi32(zero, sum);
-  }
-}
-
+/* Activations meet the experts as g16_prep.h lays them out with bias 12 (the table holds w + 12): the low nibbles of
+ * a block's weight bytes [4j, 4j + 4) meet x[j] (activations 4j to 4j + 3 in MXFP4 order), the high ones x[4 + j]
+ * (activations 16 + 4j to 19 + 4j). */
 /* NR rows × NT tokens; px: the tokens' prepared groups (token t at px + t · ngroups). */
 Z_TGT void Z_FN(rows_g16)(const int NT, const int NR, const g16_prepped *px, int ngroups, const float *xs, int nb,
                           const uint8_t *blocks, const uint8_t *scales, int r, int r1, float *y, size_t ldy) {
@@ -65,7 +46,7 @@ Z_TGT void Z_FN(rows_g16)(const int NT, const int NR, const g16_prepped *px, int
         Z_NIBBLES(qv, &wa, &wb);
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
           const g16_prepped *p = px + (size_t)t * (size_t)ngroups + (size_t)gi;
-          d[i][t] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(d[i][t], wa, p->xl[j]), wb, p->xh[j]);
+          d[i][t] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(d[i][t], wa, p->x[j]), wb, p->x[4 + j]);
         }
       }
     }
@@ -90,7 +71,7 @@ Z_TGT void Z_FN(gemm_g16)(const int8_t *xq, const float *xs, int T, const uint8_
   for (int tc = 0; tc < T; tc += chunk) {
     const int te = T - tc < chunk ? T : tc + chunk;
     for (int t = tc; t < te; t++) {
-      Z_FN(prep_g16)(xq + (size_t)t * (size_t)nb * 32, nb, px + (size_t)(t - tc) * (size_t)ngroups);
+      prep_g16(xq + (size_t)t * (size_t)nb * 32, nb, 12, px + (size_t)(t - tc) * (size_t)ngroups);
     }
     for (int t = tc; t < te; t += Z_TILE_T) {
       const int nt = te - t < Z_TILE_T ? te - t : Z_TILE_T;
