@@ -45,6 +45,7 @@ static void free_buffers(rill_engine *e) {
   free(e->slot_in_block);
   free(e->slot_win_block);
   free(e->tok_seq);
+  free(e->attn_groups);
   free(e->xq);
   free(e->xs);
   free(e->inv_freq);
@@ -107,8 +108,11 @@ static rill_status alloc_buffers(rill_engine *e) {
   e->xq = aligned_alloc(64, (T * wblocks * RILL_Q8_BLOCK + 63) & ~(size_t)63);
   e->xs = rill_alloc_floats(T * wblocks);
   e->inv_freq = rill_alloc_floats(D / 2);
-  /* Scores of G heads over the longest context, then G output rows. */
-  e->att_scratch_stride = (G * (size_t)e->lim.max_positions + G * D + 15) & ~(size_t)15;
+  /* Scores of the query rows of one attention group (rill_attn_group_tokens tokens × G heads) over the longest
+   * context, then as many output rows. */
+  e->attn_rows = (size_t)rill_attn_group_tokens((int)G) * G;
+  e->attn_groups = malloc((T + 1) * sizeof(int32_t));
+  e->att_scratch_stride = (e->attn_rows * (size_t)e->lim.max_positions + e->attn_rows * D + 15) & ~(size_t)15;
   e->att_scratch = rill_alloc_floats(threads * e->att_scratch_stride);
   e->rows = malloc(T * sizeof(int32_t));
   e->row_hidden = rill_alloc_floats((size_t)e->max_rows * H);
@@ -117,7 +121,7 @@ static rill_status alloc_buffers(rill_engine *e) {
   e->sample_scratch = sb == 0 ? NULL : aligned_alloc(64, (sb + 63) & ~(size_t)63);
   if (e->x == NULL || e->xn == NULL || e->qkv == NULL || e->attn == NULL || e->proj == NULL || e->gu == NULL ||
       e->act == NULL || e->rope_cos == NULL || e->rope_sin == NULL || e->slot_block == NULL ||
-      e->slot_in_block == NULL || e->slot_win_block == NULL || e->tok_seq == NULL || e->xq == NULL || e->xs == NULL || e->inv_freq == NULL ||
+      e->slot_in_block == NULL || e->slot_win_block == NULL || e->tok_seq == NULL || e->attn_groups == NULL || e->xq == NULL || e->xs == NULL || e->inv_freq == NULL ||
       e->att_scratch == NULL || e->rows == NULL || e->row_hidden == NULL || e->logits == NULL ||
       e->sample_scratch == NULL) {
     return RILL_ERR_OUT_OF_MEMORY;

@@ -46,10 +46,12 @@ struct rill_engine {
   int32_t *slot_in_block;     /* [T] */
   int64_t *slot_win_block;    /* [T] with a split: block id of the token's slot in the sliding pool */
   int32_t *tok_seq;           /* [T] the sequence each token belongs to */
+  int32_t *attn_groups;       /* [T + 1] first token of each attention group of the step (cpu/forward.c), then T */
+  size_t attn_rows;           /* query rows of one attention group: rill_attn_group_tokens(G) · G */
   int8_t *xq;                 /* int8 activations, [T × widest row in blocks × 32] */
   float *xs;                  /* their scales */
   float *inv_freq;            /* [head_dim / 2] */
-  float *att_scratch;         /* per thread: G × max_positions scores, then G × head_dim sums (G = heads / KV heads) */
+  float *att_scratch;         /* per thread: attn_rows × max_positions scores, then attn_rows × head_dim sums */
   size_t att_scratch_stride;  /* floats per thread */
   int32_t *rows;              /* [max_batch_tokens] fed-token index of each logits row */
   float *row_hidden;          /* [max_rows × hidden] */

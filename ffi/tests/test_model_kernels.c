@@ -110,62 +110,89 @@ static void check_kernels(const rill_kernels *k, int rows, int cols, int T) {
   free(y1);
 }
 
-/* Attention over one block: scores against keys stored transposed, and the weighted sum of values, for fp32 and bf16
- * tiles, on shapes off the vector widths. */
-static void check_attention(const rill_kernels *k, int G, int D, int bs, int n) {
-  float *q = malloc(sizeof(float) * (size_t)G * D), *kt = malloc(sizeof(float) * (size_t)D * bs);
-  float *v = malloc(sizeof(float) * (size_t)bs * D), *p = malloc(sizeof(float) * (size_t)G * (size_t)(n + 3));
+/* Attention over one block for NQ tokens of G heads: scores against keys stored transposed, and the weighted sum of
+ * values, for fp32 and bf16 tiles, on shapes off the vector widths; each token's rows are also computed alone and must
+ * be the same bits (the tokens of a sequence share a call; a token's attention must not depend on that). */
+static void check_attention(const rill_kernels *k, int NQ, int G, int D, int bs, int n) {
+  const int R = NQ * G;
+  const size_t ldq = (size_t)G * D + 3, lds = (size_t)n + 3;
+  float *q = malloc(sizeof(float) * (size_t)NQ * ldq), *kt = malloc(sizeof(float) * (size_t)D * bs);
+  float *v = malloc(sizeof(float) * (size_t)bs * D), *p = malloc(sizeof(float) * (size_t)R * lds);
   uint16_t *ktb = malloc(2 * (size_t)D * bs), *vb = malloc(2 * (size_t)bs * D);
-  float *s = malloc(sizeof(float) * (size_t)G * (size_t)(n + 3)), *out = malloc(sizeof(float) * (size_t)G * D);
-  for (int i = 0; i < G * D; i++) q[i] = frand();
+  float *s = malloc(sizeof(float) * (size_t)R * lds), *out = malloc(sizeof(float) * (size_t)R * D);
+  float *s1 = malloc(sizeof(float) * (size_t)G * lds), *out1 = malloc(sizeof(float) * (size_t)G * D);
+  for (size_t i = 0; i < (size_t)NQ * ldq; i++) q[i] = frand();
   for (int i = 0; i < D * bs; i++) {
     kt[i] = frand();
     v[i] = frand();
     ktb[i] = rill_f32_to_bf16(kt[i]);
     vb[i] = rill_f32_to_bf16(v[i]);
   }
-  const size_t lds = (size_t)n + 3;
-  for (int i = 0; i < G * (n + 3); i++) p[i] = frand();
+  for (size_t i = 0; i < (size_t)R * lds; i++) p[i] = frand();
   for (int bf = 0; bf < 2; bf++) {
-    for (size_t i = 0; i < (size_t)G * lds; i++) s[i] = -7.0f;
+    for (size_t i = 0; i < (size_t)R * lds; i++) s[i] = -7.0f;
     if (bf) {
-      k->attn_scores_bf16(q, G, D, ktb, bs, n, 0.5f, s, lds);
+      k->attn_scores_bf16(q, ldq, NQ, G, D, ktb, bs, n, 0.5f, s, lds);
     } else {
-      k->attn_scores_f32(q, G, D, kt, bs, n, 0.5f, s, lds);
+      k->attn_scores_f32(q, ldq, NQ, G, D, kt, bs, n, 0.5f, s, lds);
     }
     double worst = 0.0;
-    int untouched = 1;
-    for (int g = 0; g < G; g++) {
+    int untouched = 1, alone = 1;
+    for (int r = 0; r < R; r++) {
+      const float *qr = q + (size_t)(r / G) * ldq + (size_t)(r % G) * D;
       for (int j = 0; j < n; j++) {
         double ref = 0.0;
         for (int d = 0; d < D; d++) {
           double kv = bf ? rill_bf16_to_f32(ktb[d * bs + j]) : kt[d * bs + j];
-          ref += (double)q[g * D + d] * kv;
+          ref += (double)qr[d] * kv;
         }
-        worst = fmax(worst, fabs(0.5 * ref - s[(size_t)g * lds + (size_t)j]));
+        worst = fmax(worst, fabs(0.5 * ref - s[(size_t)r * lds + (size_t)j]));
       }
-      for (size_t j = (size_t)n; j < lds; j++) untouched = untouched && s[(size_t)g * lds + j] == -7.0f;
+      for (size_t j = (size_t)n; j < lds; j++) untouched = untouched && s[(size_t)r * lds + j] == -7.0f;
     }
-    CHECK_MSG(worst <= 1e-5 * D, "%s scores bf16=%d G=%d D=%d bs=%d n=%d: err %g", k->isa, bf, G, D, bs, n, worst);
+    for (int i = 0; i < NQ; i++) {
+      if (bf) {
+        k->attn_scores_bf16(q + (size_t)i * ldq, 0, 1, G, D, ktb, bs, n, 0.5f, s1, lds);
+      } else {
+        k->attn_scores_f32(q + (size_t)i * ldq, 0, 1, G, D, kt, bs, n, 0.5f, s1, lds);
+      }
+      for (int g = 0; g < G; g++) {
+        alone = alone && memcmp(s1 + (size_t)g * lds, s + (size_t)(i * G + g) * lds, sizeof(float) * (size_t)n) == 0;
+      }
+    }
+    CHECK_MSG(worst <= 1e-5 * D, "%s scores bf16=%d NQ=%d G=%d D=%d bs=%d n=%d: err %g", k->isa, bf, NQ, G, D, bs, n,
+              worst);
     CHECK_MSG(untouched, "%s scores wrote past n", k->isa);
-    for (int i = 0; i < G * D; i++) out[i] = 1.0f;
+    CHECK_MSG(alone, "%s scores bf16=%d NQ=%d G=%d D=%d n=%d: a token alone differs", k->isa, bf, NQ, G, D, n);
+    for (int i = 0; i < R * D; i++) out[i] = 1.0f + 0.01f * (float)(i % 7);
     if (bf) {
-      k->attn_values_bf16(p, lds, G, vb, n, D, out);
+      k->attn_values_bf16(p, lds, NQ, G, vb, n, D, out);
     } else {
-      k->attn_values_f32(p, lds, G, v, n, D, out);
+      k->attn_values_f32(p, lds, NQ, G, v, n, D, out);
     }
     worst = 0.0;
-    for (int g = 0; g < G; g++) {
+    for (int r = 0; r < R; r++) {
       for (int d = 0; d < D; d++) {
-        double ref = 1.0;
+        double ref = 1.0f + 0.01f * (float)((r * D + d) % 7);
         for (int j = 0; j < n; j++) {
           double vv = bf ? rill_bf16_to_f32(vb[j * D + d]) : v[j * D + d];
-          ref += (double)p[(size_t)g * lds + (size_t)j] * vv;
+          ref += (double)p[(size_t)r * lds + (size_t)j] * vv;
         }
-        worst = fmax(worst, fabs(ref - out[g * D + d]));
+        worst = fmax(worst, fabs(ref - out[r * D + d]));
       }
     }
-    CHECK_MSG(worst <= 1e-5 * n, "%s values bf16=%d G=%d D=%d n=%d: err %g", k->isa, bf, G, D, n, worst);
+    alone = 1;
+    for (int i = 0; i < NQ; i++) {
+      for (int c = 0; c < G * D; c++) out1[c] = 1.0f + 0.01f * (float)((i * G * D + c) % 7);
+      if (bf) {
+        k->attn_values_bf16(p + (size_t)i * G * lds, lds, 1, G, vb, n, D, out1);
+      } else {
+        k->attn_values_f32(p + (size_t)i * G * lds, lds, 1, G, v, n, D, out1);
+      }
+      alone = alone && memcmp(out1, out + (size_t)i * G * D, sizeof(float) * (size_t)G * D) == 0;
+    }
+    CHECK_MSG(worst <= 1e-5 * n, "%s values bf16=%d NQ=%d G=%d D=%d n=%d: err %g", k->isa, bf, NQ, G, D, n, worst);
+    CHECK_MSG(alone, "%s values bf16=%d NQ=%d G=%d D=%d n=%d: a token alone differs", k->isa, bf, NQ, G, D, n);
   }
   free(q);
   free(kt);
@@ -175,6 +202,8 @@ static void check_attention(const rill_kernels *k, int G, int D, int bs, int n) 
   free(vb);
   free(s);
   free(out);
+  free(s1);
+  free(out1);
 }
 
 static float f32_of_bits(uint32_t u) {
@@ -385,7 +414,16 @@ int main(void) {
     check_quantize(sets[s]);
     check_silu_mul(sets[s]);
     check_softmax(sets[s]);
-    for (size_t i = 0; i < sizeof att / sizeof att[0]; i++) check_attention(sets[s], att[i][0], att[i][1], att[i][2], att[i][3]);
+    for (size_t i = 0; i < sizeof att / sizeof att[0]; i++) {
+      check_attention(sets[s], 1, att[i][0], att[i][1], att[i][2], att[i][3]);
+    }
+    /* NQ tokens at once: 1..7 tokens of G = 1..5 heads (past the 4- and 8-row tiles, tails of every size), head
+     * widths of one, two, three and five column chunks. */
+    static const int multi[][3] = {{1, 32, 16}, {1, 30, 11}, {1, 48, 9},  {1, 66, 16}, {2, 32, 16},
+                                   {2, 66, 13}, {3, 24, 17}, {4, 64, 16}, {5, 32, 7},  {1, 3, 5}};
+    for (size_t i = 0; i < sizeof multi / sizeof multi[0]; i++) {
+      for (int nq = 1; nq <= 7; nq++) check_attention(sets[s], nq, multi[i][0], multi[i][1], 20, multi[i][2]);
+    }
   }
   /* Quantisation: zeros stay zero with scale 0; the largest magnitude maps to ±127. */
   float z[40] = {0};

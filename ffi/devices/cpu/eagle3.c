@@ -302,9 +302,9 @@ static void attn_task(void *ctx, int64_t task, int thread) {
     const size_t tile = rill_kv_tile(kv, 0, table[b], kh);
     float *dst = scores + (size_t)(b * bs + s0 - 1);
     if (kv->bf16) {
-      kk->attn_scores_bf16(q, G, D, (const uint16_t *)kv->k + tile + s0, bs, cnt, scale, dst, lds);
+      kk->attn_scores_bf16(q, 0, 1, G, D, (const uint16_t *)kv->k + tile + s0, bs, cnt, scale, dst, lds);
     } else {
-      kk->attn_scores_f32(q, G, D, (const float *)kv->k + tile + s0, bs, cnt, scale, dst, lds);
+      kk->attn_scores_f32(q, 0, 1, G, D, (const float *)kv->k + tile + s0, bs, cnt, scale, dst, lds);
     }
   }
   for (int g = 0; g < G; g++) kk->softmax(scores + (size_t)g * lds, n, -INFINITY);
@@ -315,9 +315,9 @@ static void attn_task(void *ctx, int64_t task, int thread) {
     const size_t tile = rill_kv_tile(kv, 0, table[b], kh) + (size_t)s0 * D;
     const float *p = scores + (size_t)(b * bs + s0 - 1);
     if (kv->bf16) {
-      kk->attn_values_bf16(p, lds, G, (const uint16_t *)kv->v + tile, cnt, D, acc);
+      kk->attn_values_bf16(p, lds, 1, G, (const uint16_t *)kv->v + tile, cnt, D, acc);
     } else {
-      kk->attn_values_f32(p, lds, G, (const float *)kv->v + tile, cnt, D, acc);
+      kk->attn_values_f32(p, lds, 1, G, (const float *)kv->v + tile, cnt, D, acc);
     }
   }
   memcpy(x->attn + (size_t)r * (size_t)x->qd + (size_t)kh * G * D, acc, (size_t)G * D * sizeof(float));

@@ -195,10 +195,13 @@ typedef struct attn_job {
   const float *sinks; /* [heads] or NULL: each head's sink logit joins its softmax and takes no value */
 } attn_job;
 
-/* One task: one fed token × one KV head, covering the query heads that share it. A token at position p attends to
- * positions 0..p of its sequence (p − window + 1..p on a sliding layer), read block by block through the block table
- * (its own K/V already written). Scores are indexed by position; a sliding window's first block is scored whole and
- * the positions before the window get probability 0. */
+/* One task: one group of fed tokens (rill_attn_group_tokens consecutive positions of one sequence, e->attn_groups) ×
+ * one KV head, covering the query heads that share it. A token at position p attends to positions 0..p of its
+ * sequence (p − window + 1..p on a sliding layer), read block by block through the block table (its own K/V already
+ * written). The group's tokens share each block's key and value loads: scores run over the positions of its last
+ * token, and each token's row gets probability 0 past its own position and before its own window, so its sums take
+ * the same terms in the same order as alone (a zero term leaves a sum's bits as they are). Scores are indexed by
+ * position; the first block is scored whole and the positions before a window get probability 0. */
 static void attn_task(void *ctx, int64_t task, int thread) {
   const attn_job *j = ctx;
   rill_engine *e = j->e;
@@ -208,44 +211,55 @@ static void attn_task(void *ctx, int64_t task, int thread) {
   const int32_t layer = e->kv_layer[j->layer];
   const int D = c->head_dim, NH = c->num_heads, KH = c->num_kv_heads, G = NH / KH;
   const int bs = kv->block_size;
-  int t = (int)(task / KH), kh = (int)(task % KH);
-  int s = e->tok_seq[t];
-  const int n = j->b->positions[t] + 1;
+  const int grp = (int)(task / KH), kh = (int)(task % KH);
+  const int t0 = e->attn_groups[grp], nq = e->attn_groups[grp + 1] - t0;
+  const int s = e->tok_seq[t0];
+  const int n = j->b->positions[t0 + nq - 1] + 1;
   /* A sliding layer's blocks before the window may be gone from its table (validated: those from the first block
-   * holding a position of the window on are in the pool). */
+   * holding a position of the group's first window on are in the pool). */
   const int32_t *table = (win ? j->b->sliding_block_tables : j->b->block_tables) +
                          (size_t)s * (size_t)j->b->block_table_stride;
-  const float *q = e->qkv + (size_t)t * (size_t)e->qkv_dim + (size_t)kh * G * D;
-  float *scores = e->att_scratch + (size_t)thread * e->att_scratch_stride; /* G rows of n */
-  float *acc = scores + (size_t)G * (size_t)e->lim.max_positions;           /* G rows of D */
+  const float *q = e->qkv + (size_t)t0 * (size_t)e->qkv_dim + (size_t)kh * G * D;
+  float *scores = e->att_scratch + (size_t)thread * e->att_scratch_stride; /* nq · G rows of n */
+  float *acc = scores + (size_t)e->attn_rows * (size_t)e->lim.max_positions; /* nq · G rows of D */
   const float scale = 1.0f / sqrtf((float)D);
   const size_t lds = (size_t)n;
-  const int first = j->window > 0 && n > j->window ? n - j->window : 0, b0 = first / bs;
+  const int n0 = j->b->positions[t0] + 1, first0 = j->window > 0 && n0 > j->window ? n0 - j->window : 0;
+  const int b0 = first0 / bs;
   for (int b = b0; b * bs < n; b++) {
     int cnt = n - b * bs < bs ? n - b * bs : bs;
     size_t tile = rill_kv_tile(kv, layer, table[b], kh);
     if (kv->bf16) {
-      e->k->attn_scores_bf16(q, G, D, (const uint16_t *)kv->k + tile, bs, cnt, scale, scores + (size_t)b * bs, lds);
+      e->k->attn_scores_bf16(q, (size_t)e->qkv_dim, nq, G, D, (const uint16_t *)kv->k + tile, bs, cnt, scale,
+                             scores + (size_t)b * bs, lds);
     } else {
-      e->k->attn_scores_f32(q, G, D, (const float *)kv->k + tile, bs, cnt, scale, scores + (size_t)b * bs, lds);
+      e->k->attn_scores_f32(q, (size_t)e->qkv_dim, nq, G, D, (const float *)kv->k + tile, bs, cnt, scale,
+                            scores + (size_t)b * bs, lds);
     }
   }
-  for (int g = 0; g < G; g++) {
-    float *sc = scores + (size_t)g * lds;
-    for (int p = b0 * bs; p < first; p++) sc[p] = 0.0f;
-    e->k->softmax(sc + first, n - first, j->sinks != NULL ? j->sinks[kh * G + g] : -INFINITY);
+  for (int i = 0; i < nq; i++) {
+    const int ni = n0 + i, first = j->window > 0 && ni > j->window ? ni - j->window : 0;
+    for (int g = 0; g < G; g++) {
+      float *sc = scores + (size_t)(i * G + g) * lds;
+      for (int p = b0 * bs; p < first; p++) sc[p] = 0.0f;
+      e->k->softmax(sc + first, ni - first, j->sinks != NULL ? j->sinks[kh * G + g] : -INFINITY);
+      for (int p = ni; p < n; p++) sc[p] = 0.0f;
+    }
   }
-  memset(acc, 0, (size_t)G * D * sizeof(float));
+  memset(acc, 0, (size_t)nq * G * D * sizeof(float));
   for (int b = b0; b * bs < n; b++) {
     int cnt = n - b * bs < bs ? n - b * bs : bs;
     size_t tile = rill_kv_tile(kv, layer, table[b], kh);
     if (kv->bf16) {
-      e->k->attn_values_bf16(scores + (size_t)b * bs, lds, G, (const uint16_t *)kv->v + tile, cnt, D, acc);
+      e->k->attn_values_bf16(scores + (size_t)b * bs, lds, nq, G, (const uint16_t *)kv->v + tile, cnt, D, acc);
     } else {
-      e->k->attn_values_f32(scores + (size_t)b * bs, lds, G, (const float *)kv->v + tile, cnt, D, acc);
+      e->k->attn_values_f32(scores + (size_t)b * bs, lds, nq, G, (const float *)kv->v + tile, cnt, D, acc);
     }
   }
-  memcpy(e->attn + (size_t)t * (size_t)NH * D + (size_t)kh * G * D, acc, (size_t)G * D * sizeof(float));
+  for (int i = 0; i < nq; i++) {
+    memcpy(e->attn + (size_t)(t0 + i) * (size_t)NH * D + (size_t)kh * G * D, acc + (size_t)i * G * D,
+           (size_t)G * D * sizeof(float));
+  }
 }
 
 /* ---- residual add and SiLU gate ---- */
@@ -341,7 +355,18 @@ static rill_status cpu_attend(void *dev, int32_t layer, int32_t T, char *err, si
   const rill_model_config *c = &e->cfg;
   attn_job j = {.e = e, .b = e->batch, .layer = layer, .window = c->layer_sliding[layer] ? c->sliding_window : 0,
                 .sinks = e->w.layers[layer].sinks};
-  rill_pool_run(e->pool, attn_task, &j, (int64_t)T * c->num_kv_heads);
+  /* Groups of consecutive positions of one sequence, at most rill_attn_group_tokens tokens each. */
+  const int per = rill_attn_group_tokens(c->num_heads / c->num_kv_heads);
+  int groups = 0;
+  for (int t = 0; t < T; t++) {
+    const int g0 = groups > 0 ? e->attn_groups[groups - 1] : 0;
+    if (groups == 0 || t - g0 >= per || e->tok_seq[t] != e->tok_seq[t - 1] ||
+        e->batch->positions[t] != e->batch->positions[t - 1] + 1) {
+      e->attn_groups[groups++] = t;
+    }
+  }
+  e->attn_groups[groups] = T;
+  rill_pool_run(e->pool, attn_task, &j, (int64_t)groups * c->num_kv_heads);
   return RILL_OK;
 }
 

@@ -34,16 +34,19 @@ typedef struct rill_kernels {
    * their own exp (within 2 ulp of expf), so tables may differ from each other in the last bits, never from run to
    * run or with the batch. */
   void (*silu_mul)(const float *g, const float *u, int n, float *out);
-  /* Attention over one KV block of one head for G query heads of head_dim D (q: G rows of D). Keys are stored
-   * transposed (D rows of bs slots), so a vector spans positions: s[g * lds + j] = scale · Σ_d q[g·D + d] ·
-   * kt[d · bs + j] for j < n ≤ bs, summed over d in order. */
-  void (*attn_scores_f32)(const float *q, int G, int D, const float *kt, int bs, int n, float scale, float *s,
-                          size_t lds);
-  void (*attn_scores_bf16)(const float *q, int G, int D, const uint16_t *kt, int bs, int n, float scale, float *s,
-                           size_t lds);
-  /* Values stored by slot (n rows of D): out[g·D + d] += Σ_j p[g · lds + j] · v[j·D + d], summed over j in order. */
-  void (*attn_values_f32)(const float *p, size_t lds, int G, const float *v, int n, int D, float *out);
-  void (*attn_values_bf16)(const float *p, size_t lds, int G, const uint16_t *v, int n, int D, float *out);
+  /* Attention over one KV block of one head for NQ tokens of G query heads each, head_dim D: token i's head g reads
+   * its query at q + i · ldq + g · D and owns row r = i · G + g of the scores and sums. Keys are stored transposed (D
+   * rows of bs slots), so a vector spans positions: s[r · lds + j] = scale · Σ_d q_r[d] · kt[d · bs + j] for j < n ≤ bs.
+   * A row's sum over d is taken in an order that depends only on G and D, never on NQ, so a token's scores are the
+   * same bits whichever tokens share the call (the tokens of one sequence share each key load). */
+  void (*attn_scores_f32)(const float *q, size_t ldq, int NQ, int G, int D, const float *kt, int bs, int n,
+                          float scale, float *s, size_t lds);
+  void (*attn_scores_bf16)(const float *q, size_t ldq, int NQ, int G, int D, const uint16_t *kt, int bs, int n,
+                           float scale, float *s, size_t lds);
+  /* Values stored by slot (n rows of D), for the same NQ · G rows: out[r·D + d] += Σ_j p[r · lds + j] · v[j·D + d],
+   * in an order that depends only on G, D and n, never on NQ. */
+  void (*attn_values_f32)(const float *p, size_t lds, int NQ, int G, const float *v, int n, int D, float *out);
+  void (*attn_values_bf16)(const float *p, size_t lds, int NQ, int G, const uint16_t *v, int n, int D, float *out);
   /* Softmax of one head's scores s[0..n), n ≥ 1, in place, with a sink logit (−inf for none) that joins the
    * normaliser and takes no probability: m = max(sink, max_i s[i]), s[i] = e^(s[i] − m) / (e^(sink − m) + Σ_j
    * e^(s[j] − m)), the sum taken in double. The vector versions use their own exp (as silu_mul) and sum in lanes. */
@@ -141,6 +144,10 @@ void rill_quantize_q8(const float *x, int cols, int nblocks, int8_t *q, float *s
 
 /* The portable silu_mul (libm's expf). */
 void rill_silu_mul(const float *g, const float *u, int n, float *out);
+/* Tokens of one sequence (consecutive positions) that share an attention call, for G query heads per KV head: as
+ * many as fill the AVX-512 tables' tiles, 4 query rows with one or two heads, 8 with three or four; 1 above. */
+static inline int rill_attn_group_tokens(int G) { return G == 1 ? 4 : G <= 4 ? 2 : 1; }
+
 /* The portable softmax (libm's expf, the sum in order). */
 void rill_softmax(float *s, int n, float sink);
 

@@ -312,13 +312,18 @@ SCORES_TILE8(scores_tile8_bf16, uint16_t, load8_bf16)
   default: break;                      \
   }
 
+/* Every row sums d in order, so the tokens are simply taken one after another. */
 #define SCORES8(NAME, KTYPE, TILE)                                                                                  \
-  TGT_FN void NAME(const float *q, int G, int D, const KTYPE *kt, int bs, int n, float scale, float *s,           \
-                   size_t lds) {                                                                                    \
-    for (int j0 = 0; j0 < n; j0 += 8) {                                                                             \
-      for (int g0 = 0; g0 < G; g0 += 8) {                                                                           \
-        DISPATCH_G8(TILE, MIN(8, G - g0), q + (size_t)g0 * D, D, kt, bs, j0, n - j0, scale, s + (size_t)g0 * lds,   \
-                    lds)                                                                                            \
+  TGT_FN void NAME(const float *q0, size_t ldq, int NQ, int G, int D, const KTYPE *kt, int bs, int n, float scale, \
+                   float *s0, size_t lds) {                                                                         \
+    for (int i = 0; i < NQ; i++) {                                                                                  \
+      const float *q = q0 + (size_t)i * ldq;                                                                        \
+      float *s = s0 + (size_t)i * (size_t)G * lds;                                                                  \
+      for (int j0 = 0; j0 < n; j0 += 8) {                                                                           \
+        for (int g0 = 0; g0 < G; g0 += 8) {                                                                         \
+          DISPATCH_G8(TILE, MIN(8, G - g0), q + (size_t)g0 * D, D, kt, bs, j0, n - j0, scale,                       \
+                      s + (size_t)g0 * lds, lds)                                                                    \
+        }                                                                                                           \
       }                                                                                                             \
     }                                                                                                               \
   }
@@ -362,7 +367,8 @@ VALUES_TILE8(values_tile8_bf16, uint16_t, load8_bf16)
   }
 
 #define VALUES8(NAME, VTYPE, TILE)                                                                                  \
-  TGT_FN void NAME(const float *p, size_t lds, int G, const VTYPE *v, int n, int D, float *out) {                  \
+  TGT_FN void NAME(const float *p, size_t lds, int NQ, int G1, const VTYPE *v, int n, int D, float *out) {        \
+    const int G = NQ * G1; /* every row sums j in order: the rows of all the tokens are one set */                 \
     for (int g0 = 0; g0 < G; g0 += 4) {                                                                             \
       for (int d0 = 0; d0 < D; d0 += 16) {                                                                          \
         DISPATCH_G4(TILE, MIN(4, G - g0), p + (size_t)g0 * lds, lds, v, n, D, d0, out + (size_t)g0 * D)             \

@@ -647,99 +647,135 @@ TGT __m512 load_bf16_mask(__mmask16 m, const uint16_t *p) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
 }
 
-/* GN query heads × 16 positions: each key row (one head dimension across positions) is loaded once for all heads. With
- * one or two heads (no or little grouping) a single chain of D dependent FMAs per head would bound the tile by the FMA
- * latency, so the sum over d runs in SCORE_PARTS interleaved partial sums (d mod SCORE_PARTS), added pairwise at the
- * end; with more heads the heads' chains interleave and d is summed in order. Either way the order depends only on
- * G and D, never on the batch. */
+/* GN query rows × 16 positions, the rows GN / GH tokens of GH heads each (row r: token r / GH, head r % GH): each key
+ * row (one head dimension across positions) is loaded once for all of them. With PARTS (heads of one or two per KV
+ * head: little grouping) a single chain of D dependent FMAs per row would bound the tile by the FMA latency, so the
+ * sum over d runs in SCORE_PARTS interleaved partial sums (d mod SCORE_PARTS), added pairwise at the end; otherwise
+ * the rows' chains interleave and d is summed in order. Either way a row's order depends only on G (which sets PARTS)
+ * and D, never on how many tokens or heads share the tile. */
 #define SCORE_PARTS 4
 #define SCORES_TILE(NAME, KTYPE, LOAD)                                                                              \
-  TGT void NAME(const int GN, const float *q, int D, const KTYPE *kt, int bs, int j0, __mmask16 m, float scale,     \
-                float *s, size_t lds) {                                                                             \
+  TGT void NAME(const int GN, const int GH, const int PARTS, const float *q, size_t ldq, int D, const KTYPE *kt,   \
+                int bs, int j0, __mmask16 m, float scale, float *s, size_t lds) {                                   \
+    const float *qr[8];                                                                                             \
     __m512 acc[8];                                                                                                  \
-    _Pragma("GCC unroll 8") for (int g = 0; g < GN; g++) acc[g] = _mm512_setzero_ps();                             \
+    _Pragma("GCC unroll 8") for (int r = 0; r < GN; r++) {                                                          \
+      qr[r] = q + (size_t)(r / GH) * ldq + (size_t)(r % GH) * D;                                                    \
+      acc[r] = _mm512_setzero_ps();                                                                                 \
+    }                                                                                                               \
     int d = 0;                                                                                                      \
-    if (GN <= 2) {                                                                                                  \
-      __m512 part[2][SCORE_PARTS - 1];                                                                              \
-      _Pragma("GCC unroll 2") for (int g = 0; g < GN; g++) {                                                        \
-        _Pragma("GCC unroll 4") for (int i = 0; i < SCORE_PARTS - 1; i++) part[g][i] = _mm512_setzero_ps();        \
+    if (PARTS) {                                                                                                    \
+      __m512 part[4][SCORE_PARTS - 1];                                                                              \
+      _Pragma("GCC unroll 4") for (int r = 0; r < GN; r++) {                                                        \
+        _Pragma("GCC unroll 4") for (int i = 0; i < SCORE_PARTS - 1; i++) part[r][i] = _mm512_setzero_ps();        \
       }                                                                                                             \
       for (; d + SCORE_PARTS <= D; d += SCORE_PARTS) {                                                              \
         _Pragma("GCC unroll 4") for (int i = 0; i < SCORE_PARTS; i++) {                                             \
           __m512 k = LOAD(m, kt + (size_t)(d + i) * bs + j0);                                                       \
-          _Pragma("GCC unroll 2") for (int g = 0; g < GN; g++) {                                                    \
-            __m512 qv = _mm512_set1_ps(q[(size_t)g * D + d + i]);                                                   \
+          _Pragma("GCC unroll 4") for (int r = 0; r < GN; r++) {                                                    \
+            __m512 qv = _mm512_set1_ps(qr[r][d + i]);                                                               \
             if (i == 0) {                                                                                           \
-              acc[g] = _mm512_fmadd_ps(qv, k, acc[g]);                                                              \
+              acc[r] = _mm512_fmadd_ps(qv, k, acc[r]);                                                              \
             } else {                                                                                                \
-              part[g][i - 1] = _mm512_fmadd_ps(qv, k, part[g][i - 1]);                                              \
+              part[r][i - 1] = _mm512_fmadd_ps(qv, k, part[r][i - 1]);                                              \
             }                                                                                                       \
           }                                                                                                         \
         }                                                                                                           \
       }                                                                                                             \
-      _Pragma("GCC unroll 2") for (int g = 0; g < GN; g++) {                                                        \
-        acc[g] = _mm512_add_ps(_mm512_add_ps(acc[g], part[g][0]), _mm512_add_ps(part[g][1], part[g][2]));           \
+      _Pragma("GCC unroll 4") for (int r = 0; r < GN; r++) {                                                        \
+        acc[r] = _mm512_add_ps(_mm512_add_ps(acc[r], part[r][0]), _mm512_add_ps(part[r][1], part[r][2]));           \
       }                                                                                                             \
     }                                                                                                               \
     for (; d < D; d++) {                                                                                            \
       __m512 k = LOAD(m, kt + (size_t)d * bs + j0);                                                                 \
-      _Pragma("GCC unroll 8") for (int g = 0; g < GN; g++) acc[g] =                                                 \
-          _mm512_fmadd_ps(_mm512_set1_ps(q[(size_t)g * D + d]), k, acc[g]);                                         \
+      _Pragma("GCC unroll 8") for (int r = 0; r < GN; r++) acc[r] =                                                 \
+          _mm512_fmadd_ps(_mm512_set1_ps(qr[r][d]), k, acc[r]);                                                     \
     }                                                                                                               \
-    _Pragma("GCC unroll 8") for (int g = 0; g < GN; g++)                                                            \
-        _mm512_mask_storeu_ps(s + (size_t)g * lds + j0, m, _mm512_mul_ps(acc[g], _mm512_set1_ps(scale)));          \
+    _Pragma("GCC unroll 8") for (int r = 0; r < GN; r++)                                                            \
+        _mm512_mask_storeu_ps(s + (size_t)r * lds + j0, m, _mm512_mul_ps(acc[r], _mm512_set1_ps(scale)));          \
   }
 SCORES_TILE(scores_tile_f32, float, load_f32_mask)
 SCORES_TILE(scores_tile_bf16, uint16_t, load_bf16_mask)
 
-#define DISPATCH8(TILE, gn, ...)                  \
-  switch (gn) {                                   \
-  case 1: TILE(1, __VA_ARGS__); break;            \
-  case 2: TILE(2, __VA_ARGS__); break;            \
-  case 3: TILE(3, __VA_ARGS__); break;            \
-  case 4: TILE(4, __VA_ARGS__); break;            \
-  case 5: TILE(5, __VA_ARGS__); break;            \
-  case 6: TILE(6, __VA_ARGS__); break;            \
-  case 7: TILE(7, __VA_ARGS__); break;            \
-  case 8: TILE(8, __VA_ARGS__); break;            \
-  default: break;                                 \
+/* The score tiles: one token's heads in groups of up to 8 (PARTS for a group of one or two), or, with G ≤ 4 heads,
+ * tokens together: up to 4 rows with PARTS (G = 1, 2), up to 8 without (G = 3, 4). */
+#define DISPATCH_SCORES(TILE, g, qn, ...)                                 \
+  switch ((g) * 8 + (qn)) {                                               \
+  case 1 * 8 + 1: TILE(1, 1, 1, __VA_ARGS__); break;                      \
+  case 1 * 8 + 2: TILE(2, 1, 1, __VA_ARGS__); break;                      \
+  case 1 * 8 + 3: TILE(3, 1, 1, __VA_ARGS__); break;                      \
+  case 1 * 8 + 4: TILE(4, 1, 1, __VA_ARGS__); break;                      \
+  case 2 * 8 + 1: TILE(2, 2, 1, __VA_ARGS__); break;                      \
+  case 2 * 8 + 2: TILE(4, 2, 1, __VA_ARGS__); break;                      \
+  case 3 * 8 + 1: TILE(3, 3, 0, __VA_ARGS__); break;                      \
+  case 3 * 8 + 2: TILE(6, 3, 0, __VA_ARGS__); break;                      \
+  case 4 * 8 + 1: TILE(4, 4, 0, __VA_ARGS__); break;                      \
+  case 4 * 8 + 2: TILE(8, 4, 0, __VA_ARGS__); break;                      \
+  case 5 * 8 + 1: TILE(5, 5, 0, __VA_ARGS__); break;                      \
+  case 6 * 8 + 1: TILE(6, 6, 0, __VA_ARGS__); break;                      \
+  case 7 * 8 + 1: TILE(7, 7, 0, __VA_ARGS__); break;                      \
+  case 8 * 8 + 1: TILE(8, 8, 0, __VA_ARGS__); break;                      \
+  default: break;                                                         \
   }
 
 #define SCORES(NAME, KTYPE, TILE)                                                                                   \
-  TGT_FN void NAME(const float *q, int G, int D, const KTYPE *kt, int bs, int n, float scale, float *s,           \
-                   size_t lds) {                                                                                    \
+  TGT_FN void NAME(const float *q, size_t ldq, int NQ, int G, int D, const KTYPE *kt, int bs, int n, float scale,  \
+                   float *s, size_t lds) {                                                                          \
+    const int per = rill_attn_group_tokens(G);                                                                               \
     for (int j0 = 0; j0 < n; j0 += 16) {                                                                            \
       __mmask16 m = lanes(n - j0);                                                                                  \
-      for (int g0 = 0; g0 < G; g0 += 8) {                                                                           \
-        DISPATCH8(TILE, MIN(8, G - g0), q + (size_t)g0 * D, D, kt, bs, j0, m, scale, s + (size_t)g0 * lds, lds)     \
+      if (G <= 4) {                                                                                                 \
+        for (int i = 0; i < NQ; i += per) {                                                                         \
+          DISPATCH_SCORES(TILE, G, MIN(per, NQ - i), q + (size_t)i * ldq, ldq, D, kt, bs, j0, m, scale,             \
+                          s + (size_t)i * (size_t)G * lds, lds)                                                     \
+        }                                                                                                           \
+        continue;                                                                                                   \
+      }                                                                                                             \
+      for (int i = 0; i < NQ; i++) {                                                                                \
+        for (int g0 = 0; g0 < G; g0 += 8) {                                                                         \
+          const int gn = MIN(8, G - g0);                                                                            \
+          const float *qg = q + (size_t)i * ldq + (size_t)g0 * D;                                                   \
+          float *sg = s + ((size_t)i * (size_t)G + (size_t)g0) * lds;                                               \
+          DISPATCH_SCORES(TILE, gn, 1, qg, ldq, D, kt, bs, j0, m, scale, sg, lds)                                   \
+        }                                                                                                           \
       }                                                                                                             \
     }                                                                                                               \
   }
 SCORES(attn_scores_f32, float, scores_tile_f32)
 SCORES(attn_scores_bf16, uint16_t, scores_tile_bf16)
 
-/* GN query heads × NC · 16 head dimensions (NC ≤ 4 chunks, so a 32-wide head loads and multiplies no empty chunks):
- * each value row chunk is loaded once for all heads. With one head the sum over positions runs in two interleaved
- * partial sums (even and odd j, the odd one added last) so the chunks' FMA chains are half as long; with more heads
- * the heads interleave and j is summed in order. */
+/* GN rows × NC · 16 head dimensions (NC ≤ 4 chunks, so a 32-wide head loads and multiplies no empty chunks): each
+ * value row chunk is loaded once for all rows. With ODD (a head alone in its group) the sum over positions runs in
+ * two interleaved partial sums (even and odd j, the odd one added last) so the chunks' FMA chains are half as long;
+ * otherwise the rows interleave and j is summed in order. ODD tiles hold GN · NC ≤ 8 chunks, the others ≤ 16. */
 #define VALUES_TILE(NAME, VTYPE, LOAD)                                                                              \
-  TGT void NAME(const int GN, const int NC, const float *p, size_t lds, const VTYPE *v, int n, int D, int d0,      \
-                float *out) {                                                                                       \
+  TGT void NAME(const int GN, const int NC, const int ODD, const float *p, size_t lds, const VTYPE *v, int n, int D, \
+                int d0, float *out) {                                                                               \
     __mmask16 m[4];                                                                                                 \
-    __m512 acc[4][4], odd[4];                                                                                       \
+    __m512 acc[4][4], odd[4][4];                                                                                    \
     _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) m[c] = lanes(D - d0 - 16 * c);                            \
     _Pragma("GCC unroll 4") for (int g = 0; g < GN; g++) {                                                          \
       _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) acc[g][c] =                                              \
           _mm512_maskz_loadu_ps(m[c], out + (size_t)g * D + d0 + 16 * c);                                           \
     }                                                                                                               \
     int j = 0;                                                                                                      \
-    if (GN == 1) {                                                                                                  \
-      _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) odd[c] = _mm512_setzero_ps();                           \
+    if (ODD) {                                                                                                      \
+      _Pragma("GCC unroll 4") for (int g = 0; g < GN; g++) {                                                        \
+        _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) odd[g][c] = _mm512_setzero_ps();                      \
+      }                                                                                                             \
       for (; j + 2 <= n; j += 2) {                                                                                  \
-        const __m512 w0 = _mm512_set1_ps(p[j]), w1 = _mm512_set1_ps(p[j + 1]);                                     \
+        __m512 v0[4], v1[4];                                                                                        \
         _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) {                                                      \
-          acc[0][c] = _mm512_fmadd_ps(w0, LOAD(m[c], v + (size_t)j * D + d0 + 16 * c), acc[0][c]);                 \
-          odd[c] = _mm512_fmadd_ps(w1, LOAD(m[c], v + (size_t)(j + 1) * D + d0 + 16 * c), odd[c]);                 \
+          v0[c] = LOAD(m[c], v + (size_t)j * D + d0 + 16 * c);                                                      \
+          v1[c] = LOAD(m[c], v + (size_t)(j + 1) * D + d0 + 16 * c);                                                \
+        }                                                                                                           \
+        _Pragma("GCC unroll 4") for (int g = 0; g < GN; g++) {                                                      \
+          const __m512 w0 = _mm512_set1_ps(p[(size_t)g * lds + (size_t)j]);                                        \
+          const __m512 w1 = _mm512_set1_ps(p[(size_t)g * lds + (size_t)j + 1]);                                    \
+          _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) {                                                    \
+            acc[g][c] = _mm512_fmadd_ps(w0, v0[c], acc[g][c]);                                                      \
+            odd[g][c] = _mm512_fmadd_ps(w1, v1[c], odd[g][c]);                                                      \
+          }                                                                                                         \
         }                                                                                                           \
       }                                                                                                             \
     }                                                                                                               \
@@ -751,8 +787,10 @@ SCORES(attn_scores_bf16, uint16_t, scores_tile_bf16)
         _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) acc[g][c] = _mm512_fmadd_ps(w, vv[c], acc[g][c]);      \
       }                                                                                                             \
     }                                                                                                               \
-    if (GN == 1) {                                                                                                  \
-      _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) acc[0][c] = _mm512_add_ps(acc[0][c], odd[c]);           \
+    if (ODD) {                                                                                                      \
+      _Pragma("GCC unroll 4") for (int g = 0; g < GN; g++) {                                                        \
+        _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) acc[g][c] = _mm512_add_ps(acc[g][c], odd[g][c]);      \
+      }                                                                                                             \
     }                                                                                                               \
     _Pragma("GCC unroll 4") for (int g = 0; g < GN; g++) {                                                          \
       _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++)                                                          \
@@ -762,34 +800,61 @@ SCORES(attn_scores_bf16, uint16_t, scores_tile_bf16)
 VALUES_TILE(values_tile_f32, float, load_f32_mask)
 VALUES_TILE(values_tile_bf16, uint16_t, load_bf16_mask)
 
-/* Head groups of up to 4 × 1..4 column chunks. */
-#define DISPATCH4X4(TILE, gn, nc, ...)                 \
-  switch ((gn) * 8 + (nc)) {                           \
-  case 9: TILE(1, 1, __VA_ARGS__); break;              \
-  case 10: TILE(1, 2, __VA_ARGS__); break;             \
-  case 11: TILE(1, 3, __VA_ARGS__); break;             \
-  case 12: TILE(1, 4, __VA_ARGS__); break;             \
-  case 17: TILE(2, 1, __VA_ARGS__); break;             \
-  case 18: TILE(2, 2, __VA_ARGS__); break;             \
-  case 19: TILE(2, 3, __VA_ARGS__); break;             \
-  case 20: TILE(2, 4, __VA_ARGS__); break;             \
-  case 25: TILE(3, 1, __VA_ARGS__); break;             \
-  case 26: TILE(3, 2, __VA_ARGS__); break;             \
-  case 27: TILE(3, 3, __VA_ARGS__); break;             \
-  case 28: TILE(3, 4, __VA_ARGS__); break;             \
-  case 33: TILE(4, 1, __VA_ARGS__); break;             \
-  case 34: TILE(4, 2, __VA_ARGS__); break;             \
-  case 35: TILE(4, 3, __VA_ARGS__); break;             \
-  case 36: TILE(4, 4, __VA_ARGS__); break;             \
-  default: break;                                      \
+/* Rows 1..4 × chunks 1..4 with ODD given; ODD tiles of more than 8 chunks are never asked for. */
+#define DISPATCH_VALUES(TILE, gn, nc, odd, ...)                                  \
+  switch ((odd) * 64 + (gn) * 8 + (nc)) {                                        \
+  case 9: TILE(1, 1, 0, __VA_ARGS__); break;                                     \
+  case 10: TILE(1, 2, 0, __VA_ARGS__); break;                                    \
+  case 11: TILE(1, 3, 0, __VA_ARGS__); break;                                    \
+  case 12: TILE(1, 4, 0, __VA_ARGS__); break;                                    \
+  case 17: TILE(2, 1, 0, __VA_ARGS__); break;                                    \
+  case 18: TILE(2, 2, 0, __VA_ARGS__); break;                                    \
+  case 19: TILE(2, 3, 0, __VA_ARGS__); break;                                    \
+  case 20: TILE(2, 4, 0, __VA_ARGS__); break;                                    \
+  case 25: TILE(3, 1, 0, __VA_ARGS__); break;                                    \
+  case 26: TILE(3, 2, 0, __VA_ARGS__); break;                                    \
+  case 27: TILE(3, 3, 0, __VA_ARGS__); break;                                    \
+  case 28: TILE(3, 4, 0, __VA_ARGS__); break;                                    \
+  case 33: TILE(4, 1, 0, __VA_ARGS__); break;                                    \
+  case 34: TILE(4, 2, 0, __VA_ARGS__); break;                                    \
+  case 35: TILE(4, 3, 0, __VA_ARGS__); break;                                    \
+  case 36: TILE(4, 4, 0, __VA_ARGS__); break;                                    \
+  case 64 + 9: TILE(1, 1, 1, __VA_ARGS__); break;                                \
+  case 64 + 10: TILE(1, 2, 1, __VA_ARGS__); break;                               \
+  case 64 + 11: TILE(1, 3, 1, __VA_ARGS__); break;                               \
+  case 64 + 12: TILE(1, 4, 1, __VA_ARGS__); break;                               \
+  case 64 + 17: TILE(2, 1, 1, __VA_ARGS__); break;                               \
+  case 64 + 18: TILE(2, 2, 1, __VA_ARGS__); break;                               \
+  case 64 + 19: TILE(2, 3, 1, __VA_ARGS__); break;                               \
+  case 64 + 20: TILE(2, 4, 1, __VA_ARGS__); break;                               \
+  case 64 + 25: TILE(3, 1, 1, __VA_ARGS__); break;                               \
+  case 64 + 26: TILE(3, 2, 1, __VA_ARGS__); break;                               \
+  case 64 + 33: TILE(4, 1, 1, __VA_ARGS__); break;                               \
+  case 64 + 34: TILE(4, 2, 1, __VA_ARGS__); break;                               \
+  default: break;                                                                \
   }
 
+/* With G ≤ 2 heads per KV head all NQ · G rows are one set (G = 1: ODD, each row alone in its head group; G = 2: in
+ * order), taken 4 rows at a time (2 when a G = 1 row spans more than 2 chunks); with more heads each token's heads go
+ * in groups of 4, a group of one ODD, as one token alone would. */
 #define VALUES(NAME, VTYPE, TILE)                                                                                   \
-  TGT_FN void NAME(const float *p, size_t lds, int G, const VTYPE *v, int n, int D, float *out) {                  \
-    for (int g0 = 0; g0 < G; g0 += 4) {                                                                             \
-      for (int d0 = 0; d0 < D; d0 += 64) {                                                                          \
-        DISPATCH4X4(TILE, MIN(4, G - g0), MIN(4, (D - d0 + 15) / 16), p + (size_t)g0 * lds, lds, v, n, D, d0,      \
-                    out + (size_t)g0 * D)                                                                           \
+  TGT_FN void NAME(const float *p, size_t lds, int NQ, int G, const VTYPE *v, int n, int D, float *out) {          \
+    for (int d0 = 0; d0 < D; d0 += 64) {                                                                            \
+      const int nc = MIN(4, (D - d0 + 15) / 16);                                                                    \
+      if (G <= 2) {                                                                                                 \
+        const int rows = NQ * G, per = G == 1 && nc > 2 ? 2 : 4;                                                    \
+        for (int r = 0; r < rows; r += per) {                                                                       \
+          DISPATCH_VALUES(TILE, MIN(per, rows - r), nc, G == 1, p + (size_t)r * lds, lds, v, n, D, d0,              \
+                          out + (size_t)r * D)                                                                      \
+        }                                                                                                           \
+        continue;                                                                                                   \
+      }                                                                                                             \
+      for (int i = 0; i < NQ; i++) {                                                                                \
+        for (int g0 = 0; g0 < G; g0 += 4) {                                                                         \
+          const size_t r = (size_t)i * (size_t)G + (size_t)g0;                                                      \
+          const int gn = MIN(4, G - g0);                                                                            \
+          DISPATCH_VALUES(TILE, gn, nc, gn == 1, p + r * lds, lds, v, n, D, d0, out + r * D)                        \
+        }                                                                                                           \
       }                                                                                                             \
     }                                                                                                               \
   }

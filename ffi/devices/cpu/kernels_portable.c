@@ -64,8 +64,8 @@ static void gemm_q8(const int8_t *xq, const float *xs, int T, const int8_t *w, s
 
 /* Attention: the innermost loops run along positions (scores) or head dimensions (values), so they are elementwise
  * and a compiler may vectorise them without reordering any sum. */
-static void attn_scores_f32(const float *q, int G, int D, const float *kt, int bs, int n, float scale,
-                                   float *s, size_t lds) {
+static void scores_one_f32(const float *q, int G, int D, const float *kt, int bs, int n, float scale, float *s,
+                           size_t lds) {
   for (int g = 0; g < G; g++) {
     float acc[256];
     for (int j0 = 0; j0 < n; j0 += 256) {
@@ -81,8 +81,8 @@ static void attn_scores_f32(const float *q, int G, int D, const float *kt, int b
   }
 }
 
-static void attn_scores_bf16(const float *q, int G, int D, const uint16_t *kt, int bs, int n, float scale,
-                                    float *s, size_t lds) {
+static void scores_one_bf16(const float *q, int G, int D, const uint16_t *kt, int bs, int n, float scale, float *s,
+                            size_t lds) {
   for (int g = 0; g < G; g++) {
     float acc[256];
     for (int j0 = 0; j0 < n; j0 += 256) {
@@ -98,7 +98,19 @@ static void attn_scores_bf16(const float *q, int G, int D, const uint16_t *kt, i
   }
 }
 
-static void attn_values_f32(const float *p, size_t lds, int G, const float *v, int n, int D, float *out) {
+static void attn_scores_f32(const float *q, size_t ldq, int NQ, int G, int D, const float *kt, int bs, int n,
+                            float scale, float *s, size_t lds) {
+  for (int i = 0; i < NQ; i++) scores_one_f32(q + (size_t)i * ldq, G, D, kt, bs, n, scale, s + (size_t)i * G * lds, lds);
+}
+
+static void attn_scores_bf16(const float *q, size_t ldq, int NQ, int G, int D, const uint16_t *kt, int bs, int n,
+                             float scale, float *s, size_t lds) {
+  for (int i = 0; i < NQ; i++) scores_one_bf16(q + (size_t)i * ldq, G, D, kt, bs, n, scale, s + (size_t)i * G * lds, lds);
+}
+
+/* Rows in order; each row's sum over j is in order whatever the number of rows. */
+static void attn_values_f32(const float *p, size_t lds, int NQ, int G0, const float *v, int n, int D, float *out) {
+  const int G = NQ * G0;
   for (int g = 0; g < G; g++) {
     float *o = out + (size_t)g * D;
     for (int j = 0; j < n; j++) {
@@ -109,7 +121,9 @@ static void attn_values_f32(const float *p, size_t lds, int G, const float *v, i
   }
 }
 
-static void attn_values_bf16(const float *p, size_t lds, int G, const uint16_t *v, int n, int D, float *out) {
+static void attn_values_bf16(const float *p, size_t lds, int NQ, int G0, const uint16_t *v, int n, int D,
+                             float *out) {
+  const int G = NQ * G0;
   for (int g = 0; g < G; g++) {
     float *o = out + (size_t)g * D;
     for (int j = 0; j < n; j++) {
