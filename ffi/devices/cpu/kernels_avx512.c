@@ -697,8 +697,8 @@ TGT __m512 load_bf16_mask(__mmask16 m, const uint16_t *p) {
 SCORES_TILE(scores_tile_f32, float, load_f32_mask)
 SCORES_TILE(scores_tile_bf16, uint16_t, load_bf16_mask)
 
-/* The score tiles: one token's heads in groups of up to 8 (PARTS for a group of one or two), or, with G ≤ 4 heads,
- * tokens together: up to 4 rows with PARTS (G = 1, 2), up to 8 without (G = 3, 4). */
+/* Several tokens of G ≤ 4 heads together (rill_attn_group_tokens of them): up to 4 rows with PARTS (G = 1, 2), up
+ * to 8 without (G = 3, 4). */
 #define DISPATCH_SCORES(TILE, g, qn, ...)                                 \
   switch ((g) * 8 + (qn)) {                                               \
   case 1 * 8 + 1: TILE(1, 1, 1, __VA_ARGS__); break;                      \
@@ -711,32 +711,45 @@ SCORES_TILE(scores_tile_bf16, uint16_t, load_bf16_mask)
   case 3 * 8 + 2: TILE(6, 3, 0, __VA_ARGS__); break;                      \
   case 4 * 8 + 1: TILE(4, 4, 0, __VA_ARGS__); break;                      \
   case 4 * 8 + 2: TILE(8, 4, 0, __VA_ARGS__); break;                      \
-  case 5 * 8 + 1: TILE(5, 5, 0, __VA_ARGS__); break;                      \
-  case 6 * 8 + 1: TILE(6, 6, 0, __VA_ARGS__); break;                      \
-  case 7 * 8 + 1: TILE(7, 7, 0, __VA_ARGS__); break;                      \
-  case 8 * 8 + 1: TILE(8, 8, 0, __VA_ARGS__); break;                      \
   default: break;                                                         \
+  }
+
+/* One token's heads in groups of up to 8, PARTS for a group of one or two. */
+#define DISPATCH_HEADS(TILE, gn, ...)              \
+  switch (gn) {                                    \
+  case 1: TILE(1, 1, 1, __VA_ARGS__); break;       \
+  case 2: TILE(2, 2, 1, __VA_ARGS__); break;       \
+  case 3: TILE(3, 3, 0, __VA_ARGS__); break;       \
+  case 4: TILE(4, 4, 0, __VA_ARGS__); break;       \
+  case 5: TILE(5, 5, 0, __VA_ARGS__); break;       \
+  case 6: TILE(6, 6, 0, __VA_ARGS__); break;       \
+  case 7: TILE(7, 7, 0, __VA_ARGS__); break;       \
+  case 8: TILE(8, 8, 0, __VA_ARGS__); break;       \
+  default: break;                                  \
   }
 
 #define SCORES(NAME, KTYPE, TILE)                                                                                   \
   TGT_FN void NAME(const float *q, size_t ldq, int NQ, int G, int D, const KTYPE *kt, int bs, int n, float scale,  \
                    float *s, size_t lds) {                                                                          \
-    const int per = rill_attn_group_tokens(G);                                                                               \
-    for (int j0 = 0; j0 < n; j0 += 16) {                                                                            \
-      __mmask16 m = lanes(n - j0);                                                                                  \
-      if (G <= 4) {                                                                                                 \
+    if (NQ > 1 && G <= 4) {                                                                                         \
+      const int per = rill_attn_group_tokens(G);                                                                    \
+      for (int j0 = 0; j0 < n; j0 += 16) {                                                                          \
+        const __mmask16 m = lanes(n - j0);                                                                          \
         for (int i = 0; i < NQ; i += per) {                                                                         \
           DISPATCH_SCORES(TILE, G, MIN(per, NQ - i), q + (size_t)i * ldq, ldq, D, kt, bs, j0, m, scale,             \
                           s + (size_t)i * (size_t)G * lds, lds)                                                     \
         }                                                                                                           \
-        continue;                                                                                                   \
       }                                                                                                             \
-      for (int i = 0; i < NQ; i++) {                                                                                \
+      return;                                                                                                       \
+    }                                                                                                               \
+    for (int i = 0; i < NQ; i++) {                                                                                  \
+      const float *qi = q + (size_t)i * ldq;                                                                        \
+      float *si = s + (size_t)i * (size_t)G * lds;                                                                  \
+      for (int j0 = 0; j0 < n; j0 += 16) {                                                                          \
+        const __mmask16 m = lanes(n - j0);                                                                          \
         for (int g0 = 0; g0 < G; g0 += 8) {                                                                         \
-          const int gn = MIN(8, G - g0);                                                                            \
-          const float *qg = q + (size_t)i * ldq + (size_t)g0 * D;                                                   \
-          float *sg = s + ((size_t)i * (size_t)G + (size_t)g0) * lds;                                               \
-          DISPATCH_SCORES(TILE, gn, 1, qg, ldq, D, kt, bs, j0, m, scale, sg, lds)                                   \
+          DISPATCH_HEADS(TILE, MIN(8, G - g0), qi + (size_t)g0 * D, 0, D, kt, bs, j0, m, scale,                     \
+                         si + (size_t)g0 * lds, lds)                                                                \
         }                                                                                                           \
       }                                                                                                             \
     }                                                                                                               \
