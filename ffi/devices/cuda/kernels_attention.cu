@@ -197,6 +197,9 @@ __device__ inline void run_granule(block_state &s, float (&acc)[kPerThread], int
       const float e = valid ? expf(score - m_new) : 0.0f;
       const float sum = rill_warp_sum(e);
       s.p[r][lane] = e;
+      /* Every lane has read s.r[r] above before lane 0 rewrites it: the shuffles order execution, not shared memory
+       * (compute-sanitizer's racecheck reports the write-after-read hazard without this). */
+      __syncwarp();
       if (lane == 0) {
         const float c = m_new == -INFINITY ? 1.0f : expf(m_old - m_new); /* 0 on a row's first scored chunk */
         s.corr[r] = c;

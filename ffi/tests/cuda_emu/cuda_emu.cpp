@@ -128,6 +128,10 @@ bool run_block(int n) {
 } // namespace
 
 void __syncthreads() { wait(state::block_barrier); }
+void __syncwarp(unsigned mask) {
+  (void)mask;
+  wait(state::warp_barrier);
+}
 
 /* Each lane of a warp counts its own exchanges; lanes of a warp exchange in lockstep, so the count's parity picks the
  * bank: a lane writing exchange k + 1 never overwrites a value of exchange k that a slower lane has yet to read. */

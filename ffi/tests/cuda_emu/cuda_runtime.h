@@ -49,6 +49,7 @@ inline float __fdividef(float a, float b) { return a / b; }
 
 /* Barriers: the calling fiber waits until every live thread of its block (or its warp) arrives. */
 void __syncthreads();
+void __syncwarp(unsigned mask = 0xffffffffu);
 void rill_emu_warp_exchange(const void *value, size_t size, int src_lane, void *out);
 
 template <typename V> inline V __shfl_xor_sync(unsigned mask, V v, int lane_mask) {
