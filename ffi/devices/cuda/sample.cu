@@ -387,6 +387,26 @@ __device__ int32_t sample_general(const rill_sample_job &j, const float *raw, in
   return ws->result;
 }
 
+/* This thread's share of a row's argmax (ties to the lower id, NaN and −∞ skipped): kArgmaxLoads logits in flight
+ * before any is compared, since one block reads the whole row and a load at a time leaves it latency-bound. The
+ * (value, id) order is total, so the grouping of the comparisons does not change the result. */
+constexpr int kArgmaxLoads = 8;
+__device__ inline best_t row_argmax(const float *raw, int V) {
+  best_t mine{0.0, -1};
+  int t = (int)threadIdx.x;
+  for (; t + (kArgmaxLoads - 1) * kThreads < V; t += kArgmaxLoads * kThreads) {
+    float v[kArgmaxLoads];
+#pragma unroll
+    for (int u = 0; u < kArgmaxLoads; u++) v[u] = raw[t + u * kThreads];
+#pragma unroll
+    for (int u = 0; u < kArgmaxLoads; u++)
+      if (v[u] > -INFINITY) mine = pick(mine, best_t{(double)v[u], t + u * kThreads});
+  }
+  for (; t < V; t += kThreads)
+    if (raw[t] > -INFINITY) mine = pick(mine, best_t{(double)raw[t], t});
+  return mine;
+}
+
 __global__ void sample_kernel(const float *logits, int R, int V, const rill_sample_job *jobs, const int32_t *history,
                   const int32_t *bias_ids, const float *bias_values, const int32_t *drafts, const uint32_t *mask,
                   uint8_t *scratch, size_t slot_bytes, int L, int32_t *out_tok, float *out_lp, int32_t *out_top_ids,
@@ -398,10 +418,7 @@ __global__ void sample_kernel(const float *logits, int R, int V, const rill_samp
     const float *raw = logits + (size_t)row * V;
     int32_t tok;
     if (j.plain) {
-      best_t mine{0.0, -1};
-      for (int t = threadIdx.x; t < V; t += blockDim.x)
-        if (raw[t] > -INFINITY) mine = pick(mine, best_t{(double)raw[t], t});
-      const best_t b = block_argmax(mine, ws.red);
+      const best_t b = block_argmax(row_argmax(raw, V), ws.red);
       tok = b.id < 0 ? 0 : b.id;
     } else {
       tok = sample_general(j, raw, V, history, bias_ids, bias_values, drafts, mask, slot, &ws);
