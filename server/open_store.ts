@@ -6,7 +6,7 @@
  */
 import { CliError } from "./cli_options.ts";
 import { PostgresStore } from "../api/store/postgres_store.ts";
-import type { ResponseStore } from "../api/store/response_store.ts";
+import type { LeaseEvent, ResponseStore } from "../api/store/response_store.ts";
 import { SqliteStore } from "../api/store/sqlite_store.ts";
 
 export interface StoreSource {
@@ -15,14 +15,22 @@ export interface StoreSource {
   readonly store: string | undefined;
 }
 
-export async function openStore(source: StoreSource): Promise<ResponseStore> {
+/** onLease: told of failed lease renewals and of takeovers (rill serve logs them). */
+export async function openStore(
+  source: StoreSource,
+  onLease?: (event: LeaseEvent) => void,
+): Promise<ResponseStore> {
   const ttlSeconds = source.storeTtl;
   const lease = Deno.env.get("RILL_STORE_LEASE_MS");
   const leaseMs = lease === undefined || lease === "" ? undefined : Number(lease);
   if (leaseMs !== undefined && !(Number.isInteger(leaseMs) && leaseMs >= 100)) {
     throw new CliError(`RILL_STORE_LEASE_MS must be an integer ≥ 100, got '${lease}'`);
   }
-  const options = { ttlSeconds, ...(leaseMs === undefined ? {} : { leaseMs }) };
+  const options = {
+    ttlSeconds,
+    ...(leaseMs === undefined ? {} : { leaseMs }),
+    ...(onLease === undefined ? {} : { onLease }),
+  };
   if (source.store !== undefined) {
     try {
       return await PostgresStore.connect(source.store, options);

@@ -189,7 +189,23 @@ export function resolveApiKey(config: ServeConfig): string | undefined {
  */
 export async function serveModel(config: ServeConfig, model: ServedModel, logger: Logger): Promise<number> {
   const apiKey = resolveApiKey(config);
-  const store = await openStore(config);
+  const store = await openStore(config, (event) => {
+    switch (event.kind) {
+      case "renewal_failed":
+        logger.warn("store lease renewal failed; retried at the next beat", { error: event.error });
+        break;
+      case "took_over":
+        logger.warn("failed the in-flight responses of a server whose lease expired", {
+          owner: event.owner,
+          renewedMsAgo: event.renewedMsAgo,
+          responses: event.ids.length,
+          ids: event.ids.slice(0, 8).join(","),
+        });
+        break;
+      default:
+        event satisfies never;
+    }
+  });
   const reasoningKey = await deploymentReasoningKey(config, store).catch(async (error) => {
     await store.close();
     throw error;

@@ -30,6 +30,7 @@ import {
   chainItems,
   inputItemId,
   type InputItemsPage,
+  type LeaseEvent,
   ORPHANED,
   previousOf,
   referenceableOutputItems,
@@ -43,6 +44,7 @@ import {
 import { inputItemsPage } from "./input_items_page.ts";
 import type { QueuedWrite } from "./queued_write.ts";
 import { ResponseListeners } from "./response_listeners.ts";
+import { TakeoverReport } from "./takeover_report.ts";
 import { responseFailed } from "../../events/builders.ts";
 import { Sequencer } from "../../events/sequencer_stage.ts";
 import type { Response } from "../../events/types.ts";
@@ -84,6 +86,7 @@ export class PostgresStore implements ResponseStore {
   readonly #leaseMs: number;
   readonly #ttlSeconds: number;
   readonly #clock: () => number;
+  readonly #onLease: ((event: LeaseEvent) => void) | undefined;
   readonly #listeners = new ResponseListeners();
   readonly #cancelListeners: ((id: string) => void)[] = [];
   #queue: QueuedWrite[] = [];
@@ -112,6 +115,7 @@ export class PostgresStore implements ResponseStore {
     this.#leaseMs = options.leaseMs ?? 15_000;
     this.#ttlSeconds = options.ttlSeconds ?? 0;
     this.#clock = options.clock ?? Date.now;
+    this.#onLease = options.onLease;
     this.conversations = new PostgresConversationStore(sql);
   }
 
@@ -181,8 +185,9 @@ export class PostgresStore implements ResponseStore {
       await this.sweep();
       if (this.#leaseTimer === undefined) {
         const timer = setInterval(() => {
-          this.#beat().catch(() => {
+          this.#beat().catch((error: unknown) => {
             // An unreachable database is tried again at the next beat; the lease lasts three of them.
+            this.#onLease?.({ kind: "renewal_failed", error: error instanceof Error ? error.message : String(error) });
           });
         }, Math.max(1, Math.floor(this.#leaseMs / 3)));
         Deno.unrefTimer(timer);
@@ -242,17 +247,20 @@ export class PostgresStore implements ResponseStore {
     return await this.#guard(async () => {
       if (!this.#canJudgeLeases()) return 0;
       await this.flush();
+      const now = this.#clock();
       const rows = await this.#sql`
-        SELECT r.id FROM rill_responses r LEFT JOIN rill_servers s ON s.id = r.owner
+        SELECT r.id, r.owner, s.heartbeat FROM rill_responses r LEFT JOIN rill_servers s ON s.id = r.owner
         WHERE r.terminal = false AND r.status IN ('queued', 'in_progress')
           AND (r.owner IS NULL OR r.owner <> ${this.owner})
-          AND (s.heartbeat IS NULL OR s.heartbeat <= ${this.#clock() - this.#leaseMs})`;
-      let failed = 0;
+          AND (s.heartbeat IS NULL OR s.heartbeat <= ${now - this.#leaseMs})`;
+      const taken = new TakeoverReport(now);
       for (const row of rows) {
-        if (await this.failInFlight(row.id as string, ORPHANED) !== undefined) failed++;
+        if (await this.failInFlight(row.id as string, ORPHANED) === undefined) continue;
+        taken.add(row.id as string, row.owner as string | null, row.heartbeat === null ? null : Number(row.heartbeat));
       }
-      if (failed > 0) await this.#sql`DELETE FROM rill_servers WHERE heartbeat <= ${this.#clock() - this.#leaseMs}`;
-      return failed;
+      if (taken.count > 0) await this.#sql`DELETE FROM rill_servers WHERE heartbeat <= ${now - this.#leaseMs}`;
+      taken.report(this.#onLease);
+      return taken.count;
     });
   }
 

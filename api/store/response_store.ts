@@ -44,7 +44,21 @@ export interface StoreOptions {
   readonly ttlSeconds?: number;
   /** Epoch milliseconds (tests). */
   readonly clock?: () => number;
+  /** Told when a lease renewal fails and when this server takes over another's in-flight responses (for the log). */
+  readonly onLease?: (event: LeaseEvent) => void;
 }
+
+/** What a server's lease keeping reports: both are rare, and an operator wants to see them. */
+export type LeaseEvent =
+  /** A heartbeat that did not reach the database; the next one is tried a third of a lease later. */
+  | { readonly kind: "renewal_failed"; readonly error: string }
+  /** In-flight responses of `owner` failed here: its lease was last renewed `renewedMsAgo` ago (null: never seen). */
+  | {
+    readonly kind: "took_over";
+    readonly owner: string | null;
+    readonly ids: readonly string[];
+    readonly renewedMsAgo: number | null;
+  };
 
 export interface ResponseStore {
   /** This server's owner id. */

@@ -22,6 +22,7 @@ import {
   chainItems,
   inputItemId,
   type InputItemsPage,
+  type LeaseEvent,
   ORPHANED,
   previousOf,
   referenceableOutputItems,
@@ -36,6 +37,7 @@ import { syncPromise } from "./sync_promise.ts";
 import { inputItemsPage } from "./input_items_page.ts";
 import type { QueuedWrite } from "./queued_write.ts";
 import { ResponseListeners } from "./response_listeners.ts";
+import { TakeoverReport } from "./takeover_report.ts";
 import { responseFailed } from "../../events/builders.ts";
 import { Sequencer } from "../../events/sequencer_stage.ts";
 import type { Response } from "../../events/types.ts";
@@ -117,6 +119,7 @@ export class SqliteStore implements ResponseStore {
   readonly #selectCancels: StatementSync;
   readonly #ttlSeconds: number;
   readonly #clock: () => number;
+  readonly #onLease: ((event: LeaseEvent) => void) | undefined;
   #leaseTimer: ReturnType<typeof setInterval> | undefined;
   /** The Conversations API's conversations and their items. */
   readonly conversations: SqliteConversationStore;
@@ -127,6 +130,7 @@ export class SqliteStore implements ResponseStore {
     this.#leaseMs = options.leaseMs ?? 15_000;
     this.#ttlSeconds = options.ttlSeconds ?? 0;
     this.#clock = options.clock ?? Date.now;
+    this.#onLease = options.onLease;
     db.exec("PRAGMA busy_timeout = 5000;");
     // Must precede the first table of a new file; an older file is converted once (VACUUM rewrites it).
     const vacuum = db.prepare("PRAGMA auto_vacuum").get() as { auto_vacuum: number };
@@ -221,8 +225,9 @@ export class SqliteStore implements ResponseStore {
         this.#deliverCancels();
         this.#recoverOrphans();
         this.#sweep(500);
-      } catch {
+      } catch (error) {
         // A busy or failing database is retried at the next beat; the lease lasts three of them.
+        this.#onLease?.({ kind: "renewal_failed", error: error instanceof Error ? error.message : String(error) });
       }
     }, Math.max(1, Math.floor(this.#leaseMs / 3)));
     Deno.unrefTimer(timer);
@@ -282,16 +287,23 @@ export class SqliteStore implements ResponseStore {
         "AND json_extract(response, '$.status') IN ('queued', 'in_progress')",
     ).all(this.owner) as { id: string; owner: string | null }[];
     const alive = new Map<string | null, boolean>();
-    let failed = 0;
+    const taken = new TakeoverReport(this.#clock());
     for (const row of rows) {
       if (!alive.has(row.owner)) alive.set(row.owner, this.#ownerAlive(row.owner));
       if (alive.get(row.owner)) continue;
-      if (this.#failInFlight(row.id, ORPHANED) !== undefined) failed++;
+      if (this.#failInFlight(row.id, ORPHANED) === undefined) continue;
+      const lease = row.owner === null
+        ? undefined
+        : this.#db.prepare("SELECT heartbeat FROM servers WHERE id = ?").get(row.owner) as
+          | { heartbeat: number }
+          | undefined;
+      taken.add(row.id, row.owner, lease === undefined ? null : Number(lease.heartbeat));
     }
-    if (failed > 0) {
+    if (taken.count > 0) {
       this.#db.prepare("DELETE FROM servers WHERE heartbeat <= ?").run(this.#clock() - this.#leaseMs);
     }
-    return failed;
+    taken.report(this.#onLease);
+    return taken.count;
   }
 
   /**

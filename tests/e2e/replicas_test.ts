@@ -261,6 +261,12 @@ Deno.test("replicas: three servers on one PostgreSQL serve every stateful featur
         assert.equal(log.filter((e) => TERMINAL.has(e.type)).length, 1, "one terminal event");
         assert.equal(log.at(-1)!.type, "response.failed");
       }
+      // The replica that took them over says so, with the owner's lease age, in its log.
+      const logged = replicas.slice(0, 2).map((replica) => replica.stderr()).join("\n");
+      const line = logged.split("\n").find((l) => l.includes("failed the in-flight responses of a server"));
+      assert.ok(line !== undefined, "a takeover is logged");
+      assert.match(line, /renewedMsAgo=\d+/);
+      assert.ok(ids.some((id) => line.includes(id)), `the log names the responses taken over: ${line}`);
     });
   } catch (error) {
     throw withLogs(error, replicas);

@@ -3,7 +3,7 @@
  * file and a real PostgreSQL server started for this file), with several servers on one store where it matters.
  */
 import assert from "node:assert/strict";
-import type { ResponseStore, StoredEvent } from "../../../api/store/response_store.ts";
+import type { LeaseEvent, ResponseStore, StoredEvent } from "../../../api/store/response_store.ts";
 import {
   postgresBackend,
   sqliteBackend,
@@ -199,8 +199,9 @@ const CASES: Record<string, Case> = {
 
   "rows a dead server left in flight are failed once, with a terminal event; a live server's are not": async (db) => {
     let now = 1_000_000;
+    const reports: LeaseEvent[] = [];
     const a = await db.open({ owner: "srv_a", leaseMs: 10_000, clock: () => now });
-    const b = await db.open({ owner: "srv_b", leaseMs: 10_000, clock: () => now });
+    const b = await db.open({ owner: "srv_b", leaseMs: 10_000, clock: () => now, onLease: (e) => reports.push(e) });
     try {
       await a.heartbeat();
       await b.heartbeat();
@@ -215,8 +216,11 @@ const CASES: Record<string, Case> = {
         await b.heartbeat();
       }
       assert.equal(await b.ownerAlive("srv_a"), false);
+      assert.deepEqual(reports, [], "nothing taken while A's lease held");
       assert.equal(await b.recoverOrphans(), 1);
       assert.equal(await b.recoverOrphans(), 0, "failed once");
+      // Reported once, naming the owner and how long ago it last renewed (four beats of 3 s).
+      assert.deepEqual(reports, [{ kind: "took_over", owner: "srv_a", ids: ["resp_o"], renewedMsAgo: 12_000 }]);
       const failed = (await b.get("resp_o"))!.response as { status: string; error: { code: string } };
       assert.equal(failed.status, "failed");
       assert.equal(failed.error.code, "server_error");
