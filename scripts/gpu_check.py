@@ -21,7 +21,9 @@ the steps' whole output goes to build/gpu_check/steps.log (--log), the table to 
 7. benchmarks on the Qwen3-8B shape: decode tokens/s at batch 1, 8, 64, 256 with 1k-token contexts, prefill tokens/s
    for 1k and 8k prompts, start-up time, and each decode figure as a fraction of the roofline (bytes read per step
    divided by the device-to-device copy bandwidth measured in the same run), and an ncu profile of decode steps at
-   batch 1, 8 and 64 (time and DRAM bytes per kernel; the raw CSVs go to --out).
+   batch 1, 8 and 64 (time and DRAM bytes per kernel; the raw CSVs go to --out);
+8. the gpt-oss-20b shape (random weights in the release layout, MXFP4 experts kept packed): start-up, prefill, decode
+   at batch 1 against the roofline of the bytes it reads (4 experts a layer; target 75%) and at batch 8.
 
 It prints one table and exits 1 when any check or target misses. The library is driven over ctypes through the C ABI
 (ffi/include/rill.h); the structs below mirror it field for field.
@@ -333,6 +335,142 @@ def make_checkpoint(name, workdir):
     del model
     torch.cuda.empty_cache()
     return d
+
+
+# openai/gpt-oss-20b's shape (its config.json, the layer count aside).
+GPTOSS_20B = dict(hidden=2880, intermediate=2880, heads=64, kv_heads=8, head_dim=64, experts=32, per_tok=4,
+                  window=128, vocab=201088)
+
+
+def gptoss_config(layers):
+    a = GPTOSS_20B
+    return {
+        "architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "vocab_size": a["vocab"],
+        "hidden_size": a["hidden"], "intermediate_size": a["intermediate"], "num_hidden_layers": layers,
+        "num_attention_heads": a["heads"], "num_key_value_heads": a["kv_heads"], "head_dim": a["head_dim"],
+        "num_local_experts": a["experts"], "num_experts_per_tok": a["per_tok"], "experts_per_token": a["per_tok"],
+        "layer_types": ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)],
+        "sliding_window": a["window"], "max_position_embeddings": 131072, "initial_context_length": 4096,
+        "rms_norm_eps": 1e-5, "rope_theta": 150000,
+        "rope_scaling": {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                         "original_max_position_embeddings": 4096, "truncate": False},
+        "swiglu_limit": 7.0, "attention_bias": True, "hidden_act": "silu", "tie_word_embeddings": False,
+        "eos_token_id": 200002, "pad_token_id": 199999,
+        "quantization_config": {"modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router",
+                                                           "model.embed_tokens", "lm_head"], "quant_method": "mxfp4"},
+    }
+
+
+def make_gptoss_checkpoint(workdir, layers=24):
+    """A gpt-oss-20b-shaped checkpoint in the release layout with random weights: MXFP4 experts (U8 blocks and
+    scales), everything else BF16, one shard per layer plus one for the embedding, head and final norm, and the index.
+    Drawn on the GPU when there is one (13.8 GB at 24 layers)."""
+    import torch
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from safetensors_file import write_safetensors_file
+    d = Path(workdir) / f"gpt-oss-20b-shape-{layers}"
+    if (d / "config.json").exists():
+        return d
+    d.mkdir(parents=True, exist_ok=True)
+    a = GPTOSS_20B
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    g = torch.Generator(device=dev).manual_seed(20)
+    H, I, E, QD, KD = a["hidden"], a["intermediate"], a["experts"], a["heads"] * a["head_dim"], a["kv_heads"] * a["head_dim"]
+
+    def bf16(*shape, std, mean=0.0):
+        t = (torch.randn(*shape, generator=g, device=dev) * std + mean).to(torch.bfloat16)
+        return ("BF16", shape, t.view(torch.int16).cpu().numpy().tobytes())
+
+    def u8(*shape, lo, hi):
+        t = torch.randint(lo, hi, shape, generator=g, device=dev, dtype=torch.int32).to(torch.uint8)
+        return ("U8", shape, t.cpu().numpy().tobytes())
+
+    weight_map = {}
+    files = []
+    for i in range(layers):
+        p = f"model.layers.{i}."
+        t = {
+            p + "input_layernorm.weight": bf16(H, std=0.1, mean=1.0),
+            p + "post_attention_layernorm.weight": bf16(H, std=0.1, mean=1.0),
+            p + "self_attn.q_proj.weight": bf16(QD, H, std=H ** -0.5), p + "self_attn.q_proj.bias": bf16(QD, std=0.2),
+            p + "self_attn.k_proj.weight": bf16(KD, H, std=H ** -0.5), p + "self_attn.k_proj.bias": bf16(KD, std=0.2),
+            p + "self_attn.v_proj.weight": bf16(KD, H, std=H ** -0.5), p + "self_attn.v_proj.bias": bf16(KD, std=0.2),
+            p + "self_attn.o_proj.weight": bf16(H, QD, std=QD ** -0.5), p + "self_attn.o_proj.bias": bf16(H, std=0.2),
+            p + "self_attn.sinks": bf16(a["heads"], std=1.0),
+            p + "mlp.router.weight": bf16(E, H, std=3.0 * H ** -0.5), p + "mlp.router.bias": bf16(E, std=0.5),
+            # Scales near 2^-6: gate/up pre-activations of a few units, so the ±7 clamps bite now and then.
+            p + "mlp.experts.gate_up_proj_blocks": u8(E, 2 * I, H // 32, 16, lo=0, hi=256),
+            p + "mlp.experts.gate_up_proj_scales": u8(E, 2 * I, H // 32, lo=119, hi=122),
+            p + "mlp.experts.gate_up_proj_bias": bf16(E, 2 * I, std=0.5),
+            p + "mlp.experts.down_proj_blocks": u8(E, H, I // 32, 16, lo=0, hi=256),
+            p + "mlp.experts.down_proj_scales": u8(E, H, I // 32, lo=116, hi=119),
+            p + "mlp.experts.down_proj_bias": bf16(E, H, std=0.2),
+        }
+        files.append((f"model-{i:05d}-of-{layers:05d}.safetensors", t))
+    # Written one shard at a time, so at most one layer's bytes are held.
+    head = {"model.embed_tokens.weight": bf16(a["vocab"], H, std=1.0), "model.norm.weight": bf16(H, std=0.1, mean=1.0),
+            "lm_head.weight": bf16(a["vocab"], H, std=3.0 * H ** -0.5)}
+    write_safetensors_file(str(d / f"model-{layers:05d}-of-{layers:05d}.safetensors"), head)
+    weight_map.update({n: f"model-{layers:05d}-of-{layers:05d}.safetensors" for n in head})
+    del head
+    for name, t in files:
+        write_safetensors_file(str(d / name), t)
+        weight_map.update({n: name for n in t})
+    (d / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}, indent=1))
+    (d / "config.json").write_text(json.dumps(gptoss_config(layers), indent=2))
+    return d
+
+
+def gptoss_step_bytes(layers, experts_read, ctx):
+    """Bytes a gpt-oss-20b-shaped decode step reads on the CUDA device (bf16 attention, router and head, MXFP4 experts
+    at 17 bytes per 32 weights, bf16 KV): each layer's attention and router, `experts_read` experts of each layer
+    (their biases too), the head, and one sequence's KV (full layers all `ctx` positions, sliding ones the window)."""
+    a = GPTOSS_20B
+    H, I, QD, KD = a["hidden"], a["intermediate"], a["heads"] * a["head_dim"], a["kv_heads"] * a["head_dim"]
+    attention = 2 * (QD * H + 2 * KD * H + H * QD + QD + 2 * KD + H + a["heads"]) + 2 * (a["experts"] * (H + 1))
+    expert = (2 * I * H + H * I) // 32 * 17 + 2 * (2 * I + H)
+    kv_token = 2 * KD * 2
+    kv = sum(kv_token * (min(ctx, a["window"]) if i % 2 == 0 else ctx) for i in range(layers))
+    return layers * (attention + experts_read * expert) + 2 * a["vocab"] * H + kv
+
+
+def bench_gptoss(lib, model_dir, table, bw, layers):
+    """Decode of the gpt-oss-20b shape at batch 1 and 8 with 1k-token contexts: tokens/s, and at batch 1 the fraction
+    of the roofline of the bytes it reads (4 experts a layer); at batch 8 the bounds with 4 and with all 32 experts."""
+    e = Engine(lib, model_dir, "cuda", max_seqs=8, max_batch_tokens=2048, max_model_len=4096)
+    try:
+        i = e.info
+        table.add("gpt-oss-20b shape: start-up (read + upload + graphs)", f"{e.startup_s:.1f} s", "info", True)
+        V, bs, ctx = i.vocab_size, i.block_size, 1024
+        rng = random.Random(4)
+        shared = list(range(ctx // bs))
+        t0 = time.perf_counter()
+        e.step([{"tokens": [rng.randrange(V) for _ in range(ctx)], "start": 0, "table": shared}])
+        table.add("gpt-oss-20b shape: prefill 1024 tokens", f"{ctx / (time.perf_counter() - t0):,.0f} tok/s", "info",
+                  True)
+        for B in (1, 8):
+            tabs = [shared + list(range(len(shared) + s * 4, len(shared) + (s + 1) * 4)) for s in range(B)]
+            steps = 32
+            batches = [e.prepare([{"tokens": [rng.randrange(V)], "start": ctx + k, "table": tabs[s]}
+                                  for s in range(B)]) for k in range(steps)]
+            e.run(batches[0])
+            t0 = time.perf_counter()
+            for prepared in batches:
+                e.run(prepared)
+            dt = (time.perf_counter() - t0) / steps
+            if B == 1:
+                roof = gptoss_step_bytes(layers, GPTOSS_20B["per_tok"], ctx + steps // 2) / bw / dt
+                table.add("gpt-oss-20b shape: decode batch 1 (1k context)",
+                          f"{1 / dt:,.0f} tok/s, {dt * 1e3:.2f} ms/step, {roof:.0%} of roofline", ">= 75% of roofline",
+                          roof >= 0.75)
+            else:
+                kv = (B - 1) * gptoss_step_bytes(layers, 0, ctx) - (B - 1) * gptoss_step_bytes(layers, 0, 0)
+                lo = (gptoss_step_bytes(layers, GPTOSS_20B["per_tok"], ctx) + kv) / bw / dt
+                hi = (gptoss_step_bytes(layers, GPTOSS_20B["experts"], ctx) + kv) / bw / dt
+                table.add(f"gpt-oss-20b shape: decode batch {B} (1k context)",
+                          f"{B / dt:,.0f} tok/s, {dt * 1e3:.2f} ms/step, {lo:.0%}–{hi:.0%} of roofline", "info", True)
+    finally:
+        e.close()
 
 
 def hf_reference(model_dir, sequences, dtype):
@@ -852,6 +990,11 @@ def step_list(lib_holder, args, table):
             table.add("copy bandwidth (device to device, read + write)", f"{bw / 1e9:,.0f} GB/s", "info", True)
             bench(lib(), make_checkpoint("qwen3-8b", workdir), table, bw)
         steps.append(("benchmarks", run_bench, 420))
+
+        def run_gptoss():
+            bw = copy_bandwidth()
+            bench_gptoss(lib(), make_gptoss_checkpoint(workdir), table, bw, 24)
+        steps.append(("gptoss-20b", run_gptoss, 300))
     if not args.skip_8b:
         steps.append(("profile-8b", lambda: check_profile(workdir, table, args.out or str(OUT)), 300))
     for tool in ("racecheck", "synccheck"):
