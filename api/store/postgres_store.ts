@@ -185,9 +185,8 @@ export class PostgresStore implements ResponseStore {
       await this.sweep();
       if (this.#leaseTimer === undefined) {
         const timer = setInterval(() => {
-          this.#beat().catch((error: unknown) => {
+          this.#beat().catch(() => {
             // An unreachable database is tried again at the next beat; the lease lasts three of them.
-            this.#onLease?.({ kind: "renewal_failed", error: error instanceof Error ? error.message : String(error) });
           });
         }, Math.max(1, Math.floor(this.#leaseMs / 3)));
         Deno.unrefTimer(timer);
@@ -198,7 +197,12 @@ export class PostgresStore implements ResponseStore {
   }
 
   async #beat(): Promise<void> {
-    await this.heartbeat();
+    try {
+      await this.heartbeat();
+    } catch (error) {
+      this.#onLease?.({ kind: "renewal_failed", error: error instanceof Error ? error.message : String(error) });
+      throw error;
+    }
     await this.#pendingCancels();
     await this.recoverOrphans();
     await this.sweep();

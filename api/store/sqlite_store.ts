@@ -220,14 +220,19 @@ export class SqliteStore implements ResponseStore {
     this.#sweep(500);
     if (this.#leaseTimer !== undefined) return recovered;
     const timer = setInterval(() => {
+      // A busy or failing database is retried at the next beat; the lease lasts three of them.
       try {
         this.#heartbeat();
+      } catch (error) {
+        this.#onLease?.({ kind: "renewal_failed", error: error instanceof Error ? error.message : String(error) });
+        return;
+      }
+      try {
         this.#deliverCancels();
         this.#recoverOrphans();
         this.#sweep(500);
-      } catch (error) {
-        // A busy or failing database is retried at the next beat; the lease lasts three of them.
-        this.#onLease?.({ kind: "renewal_failed", error: error instanceof Error ? error.message : String(error) });
+      } catch {
+        // Tried again at the next beat.
       }
     }, Math.max(1, Math.floor(this.#leaseMs / 3)));
     Deno.unrefTimer(timer);
