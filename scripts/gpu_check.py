@@ -20,7 +20,8 @@ the steps' whole output goes to build/gpu_check/steps.log (--log), the table to 
    the gpt-oss fixture;
 7. benchmarks on the Qwen3-8B shape: decode tokens/s at batch 1, 8, 64, 256 with 1k-token contexts, prefill tokens/s
    for 1k and 8k prompts, start-up time, and each decode figure as a fraction of the roofline (bytes read per step
-   divided by the device-to-device copy bandwidth measured in the same run), and an ncu profile of decode steps at
+   divided by the device-to-device copy bandwidth measured in the same run), speculation at batch 1 with every
+   draft right (a repetitive task's upper bound; target 2x), and an ncu profile of decode steps at
    batch 1, 8 and 64 (time and DRAM bytes per kernel; the raw CSVs go to --out);
 8. the gpt-oss-20b shape (random weights in the release layout, MXFP4 experts kept packed): start-up, prefill, decode
    at batch 1 against the roofline of the bytes it reads (4 experts a layer; target 75%) and at batch 8.
@@ -664,9 +665,9 @@ def check_vs_cpu(lib, model_dir, table):
 steps_taken = [0]
 
 
-def greedy(e, prompt, n, table_ids, drafts_from=None, k=4):
+def greedy(e, prompt, n, table_ids, drafts_from=None, k=4, corrupt=True):
     """Greedy continuation of n tokens; with drafts_from, each step proposes the next k tokens of that list (a
-    perfect proposer, corrupted every third step so rejections happen too)."""
+    perfect proposer, corrupted every third step so rejections happen too, unless corrupt is False)."""
     out = []
     steps_taken[0] = 0
     feed = list(prompt)
@@ -678,7 +679,7 @@ def greedy(e, prompt, n, table_ids, drafts_from=None, k=4):
         # through cuBLASLt, whose rounding may depend on the step's row count.
         if drafts_from is not None and step > 0:
             drafts = list(drafts_from[len(out):len(out) + k])
-            if step % 3 == 2 and drafts:
+            if corrupt and step % 3 == 2 and drafts:
                 drafts[-1] = (drafts[-1] + 1) % e.info.vocab_size
         toks = e.step([{"tokens": feed + drafts, "start": start, "table": table_ids, "drafts": len(drafts)}])[0]
         step += 1
@@ -889,6 +890,20 @@ def bench(lib, model_dir, table, bw):
                 table.add("8B: decode batch 256 (1k context)", line, ">= 10,000 tok/s", B / dt >= 10000)
             else:
                 table.add(f"8B: decode batch {B} (1k context)", line, "info", True)
+        # Speculation at batch 1 on a task the proposer gets right (a repetitive one: every draft accepted, 4 a
+        # step), against plain greedy decoding of the same 64 tokens, each timed from the prompt on.
+        tab = list(range(i.num_blocks - 8, i.num_blocks))
+        prompt = [rng.randrange(V) for _ in range(64)]
+        greedy(e, prompt, 8, tab)  # warm-up
+        t0 = time.perf_counter()
+        plain = greedy(e, prompt, 64, tab)
+        t_plain = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        spec = greedy(e, prompt, 64, tab, drafts_from=plain, corrupt=False)
+        t_spec = time.perf_counter() - t0
+        table.add("8B: speculation at batch 1, every draft right (K = 4)",
+                  f"{t_plain / t_spec:.2f}x ({steps_taken[0]} steps for 64 tokens, equal: {plain == spec})",
+                  ">= 2x", t_plain / t_spec >= 2.0 and plain == spec)
     finally:
         e.close()
 
