@@ -24,7 +24,9 @@ the steps' whole output goes to build/gpu_check/steps.log (--log), the table to 
    draft right (a repetitive task's upper bound; target 2x), and an ncu profile of decode steps at
    batch 1, 8 and 64 (time and DRAM bytes per kernel; the raw CSVs go to --out);
 8. the gpt-oss-20b shape (random weights in the release layout, MXFP4 experts kept packed): start-up, prefill, decode
-   at batch 1 against the roofline of the bytes it reads (4 experts a layer; target 75%) and at batch 8.
+   at batch 1 against the roofline of the bytes it reads (4 experts a layer; target 75%) and at batch 8;
+9. bench/gpu/skinny_variants.cu: launch variants of the weight-streaming kernel for 1 to 16 tokens, timed and checked
+   bit for bit against the launch the library makes.
 
 It prints one table and exits 1 when any check or target misses. The library is driven over ctypes through the C ABI
 (ffi/include/rill.h); the structs below mirror it field for field.
@@ -976,6 +978,22 @@ def check_profile(workdir, table, out_dir):
                       f"{gbs:,.0f} GB/s read", "info", True)
 
 
+def check_skinny_variants(table, out_dir):
+    """bench/gpu/skinny_variants.cu: the weight-streaming kernel's launch variants on the Qwen3-8B projections, each
+    checked bit for bit against the launch as built; its table goes to out_dir and the log."""
+    nvcc = os.environ.get("NVCC") or shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    exe = OUT / "skinny_variants"
+    run([nvcc, "-O3", "-std=c++17", "-gencode", "arch=compute_90a,code=sm_90a", "-I", str(ROOT / "ffi/include"),
+         "-I", str(ROOT / "ffi/src"), "-I", str(ROOT / "ffi/devices"), str(ROOT / "bench/gpu/skinny_variants.cu"),
+         "-o", str(exe)])
+    r = subprocess.run([str(exe)], capture_output=True, text=True, timeout=240)
+    print(r.stdout + r.stderr, flush=True)
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    (Path(out_dir) / "skinny_variants.txt").write_text(r.stdout + r.stderr)
+    last = (r.stdout.strip().splitlines() or [r.stderr.strip()[-100:]])[-1]
+    table.add("weight-streaming kernel launch variants (bits equal)", last[:80], "same bits", r.returncode == 0)
+
+
 def step_list(lib_holder, args, table):
     """Every check and benchmark in the order they run: (name, function, seconds allowed). Correctness first, so a
     short lease still gets them; the 8B shape and the figures last."""
@@ -1012,6 +1030,8 @@ def step_list(lib_holder, args, table):
         steps.append(("gptoss-20b", run_gptoss, 300))
     if not args.skip_8b:
         steps.append(("profile-8b", lambda: check_profile(workdir, table, args.out or str(OUT)), 300))
+    if not args.skip_bench:
+        steps.append(("skinny-variants", lambda: check_skinny_variants(table, args.out or str(OUT)), 300))
     for tool in ("racecheck", "synccheck"):
         steps.append((f"sanitizer-{tool}", lambda tool=tool: check_sanitizer(tool, table), 240))
     if not args.skip_8b:
