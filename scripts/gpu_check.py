@@ -995,8 +995,8 @@ def check_skinny_variants(table, out_dir):
 
 
 def step_list(lib_holder, args, table):
-    """Every check and benchmark in the order they run: (name, function, seconds allowed). Correctness first, so a
-    short lease still gets them; the 8B shape and the figures last."""
+    """Every check and benchmark in the order they run: (name, function, seconds allowed). Correctness first (the 8B
+    shape's too), so a short lease still gets them; the figures last."""
     workdir = args.workdir
 
     def lib():
@@ -1017,21 +1017,6 @@ def step_list(lib_holder, args, table):
         steps.append((f"transformers-{name}",
                       lambda name=name: check_vs_transformers(lib(), make_checkpoint(name, workdir), name, table,
                                                               2e-2), 300))
-    if not args.skip_bench and not args.skip_8b:
-        def run_bench():
-            bw = copy_bandwidth()
-            table.add("copy bandwidth (device to device, read + write)", f"{bw / 1e9:,.0f} GB/s", "info", True)
-            bench(lib(), make_checkpoint("qwen3-8b", workdir), table, bw)
-        steps.append(("benchmarks", run_bench, 420))
-
-        def run_gptoss():
-            bw = copy_bandwidth()
-            bench_gptoss(lib(), make_gptoss_checkpoint(workdir), table, bw, 24)
-        steps.append(("gptoss-20b", run_gptoss, 300))
-    if not args.skip_8b:
-        steps.append(("profile-8b", lambda: check_profile(workdir, table, args.out or str(OUT)), 300))
-    if not args.skip_bench:
-        steps.append(("skinny-variants", lambda: check_skinny_variants(table, args.out or str(OUT)), 300))
     for tool in ("racecheck", "synccheck"):
         steps.append((f"sanitizer-{tool}", lambda tool=tool: check_sanitizer(tool, table), 240))
     if not args.skip_8b:
@@ -1039,6 +1024,20 @@ def step_list(lib_holder, args, table):
                       180))
         steps.append(("batch-invariance-8b",
                       lambda: check_batch_invariance(lib(), make_checkpoint("qwen3-8b", workdir), table), 180))
+    if not args.skip_bench and not args.skip_8b:
+        def run_bench():
+            bw = copy_bandwidth()
+            table.add("copy bandwidth (device to device, read + write)", f"{bw / 1e9:,.0f} GB/s", "info", True)
+            bench(lib(), make_checkpoint("qwen3-8b", workdir), table, bw)
+        steps.append(("benchmarks", run_bench, 420))
+        steps.append(("profile-8b", lambda: check_profile(workdir, table, args.out or str(OUT)), 300))
+
+        def run_gptoss():
+            bw = copy_bandwidth()
+            bench_gptoss(lib(), make_gptoss_checkpoint(workdir), table, bw, 24)
+        steps.append(("gptoss-20b", run_gptoss, 300))
+    if not args.skip_bench:
+        steps.append(("skinny-variants", lambda: check_skinny_variants(table, args.out or str(OUT)), 300))
     return steps
 
 
