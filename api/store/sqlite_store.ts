@@ -261,7 +261,12 @@ export class SqliteStore implements ResponseStore {
     const row = this.#db.prepare("SELECT heartbeat FROM servers WHERE id = ?").get(owner) as
       | { heartbeat: number }
       | undefined;
-    return row !== undefined && row.heartbeat > this.#clock() - this.#leaseMs;
+    return this.#leaseHeld(row === undefined ? null : row.heartbeat);
+  }
+
+  /** Whether a lease last renewed at `heartbeat` (null: none) is still held. */
+  #leaseHeld(heartbeat: number | null): boolean {
+    return heartbeat !== null && heartbeat > this.#clock() - this.#leaseMs;
   }
 
   /** The owner recorded for a response (null for rows older than owners, or unknown ids). */
@@ -287,22 +292,18 @@ export class SqliteStore implements ResponseStore {
 
   #recoverOrphans(): number {
     this.flushSync();
+    // Each row with its owner's last heartbeat (NULL: no owner, or no lease row).
     const rows = this.#db.prepare(
-      "SELECT id, owner FROM responses WHERE terminal = 0 AND (owner IS NULL OR owner != ?) " +
-        "AND json_extract(response, '$.status') IN ('queued', 'in_progress')",
-    ).all(this.owner) as { id: string; owner: string | null }[];
-    const alive = new Map<string | null, boolean>();
+      "SELECT r.id, r.owner, s.heartbeat FROM responses r LEFT JOIN servers s ON s.id = r.owner " +
+        "WHERE r.terminal = 0 AND (r.owner IS NULL OR r.owner != ?) " +
+        "AND json_extract(r.response, '$.status') IN ('queued', 'in_progress')",
+    ).all(this.owner) as { id: string; owner: string | null; heartbeat: number | null }[];
     const taken = new TakeoverReport(this.#clock());
     for (const row of rows) {
-      if (!alive.has(row.owner)) alive.set(row.owner, this.#ownerAlive(row.owner));
-      if (alive.get(row.owner)) continue;
+      const heartbeat = row.heartbeat === null ? null : Number(row.heartbeat);
+      if (this.#leaseHeld(heartbeat)) continue;
       if (this.#failInFlight(row.id, ORPHANED) === undefined) continue;
-      const lease = row.owner === null
-        ? undefined
-        : this.#db.prepare("SELECT heartbeat FROM servers WHERE id = ?").get(row.owner) as
-          | { heartbeat: number }
-          | undefined;
-      taken.add(row.id, row.owner, lease === undefined ? null : Number(lease.heartbeat));
+      taken.add(row.id, row.owner, heartbeat);
     }
     if (taken.count > 0) {
       this.#db.prepare("DELETE FROM servers WHERE heartbeat <= ?").run(this.#clock() - this.#leaseMs);
