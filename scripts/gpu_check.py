@@ -257,13 +257,19 @@ def run(cmd, **kw):
     return r
 
 
-def build():
-    """The same sources and flags as scripts/build_ffi.ts, without Deno."""
+def find_nvcc():
+    """NVCC, else nvcc on the PATH, else the toolkit's default place."""
     nvcc = os.environ.get("NVCC") or shutil.which("nvcc")
     if nvcc is None and Path("/usr/local/cuda/bin/nvcc").exists():
         nvcc = "/usr/local/cuda/bin/nvcc"
     if nvcc is None:
         raise RuntimeError("nvcc not found (set NVCC)")
+    return nvcc
+
+
+def build():
+    """The same sources and flags as scripts/build_ffi.ts, without Deno."""
+    nvcc = find_nvcc()
     cc = os.environ.get("CC", "cc")
     obj = OUT / "obj"
     obj.mkdir(parents=True, exist_ok=True)
@@ -432,9 +438,14 @@ def gptoss_step_bytes(layers, experts_read, ctx):
     H, I, QD, KD = a["hidden"], a["intermediate"], a["heads"] * a["head_dim"], a["kv_heads"] * a["head_dim"]
     attention = 2 * (QD * H + 2 * KD * H + H * QD + QD + 2 * KD + H + a["heads"]) + 2 * (a["experts"] * (H + 1))
     expert = (2 * I * H + H * I) // 32 * 17 + 2 * (2 * I + H)
-    kv_token = 2 * KD * 2
-    kv = sum(kv_token * (min(ctx, a["window"]) if i % 2 == 0 else ctx) for i in range(layers))
-    return layers * (attention + experts_read * expert) + 2 * a["vocab"] * H + kv
+    return layers * (attention + experts_read * expert) + 2 * a["vocab"] * H + gptoss_kv_bytes(layers, ctx)
+
+
+def gptoss_kv_bytes(layers, ctx):
+    """Bytes of bf16 keys and values one sequence's decode step reads at context ctx (even layers slide)."""
+    a = GPTOSS_20B
+    per_position = 2 * a["kv_heads"] * a["head_dim"] * 2
+    return sum(per_position * (min(ctx, a["window"]) if i % 2 == 0 else ctx) for i in range(layers))
 
 
 def bench_gptoss(lib, model_dir, table, bw, layers):
@@ -454,20 +465,14 @@ def bench_gptoss(lib, model_dir, table, bw, layers):
         for B in (1, 8):
             tabs = [shared + list(range(len(shared) + s * 4, len(shared) + (s + 1) * 4)) for s in range(B)]
             steps = 32
-            batches = [e.prepare([{"tokens": [rng.randrange(V)], "start": ctx + k, "table": tabs[s]}
-                                  for s in range(B)]) for k in range(steps)]
-            e.run(batches[0])
-            t0 = time.perf_counter()
-            for prepared in batches:
-                e.run(prepared)
-            dt = (time.perf_counter() - t0) / steps
+            dt = decode_step_seconds(e, tabs, ctx, rng, steps)
             if B == 1:
                 roof = gptoss_step_bytes(layers, GPTOSS_20B["per_tok"], ctx + steps // 2) / bw / dt
                 table.add("gpt-oss-20b shape: decode batch 1 (1k context)",
                           f"{1 / dt:,.0f} tok/s, {dt * 1e3:.2f} ms/step, {roof:.0%} of roofline", ">= 75% of roofline",
                           roof >= 0.75)
             else:
-                kv = (B - 1) * gptoss_step_bytes(layers, 0, ctx) - (B - 1) * gptoss_step_bytes(layers, 0, 0)
+                kv = (B - 1) * gptoss_kv_bytes(layers, ctx)
                 lo = (gptoss_step_bytes(layers, GPTOSS_20B["per_tok"], ctx) + kv) / bw / dt
                 hi = (gptoss_step_bytes(layers, GPTOSS_20B["experts"], ctx) + kv) / bw / dt
                 table.add(f"gpt-oss-20b shape: decode batch {B} (1k context)",
@@ -780,8 +785,7 @@ def loads(path):
 def check_sanitizer(tool, table):
     """compute-sanitizer's memcheck, racecheck or synccheck over prefill, decode and verify steps on the bundled
     model and the gpt-oss fixture (graphs captured and replayed, cuBLASLt above 16 tokens, MoE, sinks, windows)."""
-    nvcc = os.environ.get("NVCC") or shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
-    sanitizer = shutil.which("compute-sanitizer") or str(Path(nvcc).resolve().parent / "compute-sanitizer")
+    sanitizer = shutil.which("compute-sanitizer") or str(Path(find_nvcc()).resolve().parent / "compute-sanitizer")
     if not Path(sanitizer).exists():
         table.add(f"compute-sanitizer {tool}", "not found", "0 errors", False)
         return
@@ -840,6 +844,19 @@ def gemm_of(isa):
     return isa.split(" ", 1)[-1].rsplit(" g", 1)[0]
 
 
+def decode_step_seconds(e, tabs, ctx, rng, steps):
+    """Mean seconds of `steps` decode steps of len(tabs) sequences (block tables tabs) at positions ctx, ctx + 1, ….
+    Fed tokens are fixed in advance (the timing is the same whatever is fed), so the batches are built untimed."""
+    V = e.info.vocab_size
+    batches = [e.prepare([{"tokens": [rng.randrange(V)], "start": ctx + k, "table": t} for t in tabs])
+               for k in range(steps)]
+    e.run(batches[0])  # warm-up at this batch size; rewrites the first slot of each sequence only
+    t0 = time.perf_counter()
+    for prepared in batches:
+        e.run(prepared)
+    return (time.perf_counter() - t0) / steps
+
+
 def bench(lib, model_dir, table, bw):
     e = Engine(lib, model_dir, "cuda", max_seqs=256, max_batch_tokens=8192, max_drafts=4, max_model_len=9216)
     try:
@@ -873,14 +890,7 @@ def bench(lib, model_dir, table, bw):
             base = len(shared)
             tabs = [shared + list(range(base + s * own, base + (s + 1) * own)) for s in range(B)]
             steps = 32
-            # Fed tokens are fixed in advance (the timing is the same whatever is fed) so batches are built untimed.
-            batches = [e.prepare([{"tokens": [rng.randrange(V)], "start": ctx + k, "table": tabs[s]}
-                                  for s in range(B)]) for k in range(steps)]
-            e.run(batches[0])  # warm-up at this batch size; rewrites the first slot of each sequence only
-            t0 = time.perf_counter()
-            for prepared in batches:
-                e.run(prepared)
-            dt = (time.perf_counter() - t0) / steps
+            dt = decode_step_seconds(e, tabs, ctx, rng, steps)
             # A decode step reads every weight but the embedding table (only B rows of it), and each sequence's KV.
             embed = 0 if tied else V * i.hidden_size * 2
             bytes_step = i.weight_bytes - embed + B * (ctx + steps // 2) * kv_per_token
@@ -981,9 +991,8 @@ def check_profile(workdir, table, out_dir):
 def check_skinny_variants(table, out_dir):
     """bench/gpu/skinny_variants.cu: the weight-streaming kernel's launch variants on the Qwen3-8B projections, each
     checked bit for bit against the launch as built; its table goes to out_dir and the log."""
-    nvcc = os.environ.get("NVCC") or shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
     exe = OUT / "skinny_variants"
-    run([nvcc, "-O3", "-std=c++17", "-gencode", "arch=compute_90a,code=sm_90a", "-I", str(ROOT / "ffi/include"),
+    run([find_nvcc(), "-O3", "-std=c++17", "-gencode", "arch=compute_90a,code=sm_90a", "-I", str(ROOT / "ffi/include"),
          "-I", str(ROOT / "ffi/src"), "-I", str(ROOT / "ffi/devices"), str(ROOT / "bench/gpu/skinny_variants.cu"),
          "-o", str(exe)])
     r = subprocess.run([str(exe)], capture_output=True, text=True, timeout=240)
