@@ -75,7 +75,7 @@ void rill_mxfp4_group16(uint8_t *blocks, size_t rows, int nb) {
 #define Q8_PF_ROWS 4
 /* How far ahead in memory the regrouped kernel prefetches each line of its tile's rows. From DRAM, one thread, one
  * token, 2880-wide rows (1,440 bytes), against the probe's bandwidth in the same run: 8.6–11.5 KB ahead 77–84%, one
- * tile of four rows (5.8 KB, and the old placement) 69–72%, 3 rows 49–51%, every other line 40–42%, none 33%. */
+ * tile of four rows (5.8 KB) 69–72%, 3 rows 49–51%, every other line 40–42%, none 33%. */
 #define G16_PF_BYTES 9216
 
 /* The 32 nibbles of a block as byte indices, low nibbles in the lower 128 bits (meeting xq[0..16)). */
