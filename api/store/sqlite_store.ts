@@ -261,12 +261,12 @@ export class SqliteStore implements ResponseStore {
     const row = this.#db.prepare("SELECT heartbeat FROM servers WHERE id = ?").get(owner) as
       | { heartbeat: number }
       | undefined;
-    return this.#leaseHeld(row === undefined ? null : row.heartbeat);
+    return this.#leaseHeld(row === undefined ? null : row.heartbeat, this.#clock());
   }
 
-  /** Whether a lease last renewed at `heartbeat` (null: none) is still held. */
-  #leaseHeld(heartbeat: number | null): boolean {
-    return heartbeat !== null && heartbeat > this.#clock() - this.#leaseMs;
+  /** Whether a lease last renewed at `heartbeat` (null: none) is still held at `now`. */
+  #leaseHeld(heartbeat: number | null, now: number): boolean {
+    return heartbeat !== null && heartbeat > now - this.#leaseMs;
   }
 
   /** The owner recorded for a response (null for rows older than owners, or unknown ids). */
@@ -298,15 +298,16 @@ export class SqliteStore implements ResponseStore {
         "WHERE r.terminal = 0 AND (r.owner IS NULL OR r.owner != ?) " +
         "AND json_extract(r.response, '$.status') IN ('queued', 'in_progress')",
     ).all(this.owner) as { id: string; owner: string | null; heartbeat: number | null }[];
-    const taken = new TakeoverReport(this.#clock());
+    const now = this.#clock();
+    const taken = new TakeoverReport(now);
     for (const row of rows) {
       const heartbeat = row.heartbeat === null ? null : Number(row.heartbeat);
-      if (this.#leaseHeld(heartbeat)) continue;
+      if (this.#leaseHeld(heartbeat, now)) continue;
       if (this.#failInFlight(row.id, ORPHANED) === undefined) continue;
       taken.add(row.id, row.owner, heartbeat);
     }
     if (taken.count > 0) {
-      this.#db.prepare("DELETE FROM servers WHERE heartbeat <= ?").run(this.#clock() - this.#leaseMs);
+      this.#db.prepare("DELETE FROM servers WHERE heartbeat <= ?").run(now - this.#leaseMs);
     }
     taken.report(this.#onLease);
     return taken.count;
