@@ -21,7 +21,7 @@ typedef struct rill_mxfp4_experts {
   uint8_t *scales; /* [experts][rows][nblocks] */
   float *bias;     /* [experts][rows] */
   size_t blocks_mapped, scales_mapped;
-  /* 1 once the CPU device has regrouped the blocks for its kernels' gemm_mxfp4_q8_g16 (cpu/moe.h
+  /* 1 once the CPU device has regrouped the blocks and scales for its kernels' gemm_mxfp4_q8_g16 (cpu/moe.h
    * rill_moe_regroup_experts); else as released. */
   int32_t group16;
 } rill_mxfp4_experts;

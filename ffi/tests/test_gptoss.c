@@ -147,7 +147,7 @@ static void check_kernel(const rill_kernels *k, const rill_kernels *ref_k, int r
  * exactly representable in int8 (quantize_q8 maps the block's max 2 to 127 and 1 to 63.5 → 64: so the quants are
  * set directly with scale 1), against E2M1 · 2^(s − 127) in double. */
 /* The kernel under test: the table's gemm_mxfp4_q8 over blocks as released, or (g16) its gemm_mxfp4_q8_g16 over a
- * copy regrouped by rill_mxfp4_group16. */
+ * copy of the blocks and scales regrouped by rill_mxfp4_group16. */
 static void run_q8(const rill_kernels *k, int g16, const int8_t *xq, const float *xs, int T, const uint8_t *blocks,
                    const uint8_t *sc, int nb, int r0, int r1, float *y, size_t ldy) {
   if (!g16) {
@@ -155,11 +155,13 @@ static void run_q8(const rill_kernels *k, int g16, const int8_t *xq, const float
     return;
   }
   const size_t bytes = (size_t)r1 * (size_t)nb * 16;
-  uint8_t *grouped = malloc(bytes);
+  uint8_t *grouped = malloc(bytes), *grouped_sc = malloc((size_t)r1 * (size_t)nb);
   memcpy(grouped, blocks, bytes);
-  rill_mxfp4_group16(grouped, (size_t)r1, nb);
-  k->gemm_mxfp4_q8_g16(xq, xs, T, grouped, sc, nb, r0, r1, y, ldy);
+  memcpy(grouped_sc, sc, (size_t)r1 * (size_t)nb);
+  rill_mxfp4_group16(grouped, grouped_sc, (size_t)r1, nb);
+  k->gemm_mxfp4_q8_g16(xq, xs, T, grouped, grouped_sc, nb, r0, r1, y, ldy);
   free(grouped);
+  free(grouped_sc);
 }
 
 static void check_decode_q8(const rill_kernels *k, int g16) {

@@ -64,8 +64,8 @@ typedef struct rill_kernels {
    * activations in MXFP4 order, xq + t · nb · 32 with scales xs + t · nb. */
   void (*gemm_mxfp4_q8)(const int8_t *xq, const float *xs, int T, const uint8_t *blocks, const uint8_t *scales, int nb,
                         int r0, int r1, float *y, size_t ldy);
-  /* gemm_mxfp4_q8 over blocks regrouped by rill_mxfp4_group16 (nb ≤ RILL_MXFP4_G16_MAX_BLOCKS); NULL where the table
-   * has none (then experts stay as released). */
+  /* gemm_mxfp4_q8 over blocks and scales regrouped by rill_mxfp4_group16 (nb ≤ RILL_MXFP4_G16_MAX_BLOCKS); NULL where
+   * the table has none (then experts stay as released). */
   void (*gemm_mxfp4_q8_g16)(const int8_t *xq, const float *xs, int T, const uint8_t *blocks, const uint8_t *scales,
                             int nb, int r0, int r1, float *y, size_t ldy);
   /* gemm_q8 over rows regrouped by rill_q8_group16 (nblocks ≤ RILL_Q8_G16_MAX_BLOCKS); NULL where the table has none
@@ -106,8 +106,9 @@ void rill_gemm_mxfp4_q8_g16_avx512_vbmi(const int8_t *xq, const float *xs, int T
                                         const uint8_t *scales, int nb, int r0, int r1, float *y, size_t ldy);
 /* The widest rows (in blocks) gemm_mxfp4_q8_g16 takes: one token's prepared groups fill its 64 KB of scratch. */
 #define RILL_MXFP4_G16_MAX_BLOCKS 1808
-/* Regroups rows × nb MXFP4 blocks in place for gemm_mxfp4_q8_g16 (kernels_mxfp4_q8.c describes the layout). */
-void rill_mxfp4_group16(uint8_t *blocks, size_t rows, int nb);
+/* Regroups rows × nb MXFP4 blocks and their scales in place for gemm_mxfp4_q8_g16 (kernels_mxfp4_q8.c describes the
+ * layout). */
+void rill_mxfp4_group16(uint8_t *blocks, uint8_t *scales, size_t rows, int nb);
 /* Its two instances (the table's entry picks one by the processor): nibbles looked up by vpshufb, or by vpermb (VBMI). */
 void rill_gemm_mxfp4_q8_avx512_vnni_pshufb(const int8_t *xq, const float *xs, int T, const uint8_t *blocks,
                                            const uint8_t *scales, int nb, int r0, int r1, float *y, size_t ldy);

@@ -46,9 +46,11 @@ void rill_gemm_mxfp4_q8_portable(const int8_t *xq, const float *xs, int T, const
 
 /* In place, each row's blocks regrouped: per group of 16 blocks (the last may hold fewer, n), dword j (bytes
  * [4j, 4j + 4)) of each block k in the group at group offset 4 · n · j + 4k, so one 64-byte load holds the same dword
- * of all 16 blocks. The same bytes and scales, only their order within a group changes. */
-void rill_mxfp4_group16(uint8_t *blocks, size_t rows, int nb) {
+ * of all 16 blocks; the same bytes, only their order within a group changes. Each scale byte s stays in place, stored
+ * as s − 128 in two's complement (s ^ 0x80), the exponent the kernel hands vscalefps. */
+void rill_mxfp4_group16(uint8_t *blocks, uint8_t *scales, size_t rows, int nb) {
   uint8_t tmp[16 * 16];
+  for (size_t i = 0; i < rows * (size_t)nb; i++) scales[i] ^= 0x80u;
   for (size_t r = 0; r < rows; r++) {
     for (int g = 0; g < nb; g += 16) {
       const int n = nb - g < 16 ? nb - g : 16;

@@ -19,8 +19,8 @@ static void group_task(void *ctx, int64_t task, int thread) {
   (void)thread;
   rill_mxfp4_experts *m = ctx;
   const size_t rows = (size_t)m->experts * (size_t)m->rows, r0 = (size_t)task * GROUP_ROWS;
-  rill_mxfp4_group16(m->blocks + r0 * (size_t)m->nblocks * 16, rows - r0 < GROUP_ROWS ? rows - r0 : GROUP_ROWS,
-                     m->nblocks);
+  rill_mxfp4_group16(m->blocks + r0 * (size_t)m->nblocks * 16, m->scales + r0 * (size_t)m->nblocks,
+                     rows - r0 < GROUP_ROWS ? rows - r0 : GROUP_ROWS, m->nblocks);
 }
 
 void rill_moe_regroup_experts(rill_model_weights *w, const rill_kernels *k, rill_pool *pool) {

@@ -35,8 +35,11 @@ Z_TGT void Z_FN(rows_g16)(const int NT, const int NR, const g16_prepped *px, int
     }
     __m512i d[Z_ROWS][Z_TILE_T];
     _Pragma("GCC unroll 4") for (int i = 0; i < NR; i++) {
-      ws[i] = half_scales_z(scales + (size_t)(r + i) * (size_t)nb + (size_t)g, gm);
-      if (NT == 1) ws[i] = _mm512_mul_ps(xsg[0], ws[i]);
+      /* s − 128 (rill_mxfp4_group16 stores each scale so, as a signed byte): vscalefps then gives the activation
+       * scale × 2^(s − 128), rounded once, the same bits as multiplying by half_scale[s] in every range. */
+      const uint8_t *sp = scales + (size_t)(r + i) * (size_t)nb + (size_t)g;
+      ws[i] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(gm, sp)));
+      if (NT == 1) ws[i] = _mm512_scalef_ps(xsg[0], ws[i]);
       _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) d[i][t] = px[(size_t)t * (size_t)ngroups + (size_t)gi].off;
     }
     _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
@@ -58,7 +61,7 @@ Z_TGT void Z_FN(rows_g16)(const int NT, const int NR, const g16_prepped *px, int
     }
     _Pragma("GCC unroll 4") for (int i = 0; i < NR; i++) {
       _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
-        acc[i][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d[i][t]), NT == 1 ? ws[i] : _mm512_mul_ps(xsg[t], ws[i]),
+        acc[i][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d[i][t]), NT == 1 ? ws[i] : _mm512_scalef_ps(xsg[t], ws[i]),
                                     acc[i][t]);
       }
     }
