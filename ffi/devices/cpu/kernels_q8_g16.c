@@ -49,9 +49,9 @@ _Static_assert((RILL_Q8_G16_MAX_BLOCKS + 15) / 16 * sizeof(g16_prepped) <= G16_P
                "one token's prepared groups fit the scratch");
 /* Tiles of several rows prefetch the rows PF_ROWS ahead into L2 (from DRAM, 2 threads: 4 tokens 31 GB/s against 25
  * into L1, 8 tokens 23 against 21). Where a strip of rows serves several tiles of tokens, tile k of n prefetches only
- * the rows i with i mod n = k, so the next rows are requested all through the strip rather than by its first tile
- * alone, which left the memory idle while the later tiles computed from L1 (from DRAM, one thread, 8 tokens: 70% of
- * the probe's bandwidth → 84%). A single token reads one row at a time, one sequential stream, prefetched into L2
+ * the rows i with i mod n = k, so the next rows are requested all through the strip: requested by the first tile
+ * alone, the memory idles while the later tiles compute from L1 (from DRAM, one thread, 8 tokens: 70% of the probe's
+ * bandwidth that way, 84% spread). A single token reads one row at a time, one sequential stream, prefetched into L2
  * ROW_PF bytes ahead: from DRAM, one thread, 2880-wide rows, 0.5–2.5 KB ahead read 85–96% of the probe's bandwidth,
  * none 57–72% (the hardware prefetcher alone), 3 KB 75–81% and 4–16 KB 48–60%. */
 #define PF_ROWS 8
